@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The local control plane for tests and the demo: etcd, kube-apiserver, kube-controller-manager
+# and the fake kubelet, on loopback, with certificates generated per cluster.
+#
+#   cluster.sh up     build what is missing, start, wait until ready, write the admin kubeconfig
+#   cluster.sh down   stop everything and delete the state directory
+#   cluster.sh env    print the KUBECONFIG export and the PATH to the built kubectl
+#
+# State lives in $E2E_STATE (default: .e2e/ in the work tree, git-ignored).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+state=${E2E_STATE:-$root/.e2e}
+
+log() { echo "cluster: $*" >&2; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_for() { # what, seconds, command...
+  local what=$1 limit=$2; shift 2
+  local deadline=$(( $(date +%s) + limit ))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "$what did not become ready within ${limit}s; logs in $state"
+      tail -n 30 "$state"/*.log >&2 || true
+      return 1
+    fi
+    sleep 0.3
+  done
+}
+
+certs() {
+  local d=$1
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key"
+  openssl req -x509 -new -key "$d/ca.key" -sha256 -days 7 -subj "/CN=e2e-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" -out "$d/ca.crt" 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/apiserver.key"
+  openssl req -new -key "$d/apiserver.key" -subj "/CN=kube-apiserver" -out "$d/apiserver.csr"
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.0.0.1\n' >"$d/server.ext"
+  openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 7 -sha256 \
+    -extfile "$d/server.ext" -out "$d/apiserver.crt" 2>/dev/null
+  # system:masters is cluster-admin; PKCS#8 so every TLS client reads the key.
+  openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out "$d/admin.key"
+  openssl req -new -key "$d/admin.key" -subj "/O=system:masters/CN=e2e-admin" -out "$d/admin.csr"
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >"$d/client.ext"
+  openssl x509 -req -in "$d/admin.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 7 -sha256 \
+    -extfile "$d/client.ext" -out "$d/admin.crt" 2>/dev/null
+  openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
+  openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub"
+}
+
+start() { # name, command...: own process group, so down (or a crashed run) can kill it whole
+  local name=$1; shift
+  setsid "$@" >"$state/$name.log" 2>&1 < /dev/null &
+  echo $! >"$state/$name.pid"
+}
+
+up() {
+  if [ -f "$state/admin.kubeconfig" ] && kubectl_ready; then
+    log "already running ($state)"; return 0
+  fi
+  down_quiet
+  local bin; bin=$("$here/controlplane/build.sh")
+  local t0; t0=$(date +%s.%N)
+  mkdir -p "$state"
+  echo "$bin" >"$state/bin"
+  certs "$state"
+  local etcd_port peer_port api_port
+  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
+
+  start etcd "$bin/etcd" --name=e2e --data-dir="$state/etcd" \
+    --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
+    --initial-cluster="e2e=http://127.0.0.1:$peer_port" --unsafe-no-fsync=true --log-level=warn
+  wait_for etcd 30 curl -fs "http://127.0.0.1:$etcd_port/health"
+
+  start apiserver "$bin/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --bind-address=127.0.0.1 --secure-port="$api_port" --advertise-address=127.0.0.1 \
+    --cert-dir="$state/apiserver-certs" \
+    --tls-cert-file="$state/apiserver.crt" --tls-private-key-file="$state/apiserver.key" \
+    --client-ca-file="$state/ca.crt" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --service-account-issuer="https://127.0.0.1:$api_port" \
+    --service-account-key-file="$state/sa.pub" \
+    --service-account-signing-key-file="$state/sa.key" \
+    --authorization-mode=RBAC \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true \
+    --endpoint-reconciler-type=none \
+    --profiling=false --v=1
+  cat >"$state/admin.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "https://127.0.0.1:$api_port", certificate-authority: "$state/ca.crt"}}]
+users: [{name: admin, user: {client-certificate: "$state/admin.crt", client-key: "$state/admin.key"}}]
+contexts: [{name: e2e, context: {cluster: e2e, user: admin, namespace: default}}]
+current-context: e2e
+KC
+  wait_for kube-apiserver 90 curl -fs --cacert "$state/ca.crt" "https://127.0.0.1:$api_port/readyz"
+
+  start controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig="$state/admin.kubeconfig" \
+    --leader-elect=false --secure-port=0 \
+    --use-service-account-credentials=false \
+    --service-account-private-key-file="$state/sa.key" \
+    --root-ca-file="$state/ca.crt" \
+    --controllers=namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,resourcequota-controller,disruption-controller,endpointslice-controller,ttl-after-finished-controller \
+    --v=1
+  start fake-kubelet "$bin/fake-kubelet" --kubeconfig="$state/admin.kubeconfig"
+  # The default ServiceAccount appearing means controller-manager is working.
+  wait_for kube-controller-manager 60 "$bin/kubectl" --kubeconfig="$state/admin.kubeconfig" -n default get serviceaccount default
+  log "ready in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))")s: export KUBECONFIG=$state/admin.kubeconfig"
+}
+
+kubectl_ready() {
+  local bin; bin=$(cat "$state/bin" 2>/dev/null) || return 1
+  "$bin/kubectl" --kubeconfig="$state/admin.kubeconfig" get --raw=/readyz >/dev/null 2>&1
+}
+
+down_quiet() {
+  [ -d "$state" ] || return 0
+  for name in fake-kubelet controller-manager apiserver etcd; do
+    if [ -f "$state/$name.pid" ]; then
+      local pid; pid=$(cat "$state/$name.pid")
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$state"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down_quiet; log "stopped" ;;
+  env)
+    echo "export KUBECONFIG=$state/admin.kubeconfig"
+    [ -f "$state/bin" ] && echo "export PATH=$(cat "$state/bin"):\$PATH"
+    ;;
+  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+esac

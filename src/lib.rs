@@ -1,0 +1,4 @@
+//! A drop-in replacement for Flux's kustomize-controller.
+#![forbid(unsafe_code)]
+
+pub mod api;

@@ -1,0 +1,6 @@
+//! Integration tests against the real control plane started by `make test` (e2e/cluster.sh).
+//! One binary, so the kube client stack links once; each test works in its own namespace.
+
+mod support;
+
+mod foundation;

@@ -1,0 +1,100 @@
+//! Shared fixtures: the client for the test control plane, per-test namespaces, waiting.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Config};
+use tokio::sync::OnceCell;
+
+/// A client for the control plane named by `KUBECONFIG`. There is no fallback and no skip: a
+/// missing control plane fails the test, loudly.
+pub async fn client() -> Client {
+    let path = std::env::var("KUBECONFIG")
+        .expect("KUBECONFIG is not set: run the tests with `make test` (it starts the control plane)");
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+        .unwrap_or_else(|e| panic!("cannot read KUBECONFIG {path}: {e}"));
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("invalid KUBECONFIG {path}: {e}"));
+    Client::try_from(config).expect("kube client")
+}
+
+/// A namespace that belongs to one test. Names are unique per run so tests can run in parallel
+/// and re-run without clashing with a namespace that is still terminating.
+pub struct TestNamespace {
+    pub name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    pub async fn new(client: &Client, prefix: &str) -> Self {
+        let name = format!("{prefix}-{}", unique_suffix());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
+        }))
+        .unwrap();
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+        Self { name, client: client.clone() }
+    }
+
+    /// Deletes the namespace. Tests call this at the end; a failed test leaves its namespace
+    /// behind for inspection (the cluster is thrown away after the run).
+    pub async fn delete(self) {
+        let _ = Api::<Namespace>::all(self.client.clone()).delete(&self.name, &DeleteParams::background()).await;
+    }
+}
+
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("{:x}{}", nanos % 0xfffff, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Installs a CRD with server-side apply and waits until it is Established.
+pub async fn install_crd(client: &Client, crd: &CustomResourceDefinition) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = crd.metadata.name.clone().expect("CRD name");
+    api.patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(crd)).await.expect("apply CRD");
+    eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
+        let crd = api.get(&name).await.ok()?;
+        let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
+        established.then_some(())
+    })
+    .await;
+}
+
+/// The Kustomization CRD, installed once per test binary.
+pub async fn kustomization_crd(client: &Client) {
+    static INSTALLED: OnceCell<()> = OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async { install_crd(client, &kustomize_controller::api::kustomization::crd()).await })
+        .await;
+}
+
+/// `kubectl` from the control-plane build, for the checks a person would make.
+pub fn kubectl(args: &[&str]) -> std::process::Output {
+    let bin = std::env::var("E2E_BIN").expect("E2E_BIN is not set: run the tests with `make test`");
+    std::process::Command::new(format!("{bin}/kubectl")).args(args).output().expect("run kubectl")
+}
