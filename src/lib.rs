@@ -2,3 +2,4 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod kube_ext;

@@ -212,3 +212,21 @@ async fn deleting_a_namespace_completes() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_resolver_finds_built_in_kinds_and_crds_installed_later() {
+    use kustomize_controller::kube_ext::{ResolveError, ResourceResolver};
+    let client = client().await;
+    let resolver = ResourceResolver::new(client.clone());
+    let deployment = resolver.resolve("apps/v1", "Deployment").await.unwrap();
+    assert_eq!((deployment.resource.plural.as_str(), deployment.namespaced), ("deployments", true));
+    let namespace = resolver.resolve("v1", "Namespace").await.unwrap();
+    assert!(!namespace.namespaced);
+    let missing = resolver.resolve("example.invalid/v1", "Widget").await.unwrap_err();
+    assert!(matches!(missing, ResolveError::UnknownKind { .. }), "{missing}");
+    assert_eq!(missing.to_string(), "no matches for kind \"Widget\" in version \"example.invalid/v1\"");
+
+    kustomization_crd(&client).await;
+    let ks = resolver.resolve("kustomize.toolkit.fluxcd.io/v1", "Kustomization").await.unwrap();
+    assert_eq!(ks.resource.plural, "kustomizations");
+}
