@@ -48,6 +48,19 @@ cluster-env:
 .PHONY: crds
 crds:
 	@$(CARGO) run --quiet -- crds > crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml
+	@cp crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml config/crd/
+
+.PHONY: static docker-build
+# The static binary the image ships, built and checked without a Docker engine.
+static:
+	@RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --locked --release --bin kustomize-controller \
+	  --target x86_64-unknown-linux-gnu --target-dir target/static
+	@bin=target/static/x86_64-unknown-linux-gnu/release/kustomize-controller; \
+	if ldd "$$bin" >/dev/null 2>&1; then echo "$$bin is dynamically linked"; ldd "$$bin"; exit 1; fi; \
+	"$$bin" crds | grep -q 'name: kustomizations.kustomize.toolkit.fluxcd.io'; \
+	echo "static binary OK: $$bin ($$(du -h $$bin | cut -f1))"
+docker-build:
+	docker build -t kustomize-controller:dev .
 
 .PHONY: demo demo-down
 demo: cluster-up
