@@ -1,0 +1,6 @@
+//! Health assessment of applied objects: kstatus rules, CEL health expressions, and a
+//! watch-based waiter (flux-kustomization.md section 8).
+
+pub mod kstatus;
+
+pub use kstatus::{ObjectStatus, Status, compute};
