@@ -1,6 +1,7 @@
 //! Health assessment of applied objects: kstatus rules, CEL health expressions, and a
 //! watch-based waiter (flux-kustomization.md section 8).
 
+pub mod cel;
 pub mod kstatus;
 
 pub use kstatus::{ObjectStatus, Status, compute};
