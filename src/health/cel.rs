@@ -30,7 +30,10 @@ pub enum CelError {
 impl CelError {
     /// Configuration errors that no retry can fix.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, CelError::Parse { .. } | CelError::InvalidApiVersion { .. } | CelError::Duplicate { .. })
+        matches!(
+            self,
+            CelError::Parse { .. } | CelError::InvalidApiVersion { .. } | CelError::Duplicate { .. }
+        )
     }
 
     /// The Flux condition reason for a terminal error.
@@ -53,16 +56,27 @@ struct Expr {
 
 impl Expr {
     fn compile(source: &str) -> Result<Self, CelError> {
-        let program = Program::compile(source)
-            .map_err(|e| CelError::Parse { expr: source.to_string(), message: e.to_string() })?;
-        Ok(Self { source: source.to_string(), program })
+        let program = Program::compile(source).map_err(|e| CelError::Parse {
+            expr: source.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            source: source.to_string(),
+            program,
+        })
     }
 
     fn eval_bool(&self, context: &Context) -> Result<bool, CelError> {
         match self.program.execute(context) {
             Ok(cel::Value::Bool(value)) => Ok(value),
-            Ok(other) => Err(CelError::NotBool { expr: self.source.clone(), value: format!("{other:?}") }),
-            Err(e) => Err(CelError::Eval { expr: self.source.clone(), message: e.to_string() }),
+            Ok(other) => Err(CelError::NotBool {
+                expr: self.source.clone(),
+                value: format!("{other:?}"),
+            }),
+            Err(e) => Err(CelError::Eval {
+                expr: self.source.clone(),
+                message: e.to_string(),
+            }),
         }
     }
 }
@@ -86,12 +100,23 @@ pub struct HealthExprs {
 pub fn compile(exprs: &[CustomHealthCheck]) -> Result<HealthExprs, CelError> {
     let mut rules = HashMap::new();
     for check in exprs {
-        let group = group_of(&check.api_version)
-            .ok_or_else(|| CelError::InvalidApiVersion { api_version: check.api_version.clone() })?;
+        let group = group_of(&check.api_version).ok_or_else(|| CelError::InvalidApiVersion {
+            api_version: check.api_version.clone(),
+        })?;
         let rule = Rule {
             current: Expr::compile(&check.current)?,
-            in_progress: check.in_progress.as_deref().filter(|s| !s.is_empty()).map(Expr::compile).transpose()?,
-            failed: check.failed.as_deref().filter(|s| !s.is_empty()).map(Expr::compile).transpose()?,
+            in_progress: check
+                .in_progress
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(Expr::compile)
+                .transpose()?,
+            failed: check
+                .failed
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(Expr::compile)
+                .transpose()?,
         };
         let key = (group.to_string(), check.kind.clone().filter(|k| !k.is_empty()));
         if rules.contains_key(&key) {
@@ -130,7 +155,9 @@ impl HealthExprs {
 
 fn evaluate_rule(rule: &Rule, object: &Value, kind: &str) -> Result<ObjectStatus, CelError> {
     let generation = object.pointer("/metadata/generation").and_then(Value::as_i64);
-    let observed = object.pointer("/status/observedGeneration").and_then(Value::as_i64);
+    let observed = object
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
     if let (Some(generation), Some(observed)) = (generation, observed)
         && generation != observed
     {
@@ -154,10 +181,16 @@ fn evaluate_rule(rule: &Rule, object: &Value, kind: &str) -> Result<ObjectStatus
         if let Some(expr) = expr
             && expr.eval_bool(&context)?
         {
-            return Ok(ObjectStatus::new(status, format!("healthCheckExprs {name} expression is true: {}", expr.source)));
+            return Ok(ObjectStatus::new(
+                status,
+                format!("healthCheckExprs {name} expression is true: {}", expr.source),
+            ));
         }
     }
-    Ok(ObjectStatus::new(Status::InProgress, "no healthCheckExprs expression is true yet"))
+    Ok(ObjectStatus::new(
+        Status::InProgress,
+        "no healthCheckExprs expression is true yet",
+    ))
 }
 
 /// Evaluates a `dependsOn[].readyExpr` with `self` (the dependent Kustomization) and `dep`
@@ -192,8 +225,10 @@ fn to_cel(value: &Value) -> cel::Value {
         Value::String(s) => cel::Value::from(s.as_str()),
         Value::Array(items) => cel::Value::List(std::sync::Arc::new(items.iter().map(to_cel).collect())),
         Value::Object(fields) => {
-            let map: HashMap<Key, cel::Value> =
-                fields.iter().map(|(k, v)| (Key::from(k.as_str()), to_cel(v))).collect();
+            let map: HashMap<Key, cel::Value> = fields
+                .iter()
+                .map(|(k, v)| (Key::from(k.as_str()), to_cel(v)))
+                .collect();
             cel::Value::Map(Map::from(map))
         }
     }
@@ -230,7 +265,11 @@ mod tests {
     }
 
     fn status_of(exprs: &HealthExprs, object: &Value) -> Status {
-        exprs.evaluate(object).expect("a rule applies").expect("evaluates").status
+        exprs
+            .evaluate(object)
+            .expect("a rule applies")
+            .expect("evaluates")
+            .status
     }
 
     #[test]
@@ -255,7 +294,11 @@ mod tests {
         );
         let got = exprs.evaluate(&failed).unwrap().unwrap();
         assert_eq!(got.status, Status::Failed);
-        assert!(got.message.contains("failed expression is true"), "{}", got.message);
+        assert!(
+            got.message.contains("failed expression is true"),
+            "{}",
+            got.message
+        );
         let ready = certificate(
             2,
             json!([
@@ -270,7 +313,10 @@ mod tests {
     fn nothing_true_is_in_progress() {
         let exprs = compile(&[certificate_rule()]).unwrap();
         // Ready written for generation 1 while the object is at 2: no expression holds.
-        let stale = certificate(2, json!([{"type": "Ready", "status": "True", "observedGeneration": 1}]));
+        let stale = certificate(
+            2,
+            json!([{"type": "Ready", "status": "True", "observedGeneration": 1}]),
+        );
         assert_eq!(status_of(&exprs, &stale), Status::InProgress);
     }
 
@@ -289,7 +335,13 @@ mod tests {
             "metadata": {"name": "w", "generation": 3}, "status": {"observedGeneration": 2}
         });
         let got = exprs.evaluate(&object).unwrap().unwrap();
-        assert_eq!(got, ObjectStatus::new(Status::InProgress, "Widget generation is 3, but latest observed generation is 2"));
+        assert_eq!(
+            got,
+            ObjectStatus::new(
+                Status::InProgress,
+                "Widget generation is 3, but latest observed generation is 2"
+            )
+        );
     }
 
     #[test]
@@ -324,7 +376,10 @@ mod tests {
         };
         assert_eq!(status_of(&exprs, &pool(2, None)), Status::Current);
         assert_eq!(status_of(&exprs, &pool(1, None)), Status::InProgress);
-        assert_eq!(status_of(&exprs, &pool(2, Some("quota exceeded"))), Status::Failed);
+        assert_eq!(
+            status_of(&exprs, &pool(2, Some("quota exceeded"))),
+            Status::Failed
+        );
     }
 
     #[test]
@@ -345,7 +400,8 @@ mod tests {
             ]),
         );
         assert_eq!(status_of(&exprs, &ready), Status::Current);
-        let issuer = json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": {"name": "ca"}});
+        let issuer =
+            json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": {"name": "ca"}});
         assert_eq!(status_of(&exprs, &issuer), Status::Failed);
         let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
         assert!(exprs.evaluate(&deployment).is_none());
@@ -385,7 +441,10 @@ mod tests {
         let mut rule = certificate_rule();
         rule.api_version = "cert-manager.io/v1/extra".into();
         let err = compile(&[rule]).unwrap_err();
-        assert_eq!(err.to_string(), "invalid apiVersion 'cert-manager.io/v1/extra' in healthCheckExprs");
+        assert_eq!(
+            err.to_string(),
+            "invalid apiVersion 'cert-manager.io/v1/extra' in healthCheckExprs"
+        );
     }
 
     #[test]
@@ -402,6 +461,10 @@ mod tests {
         assert!(!eval_ready_expr("dep.metadata.name == 'other'", &this, &dep).unwrap());
         let err = eval_ready_expr("dep.metadata.name", &this, &dep).unwrap_err();
         assert!(matches!(err, CelError::NotBool { .. }), "{err:?}");
-        assert!(eval_ready_expr("dep.metadata.name ==", &this, &dep).unwrap_err().is_terminal());
+        assert!(
+            eval_ready_expr("dep.metadata.name ==", &this, &dep)
+                .unwrap_err()
+                .is_terminal()
+        );
     }
 }

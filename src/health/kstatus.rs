@@ -46,7 +46,10 @@ pub struct ObjectStatus {
 
 impl ObjectStatus {
     pub fn new(status: Status, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
+        Self {
+            status,
+            message: message.into(),
+        }
     }
 }
 
@@ -86,27 +89,34 @@ pub fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
 /// Rules for every object: deletion, unobserved generation, and the kstatus conditions.
 fn generic(object: &Value) -> Option<ObjectStatus> {
     if str_at(object, &["metadata", "deletionTimestamp"]).is_some_and(|t| !t.is_empty()) {
-        return Some(ObjectStatus::new(Status::Terminating, "Resource scheduled for deletion"));
+        return Some(ObjectStatus::new(
+            Status::Terminating,
+            "Resource scheduled for deletion",
+        ));
     }
     let kind = str_at(object, &["kind"]).unwrap_or_default();
-    if let (Some(generation), Some(observed)) =
-        (int_at(object, &["metadata", "generation"]), int_at(object, &["status", "observedGeneration"]))
-        && generation != observed
+    if let (Some(generation), Some(observed)) = (
+        int_at(object, &["metadata", "generation"]),
+        int_at(object, &["status", "observedGeneration"]),
+    ) && generation != observed
     {
         return Some(in_progress(format!(
             "{kind} generation is {generation}, but latest observed generation is {observed}"
         )));
     }
-    conditions(object).into_iter().find_map(|c| match (c.type_, c.status) {
-        ("Reconciling", "True") => Some(in_progress(c.message)),
-        ("Stalled", "True") => Some(ObjectStatus::new(Status::Failed, c.message)),
-        _ => None,
-    })
+    conditions(object)
+        .into_iter()
+        .find_map(|c| match (c.type_, c.status) {
+            ("Reconciling", "True") => Some(in_progress(c.message)),
+            ("Stalled", "True") => Some(ObjectStatus::new(Status::Failed, c.message)),
+            _ => None,
+        })
 }
 
 fn deployment(object: &Value) -> ObjectStatus {
     // Without a progress deadline the controller never sets Progressing, so do not wait for it.
-    let mut progressing = int_at(object, &["spec", "progressDeadlineSeconds"]).is_none_or(|s| s == i64::from(i32::MAX));
+    let mut progressing =
+        int_at(object, &["spec", "progressDeadlineSeconds"]).is_none_or(|s| s == i64::from(i32::MAX));
     let mut available = false;
     for c in conditions(object) {
         match c.type_ {
@@ -177,7 +187,9 @@ fn stateful_set(object: &Value) -> ObjectStatus {
     if str_at(object, &["status", "currentRevision"]) != str_at(object, &["status", "updateRevision"]) {
         return in_progress("Waiting for updated revision to match current");
     }
-    current(format!("All replicas scheduled as expected. Replicas: {replicas}"))
+    current(format!(
+        "All replicas scheduled as expected. Replicas: {replicas}"
+    ))
 }
 
 fn daemon_set(object: &Value) -> ObjectStatus {
@@ -212,7 +224,10 @@ fn daemon_set(object: &Value) -> ObjectStatus {
 }
 
 fn replica_set(object: &Value) -> ObjectStatus {
-    if conditions(object).iter().any(|c| c.type_ == "ReplicaFailure" && c.status == "True") {
+    if conditions(object)
+        .iter()
+        .any(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+    {
         return in_progress("Replica Failure condition. Check Pods");
     }
     let spec = int_or(object, &["spec", "replicas"], 1);
@@ -244,9 +259,14 @@ fn job(object: &Value) -> ObjectStatus {
     let failed = int_or(object, &["status", "failed"], 0);
     for c in conditions(object) {
         match (c.type_, c.status) {
-            ("Complete", "True") => return current(format!("Job Completed. succeeded: {succeeded}/{completions}")),
+            ("Complete", "True") => {
+                return current(format!("Job Completed. succeeded: {succeeded}/{completions}"));
+            }
             ("Failed", "True") => {
-                return ObjectStatus::new(Status::Failed, format!("Job Failed. failed: {failed}/{completions}"));
+                return ObjectStatus::new(
+                    Status::Failed,
+                    format!("Job Failed. failed: {failed}/{completions}"),
+                );
             }
             ("Suspended", "True") => return current("Job is suspended"),
             _ => {}
@@ -258,7 +278,9 @@ fn job(object: &Value) -> ObjectStatus {
     if str_at(object, &["status", "startTime"]).is_none_or(str::is_empty) {
         return in_progress("Job not started");
     }
-    in_progress(format!("Job in progress. success:{succeeded}, active: {active}, failed: {failed}"))
+    in_progress(format!(
+        "Job in progress. success:{succeeded}, active: {active}, failed: {failed}"
+    ))
 }
 
 fn pod(object: &Value, now: Timestamp) -> ObjectStatus {
@@ -267,7 +289,10 @@ fn pod(object: &Value, now: Timestamp) -> ObjectStatus {
         "Succeeded" => current("Pod has completed successfully"),
         "Failed" => current("Pod has completed, but not successfully"),
         "Running" => {
-            if conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True") {
+            if conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+            {
                 return current("Pod is Ready");
             }
             let crash_looping: Vec<&str> = object
@@ -275,7 +300,9 @@ fn pod(object: &Value, now: Timestamp) -> ObjectStatus {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter(|cs| cs.pointer("/state/waiting/reason").and_then(Value::as_str) == Some("CrashLoopBackOff"))
+                .filter(|cs| {
+                    cs.pointer("/state/waiting/reason").and_then(Value::as_str) == Some("CrashLoopBackOff")
+                })
                 .filter_map(|cs| cs.get("name").and_then(Value::as_str))
                 .collect();
             if !crash_looping.is_empty() {
@@ -293,7 +320,8 @@ fn pod(object: &Value, now: Timestamp) -> ObjectStatus {
             if !unschedulable {
                 return in_progress("Pod is in the Pending phase");
             }
-            let created = str_at(object, &["metadata", "creationTimestamp"]).and_then(|t| t.parse::<Timestamp>().ok());
+            let created =
+                str_at(object, &["metadata", "creationTimestamp"]).and_then(|t| t.parse::<Timestamp>().ok());
             match created {
                 Some(created) if now.duration_since(created) <= SCHEDULE_WINDOW => {
                     in_progress("Pod has not been scheduled")
@@ -325,7 +353,9 @@ fn crd(object: &Value) -> ObjectStatus {
     for c in conditions(object) {
         match (c.type_, c.status) {
             ("NamesAccepted", "False") => return ObjectStatus::new(Status::Failed, c.message),
-            ("Established", "False") if c.reason != "Installing" => return ObjectStatus::new(Status::Failed, c.message),
+            ("Established", "False") if c.reason != "Installing" => {
+                return ObjectStatus::new(Status::Failed, c.message);
+            }
             ("Established", "True") => return current("CRD is established"),
             _ => {}
         }
@@ -348,15 +378,21 @@ fn other(object: &Value, kind: &str) -> ObjectStatus {
     let Some(ready) = conditions(object).into_iter().find(|c| c.type_ == "Ready") else {
         return current("Resource is current");
     };
-    if let (Some(generation), Some(observed)) = (int_at(object, &["metadata", "generation"]), ready.observed_generation)
-        && generation != observed
+    if let (Some(generation), Some(observed)) = (
+        int_at(object, &["metadata", "generation"]),
+        ready.observed_generation,
+    ) && generation != observed
     {
         return in_progress(format!(
             "{kind} generation is {generation}, but its Ready condition observed generation {observed}"
         ));
     }
     match ready.status {
-        "True" => current(if ready.message.is_empty() { "Resource is Ready" } else { ready.message }),
+        "True" => current(if ready.message.is_empty() {
+            "Resource is Ready"
+        } else {
+            ready.message
+        }),
         _ if ready.message.is_empty() => in_progress(format!("Ready: {}", ready.status)),
         _ => in_progress(ready.message),
     }
@@ -443,7 +479,10 @@ mod tests {
         let failures: Vec<String> = cases
             .iter()
             .filter_map(|case| {
-                let now = case.now.as_deref().map_or_else(Timestamp::now, |t| t.parse().unwrap());
+                let now = case
+                    .now
+                    .as_deref()
+                    .map_or_else(Timestamp::now, |t| t.parse().unwrap());
                 let got = compute_at(&case.object, now);
                 let ok = got.status.as_str() == case.expect.status && got.message == case.expect.message;
                 (!ok).then(|| {
@@ -464,7 +503,10 @@ mod tests {
 
     #[test]
     fn jobs_and_pods() {
-        check("batch-and-pods.yaml", include_str!("testdata/batch-and-pods.yaml"));
+        check(
+            "batch-and-pods.yaml",
+            include_str!("testdata/batch-and-pods.yaml"),
+        );
     }
 
     #[test]

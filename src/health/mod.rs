@@ -3,5 +3,7 @@
 
 pub mod cel;
 pub mod kstatus;
+pub mod wait;
 
 pub use kstatus::{ObjectStatus, Status, compute};
+pub use wait::{HealthError, ObjectReport, Report, WaitTarget, wait};
