@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
 use futures::{StreamExt, TryStreamExt};
-use kube::api::DynamicObject;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::time::{Instant, sleep_until};
@@ -219,6 +221,7 @@ async fn start_watches(
                 continue;
             }
         };
+        let expects_status = crd_declares_status(resolver.client(), &resolved.resource).await;
         // Group this kind's objects by namespace; cluster-scoped objects have none.
         let mut by_namespace: HashMap<Option<String>, HashMap<String, usize>> = HashMap::new();
         for (index, entry) in board.entries.iter_mut().enumerate() {
@@ -226,6 +229,7 @@ async fn start_watches(
                 if !resolved.namespaced {
                     entry.target.namespace = None;
                 }
+                entry.expects_status = expects_status;
                 by_namespace
                     .entry(entry.target.namespace.clone())
                     .or_default()
@@ -273,6 +277,8 @@ struct Entry {
     object: Option<Value>,
     /// `None` until the object was read or found missing.
     status: Option<ObjectStatus>,
+    /// The kind is a custom resource whose controller is expected to write status.
+    expects_status: bool,
 }
 
 impl Board {
@@ -283,6 +289,7 @@ impl Board {
                 target: target.clone(),
                 object: None,
                 status: None,
+                expects_status: false,
             })
             .collect();
         Self { entries }
@@ -348,7 +355,7 @@ impl Board {
         // List items may come without type information; judging needs it.
         json["apiVersion"] = Value::String(entry.target.api_version.clone());
         json["kind"] = Value::String(entry.target.kind.clone());
-        entry.status = Some(judge(&json, exprs));
+        entry.status = Some(judge(&json, exprs, entry.expects_status));
         entry.object = Some(json);
     }
 
@@ -365,7 +372,7 @@ impl Board {
     fn rejudge(&mut self, exprs: &HealthExprs) {
         for entry in &mut self.entries {
             if let Some(object) = &entry.object {
-                entry.status = Some(judge(object, exprs));
+                entry.status = Some(judge(object, exprs, entry.expects_status));
             }
         }
     }
@@ -418,12 +425,32 @@ impl Board {
 
 /// CEL rules for the kinds they name, kstatus for the rest. An expression that cannot be
 /// evaluated leaves the object Unknown with the error.
-fn judge(object: &Value, exprs: &HealthExprs) -> ObjectStatus {
+fn judge(object: &Value, exprs: &HealthExprs, expects_status: bool) -> ObjectStatus {
     match exprs.evaluate(object) {
         Some(Ok(status)) => status,
         Some(Err(e)) => ObjectStatus::new(Status::Unknown, e.to_string()),
+        None if expects_status => kstatus::compute_expecting_status(object),
         None => kstatus::compute(object),
     }
+}
+
+/// Whether `resource` is served by a CRD whose version declares a status subresource. Built-in
+/// and aggregated kinds have no CRD; a CRD we may not read counts as no (kstatus behaviour).
+async fn crd_declares_status(client: &Client, resource: &ApiResource) -> bool {
+    if resource.group.is_empty() {
+        return false;
+    }
+    let name = format!("{}.{}", resource.plural, resource.group);
+    let Ok(Some(crd)) = Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(&name)
+        .await
+    else {
+        return false;
+    };
+    crd.spec
+        .versions
+        .iter()
+        .any(|v| v.name == resource.version && v.subresources.as_ref().is_some_and(|s| s.status.is_some()))
 }
 
 #[cfg(test)]

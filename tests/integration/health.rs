@@ -416,6 +416,64 @@ async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
 }
 
 #[tokio::test]
+async fn a_custom_resource_without_status_waits_only_if_its_crd_has_a_status_subresource() {
+    let (client, resolver, ns) = setup("health-nostatus").await;
+    let with_status = format!("h{}.example.com", unique_suffix());
+    let without_status = format!("h{}.example.com", unique_suffix());
+    let mut plain_crd = widget_crd(&without_status);
+    plain_crd["spec"]["versions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("subresources");
+    for crd in [widget_crd(&with_status), plain_crd] {
+        install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
+    }
+    for group in [&with_status, &without_status] {
+        let widget =
+            json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w1"}});
+        apply(&resolver, Some(&ns.name), widget).await;
+    }
+
+    // No controller has written status yet: kstatus would call it Current; we wait.
+    let awaited = [WaitTarget::new(
+        &format!("{with_status}/v1"),
+        "Widget",
+        Some(&ns.name),
+        "w1",
+    )];
+    let err = wait(
+        &resolver,
+        &awaited,
+        &no_exprs(),
+        Duration::from_secs(3),
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "timeout waiting for: [Widget/{}/w1: InProgress: Waiting for the controller to report status]",
+            ns.name
+        )
+    );
+    // Without a status subresource nothing will ever report: Current, as in Flux.
+    let plain = [WaitTarget::new(
+        &format!("{without_status}/v1"),
+        "Widget",
+        Some(&ns.name),
+        "w1",
+    )];
+    let report = wait(&resolver, &plain, &no_exprs(), LONG, std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!(report.objects[0].status.message, "Resource is current");
+    delete_crd(&client, &with_status).await;
+    delete_crd(&client, &without_status).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn a_health_check_naming_a_missing_object_is_reported_without_waiting_for_the_timeout() {
     let (_, resolver, ns) = setup("health-missing").await;
     apply(
