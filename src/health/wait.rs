@@ -192,8 +192,8 @@ type WatchItem = Result<watcher::Event<DynamicObject>, watcher::Error>;
 
 /// The awaited objects of one kind in one namespace, served by one watch.
 struct Group {
-    /// Indexes into the board, by object name.
-    members: HashMap<String, usize>,
+    /// Indexes into the board, by object name (one object may be listed twice).
+    members: HashMap<String, Vec<usize>>,
     /// Names listed since the watch (re)started, to find the missing ones when it is done.
     listed: HashSet<String>,
 }
@@ -212,9 +212,11 @@ async fn start_watches(
         let resolved = match resolver.resolve(api_version, kind).await {
             Ok(resolved) => resolved,
             Err(e) => {
+                // A kind not served (yet) or a malformed apiVersion is as missing as an
+                // absent object; a failed discovery may pass.
                 let status = match e {
-                    ResolveError::UnknownKind { .. } => Status::NotFound,
-                    ResolveError::InvalidApiVersion(_) | ResolveError::Discovery { .. } => Status::Unknown,
+                    ResolveError::UnknownKind { .. } | ResolveError::InvalidApiVersion(_) => Status::NotFound,
+                    ResolveError::Discovery { .. } => Status::Unknown,
                 };
                 board.mark_kind(api_version, kind, ObjectStatus::new(status, e.to_string()));
                 unresolved.push((api_version.clone(), kind.clone()));
@@ -223,7 +225,7 @@ async fn start_watches(
         };
         let expects_status = crd_declares_status(resolver.client(), &resolved.resource).await;
         // Group this kind's objects by namespace; cluster-scoped objects have none.
-        let mut by_namespace: HashMap<Option<String>, HashMap<String, usize>> = HashMap::new();
+        let mut by_namespace: HashMap<Option<String>, HashMap<String, Vec<usize>>> = HashMap::new();
         for (index, entry) in board.entries.iter_mut().enumerate() {
             if entry.target.api_version == *api_version && entry.target.kind == *kind {
                 if !resolved.namespaced {
@@ -233,14 +235,16 @@ async fn start_watches(
                 by_namespace
                     .entry(entry.target.namespace.clone())
                     .or_default()
-                    .insert(entry.target.name.clone(), index);
+                    .entry(entry.target.name.clone())
+                    .or_default()
+                    .push(index);
             }
         }
         for (namespace, members) in by_namespace {
             let (api, _) = match resolver.api(api_version, kind, namespace.as_deref()).await {
                 Ok(found) => found,
                 Err(e) => {
-                    for &index in members.values() {
+                    for &index in members.values().flatten() {
                         board.entries[index].status = Some(ObjectStatus::new(Status::Unknown, e.to_string()));
                     }
                     continue;
@@ -307,33 +311,32 @@ impl Board {
         match item {
             Ok(watcher::Event::Init) => group.listed.clear(),
             Ok(watcher::Event::InitApply(object)) => {
-                if let Some(index) = self.member(group, &object) {
-                    group
-                        .listed
-                        .insert(object.metadata.name.clone().unwrap_or_default());
-                    self.observe(index, object, exprs);
+                let name = object.metadata.name.clone().unwrap_or_default();
+                for &index in group.members.get(&name).into_iter().flatten() {
+                    self.observe(index, &object, exprs);
                 }
+                group.listed.insert(name);
             }
             Ok(watcher::Event::Apply(object)) => {
-                if let Some(index) = self.member(group, &object) {
-                    self.observe(index, object, exprs);
+                for &index in Self::members_for(group, &object) {
+                    self.observe(index, &object, exprs);
                 }
             }
             Ok(watcher::Event::Delete(object)) => {
-                if let Some(index) = self.member(group, &object) {
+                for &index in Self::members_for(group, &object) {
                     self.missing(index);
                 }
             }
             Ok(watcher::Event::InitDone) => {
-                for (name, &index) in &group.members {
+                for (name, indexes) in &group.members {
                     if !group.listed.contains(name) {
-                        self.missing(index);
+                        indexes.iter().for_each(|&index| self.missing(index));
                     }
                 }
             }
             Err(e) => {
                 // The watcher retries with backoff; keep the error for the timeout report.
-                for &index in group.members.values() {
+                for &index in group.members.values().flatten() {
                     let entry = &mut self.entries[index];
                     if entry.object.is_none() {
                         entry.status = Some(ObjectStatus::new(Status::Unknown, format!("watch failed: {e}")));
@@ -343,13 +346,14 @@ impl Board {
         }
     }
 
-    fn member(&self, group: &Group, object: &DynamicObject) -> Option<usize> {
-        group.members.get(object.metadata.name.as_deref()?).copied()
+    fn members_for<'g>(group: &'g Group, object: &DynamicObject) -> &'g [usize] {
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        group.members.get(name).map_or(&[], Vec::as_slice)
     }
 
-    fn observe(&mut self, index: usize, object: DynamicObject, exprs: &HealthExprs) {
+    fn observe(&mut self, index: usize, object: &DynamicObject, exprs: &HealthExprs) {
         let entry = &mut self.entries[index];
-        let Ok(mut json) = serde_json::to_value(&object) else {
+        let Ok(mut json) = serde_json::to_value(object) else {
             return;
         };
         // List items may come without type information; judging needs it.

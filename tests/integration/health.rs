@@ -80,18 +80,19 @@ fn no_exprs() -> HealthExprs {
 async fn a_deployment_rollout_becomes_current() {
     let (_, resolver, ns) = setup("health-rollout").await;
     apply(&resolver, Some(&ns.name), deployment("web", 2, None, None)).await;
-    let targets = [WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "web")];
+    // Listed twice (e.g. in healthChecks and the inventory): both entries are answered.
+    let web = WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "web");
+    let targets = [web.clone(), web];
 
     let report = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
         .await
         .unwrap();
 
-    assert_eq!(report.objects.len(), 1);
-    assert_eq!(report.objects[0].status.status, Status::Current);
-    assert_eq!(
-        report.objects[0].status.message,
-        "Deployment is available. Replicas: 2"
-    );
+    assert_eq!(report.objects.len(), 2);
+    for object in &report.objects {
+        assert_eq!(object.status.status, Status::Current);
+        assert_eq!(object.status.message, "Deployment is available. Replicas: 2");
+    }
     ns.delete().await;
 }
 
@@ -486,6 +487,7 @@ async fn a_health_check_naming_a_missing_object_is_reported_without_waiting_for_
         WaitTarget::new("v1", "ConfigMap", Some(&ns.name), "here"),
         WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "typo"),
         WaitTarget::new("nothing.example.com/v1", "Gadget", Some(&ns.name), "g"),
+        WaitTarget::new("apps/v1/beta", "Deployment", Some(&ns.name), "bad"),
     ];
 
     let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
@@ -497,7 +499,8 @@ async fn a_health_check_naming_a_missing_object_is_reported_without_waiting_for_
         err.to_string(),
         format!(
             "failed early due to missing resources: [Deployment/{ns}/typo: NotFound: Resource not found; \
-             Gadget/{ns}/g: NotFound: no matches for kind \"Gadget\" in version \"nothing.example.com/v1\"]",
+             Gadget/{ns}/g: NotFound: no matches for kind \"Gadget\" in version \"nothing.example.com/v1\"; \
+             Deployment/{ns}/bad: NotFound: no matches for kind \"Deployment\" in version \"apps/v1/beta\"]",
             ns = ns.name
         )
     );
