@@ -12,25 +12,30 @@ use kustomize_controller::health::{HealthError, Status, WaitTarget, wait};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
-use crate::support::{TestNamespace, client, install_crd, unique_suffix};
+use crate::support::{TestNamespace, client, eventually, install_crd, unique_suffix};
 
 /// Long enough that reaching it means the waiter did not fail fast.
 const LONG: Duration = Duration::from_secs(120);
+/// For waits meant to time out: long enough for the first list of a watch on a loaded
+/// machine, so the timeout reports the object's status rather than "not read yet".
+const SHORT: Duration = Duration::from_secs(8);
 
-/// Server-side applies `object` (namespaced into `ns` when given).
+/// Server-side applies `object` (namespaced into `ns` when given). Retried for a while: right
+/// after a CRD is Established its kind can still be missing from discovery or unserved.
 async fn apply(resolver: &ResourceResolver, ns: Option<&str>, object: Value) {
     let api_version = object["apiVersion"].as_str().unwrap();
     let kind = object["kind"].as_str().unwrap();
     let name = object["metadata"]["name"].as_str().unwrap();
-    let (api, _) = resolver.api(api_version, kind, ns).await.unwrap();
-    api.patch(
-        name,
-        &PatchParams::apply("health-tests").force(),
-        &Patch::Apply(&object),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("apply {kind}/{name}: {e}"));
+    let params = PatchParams::apply("health-tests").force();
+    eventually(&format!("apply {kind}/{name}"), SETUP, || async {
+        let (api, _) = resolver.api(api_version, kind, ns).await.ok()?;
+        api.patch(name, &params, &Patch::Apply(&object)).await.ok()
+    })
+    .await;
 }
+
+/// How long test setup may take on a loaded machine.
+const SETUP: Duration = Duration::from_secs(30);
 
 fn deployment(name: &str, replicas: i64, behavior: Option<&str>, progress_deadline: Option<i64>) -> Value {
     let annotations = behavior
@@ -116,15 +121,9 @@ async fn a_deployment_that_never_becomes_ready_times_out_naming_it() {
         WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "stuck"),
     ];
 
-    let err = wait(
-        &resolver,
-        &targets,
-        &no_exprs(),
-        Duration::from_secs(5),
-        std::future::pending(),
-    )
-    .await
-    .unwrap_err();
+    let err = wait(&resolver, &targets, &no_exprs(), SHORT, std::future::pending())
+        .await
+        .unwrap_err();
 
     assert!(matches!(err, HealthError::Timeout(_)), "{err}");
     let message = err.to_string();
@@ -284,17 +283,24 @@ async fn set_ready(
     reason: &str,
     message: &str,
 ) {
-    let (api, _) = resolver
-        .api(&format!("{group}/v1"), "Widget", Some(ns))
-        .await
-        .unwrap();
     let patch = json!({"status": {"observedGeneration": 1, "conditions": [{
         "type": "Ready", "status": status, "reason": reason, "message": message,
         "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"
     }]}});
-    api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    patch_widget_status(resolver, ns, group, patch).await;
+}
+
+async fn patch_widget_status(resolver: &ResourceResolver, ns: &str, group: &str, patch: Value) {
+    eventually("patch widget status", SETUP, || async {
+        let (api, _) = resolver
+            .api(&format!("{group}/v1"), "Widget", Some(ns))
+            .await
+            .ok()?;
+        api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .ok()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -310,15 +316,9 @@ async fn a_custom_resource_going_from_ready_false_to_true_becomes_current() {
     )];
 
     // While Ready=False the widget is in progress, not Current and not Failed.
-    let err = wait(
-        &resolver,
-        &targets,
-        &no_exprs(),
-        Duration::from_secs(3),
-        std::future::pending(),
-    )
-    .await
-    .unwrap_err();
+    let err = wait(&resolver, &targets, &no_exprs(), SHORT, std::future::pending())
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -389,19 +389,13 @@ async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
     );
 
     // Without CEL: Ready=False plus Stalled=True is Failed by the kstatus rules.
-    let (api, _) = resolver
-        .api(&format!("{group}/v1"), "Widget", Some(&ns.name))
-        .await
-        .unwrap();
     let stalled = json!({"status": {"conditions": [
         {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "size must be even",
          "lastTransitionTime": "2026-01-01T00:00:00Z"},
         {"type": "Stalled", "status": "True", "reason": "InvalidSpec", "message": "size must be even",
          "lastTransitionTime": "2026-01-01T00:00:00Z"}
     ]}});
-    api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&stalled))
-        .await
-        .unwrap();
+    patch_widget_status(&resolver, &ns.name, &group, stalled).await;
     let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
         .await
         .unwrap_err();
@@ -442,15 +436,9 @@ async fn a_custom_resource_without_status_waits_only_if_its_crd_has_a_status_sub
         Some(&ns.name),
         "w1",
     )];
-    let err = wait(
-        &resolver,
-        &awaited,
-        &no_exprs(),
-        Duration::from_secs(3),
-        std::future::pending(),
-    )
-    .await
-    .unwrap_err();
+    let err = wait(&resolver, &awaited, &no_exprs(), SHORT, std::future::pending())
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
