@@ -8,7 +8,6 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
 use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
@@ -182,6 +181,20 @@ pub async fn wait(
     timeout: Duration,
     cancel: impl Future<Output = ()>,
 ) -> Result<Report, HealthError> {
+    // Cancellation wins over everything, discovery included.
+    tokio::select! {
+        biased;
+        () = cancel => Err(HealthError::Canceled),
+        verdict = watch_until_verdict(resolver, objects, exprs, timeout) => verdict,
+    }
+}
+
+async fn watch_until_verdict(
+    resolver: &ResourceResolver,
+    objects: &[WaitTarget],
+    exprs: &HealthExprs,
+    timeout: Duration,
+) -> Result<Report, HealthError> {
     let start = Instant::now();
     let deadline = start + timeout;
     let grace_end = start + NOT_FOUND_GRACE.min(timeout);
@@ -198,7 +211,6 @@ pub async fn wait(
     let mut groups: Vec<Group> = Vec::new();
     let mut unresolved = start_watches(resolver, &kinds, &mut board, &mut groups, &mut streams).await;
 
-    let mut cancel = pin!(cancel);
     let mut rejudge = tokio::time::interval_at(start + REJUDGE_EVERY, REJUDGE_EVERY);
     let mut resolve_retry = tokio::time::interval_at(start + RESOLVE_RETRY, RESOLVE_RETRY);
     loop {
@@ -206,7 +218,6 @@ pub async fn wait(
             return verdict;
         }
         tokio::select! {
-            () = &mut cancel => return Err(HealthError::Canceled),
             () = sleep_until(deadline) => return Err(HealthError::Timeout(board.not_current())),
             () = sleep_until(grace_end), if Instant::now() < grace_end => {}
             _ = rejudge.tick() => board.rejudge(exprs),
