@@ -2,4 +2,5 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod applier;
 pub mod kube_ext;

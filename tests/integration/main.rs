@@ -3,4 +3,5 @@
 
 mod support;
 
+mod applier;
 mod foundation;
