@@ -613,8 +613,8 @@ impl Applier {
             }
         };
         let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
-        if !patched && live.is_some() && !has_drifted(live.as_ref(), &dry, &ignored) {
-            return Ok(Plan::Unchanged { live: live.expect("checked") });
+        if let Some(current) = live.as_ref().filter(|l| !patched && !has_drifted(Some(l), &dry, &ignored)) {
+            return Ok(Plan::Unchanged { live: current.clone() });
         }
         Ok(Plan::Apply { live, ignored })
     }
