@@ -438,3 +438,67 @@ async fn ignore_rules_keep_drift_in_ignored_fields_out() {
     assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "c").await.unwrap()["data"]["tuned"], "2");
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() {
+    // A same-apply dependency Flux's stages cannot order: a validating webhook whose Service has
+    // no endpoints yet. The objects it guards are retried in the bounded second pass and
+    // reported; everything else is applied. (The webhook only matches this test's namespace and
+    // label, so it cannot disturb other tests on the shared cluster.)
+    let (client, counts) = crate::support::applier::counted_client().await;
+    let options = kustomize_controller::applier::ApplierOptions {
+        wait_timeout: Duration::from_secs(3),
+        retry_interval: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let applier = kustomize_controller::applier::Applier::new(ResourceResolver::new(client.clone()), options);
+    let ns = TestNamespace::new(&client, "applier-webhook").await;
+    let owner = Owner::new("hook", &ns.name);
+    let hook_name = format!("e2e-guard-{}", unique_suffix());
+    let guarded = |v: &str| {
+        let mut cm = configmap(&ns.name, "guarded", json!({"k": v}));
+        cm["metadata"]["labels"] = json!({"e2e-guarded": "yes"});
+        cm
+    };
+    let objects = |v: &str| {
+        vec![
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "guard", "namespace": ns.name},
+                "spec": {"selector": {"app": "guard"}, "ports": [{"port": 443}]}}),
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": hook_name},
+                "webhooks": [{"name": "guard.e2e.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "failurePolicy": "Fail", "timeoutSeconds": 2,
+                    "clientConfig": {"service": {"name": "guard", "namespace": ns.name, "port": 443}},
+                    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
+                    "objectSelector": {"matchLabels": {"e2e-guarded": "yes"}}}]}),
+            guarded(v),
+            configmap(&ns.name, "free", json!({"k": v})),
+        ]
+    };
+    applier.apply(request(&owner, objects("1"), "rev1", &[])).await.expect("first apply");
+    // the API server picks up webhook configurations asynchronously
+    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
+    eventually("webhook in effect", Duration::from_secs(20), || async {
+        let probe = guarded("probe");
+        let params = PatchParams::apply("probe").force().dry_run();
+        api.patch("guarded", &params, &Patch::Apply(&probe)).await.is_err().then_some(())
+    })
+    .await;
+
+    counts.reset();
+    let err = applier.apply(request(&owner, objects("2"), "rev2", &[])).await.unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].subject, format!("ConfigMap/{}/guarded", ns.name));
+    assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
+    assert!(err.errors[0].message.contains("failed calling webhook"), "{err}");
+    assert!(err.is_transient());
+    assert!(lines(&err.changes).contains(&format!("ConfigMap/{}/free configured", ns.name)), "{err}");
+    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "free").await.unwrap()["data"]["k"], "2");
+    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "guarded").await.unwrap()["data"]["k"], "1");
+    let guarded_dry_runs = counts.snapshot().iter().filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == "configmaps").map(|(_, n)| *n).sum::<u64>();
+    assert!(guarded_dry_runs >= 3, "retried in a second pass: {:?}", counts.snapshot());
+
+    delete_cluster_object(&client, "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", &hook_name).await;
+    ns.delete().await;
+}
