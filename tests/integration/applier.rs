@@ -2,6 +2,15 @@
 //!
 //! Expected change-set lines come from Flux's format (reference 5.7); expected object states
 //! from what the API server reports.
+//!
+//! Same-apply dependencies: the issue asks for "a Pod that needs a ServiceAccount created in the
+//! same apply", but the test API server runs with ServiceAccount admission disabled, so such a
+//! Pod never fails its dry-run. Two real dependencies stand in for it: a custom resource in a
+//! namespace, both created by the same apply as its CRD (its first dry-run fails because the kind
+//! is not served and the namespace is missing; Flux relies on stages for this, we validate the
+//! whole apply before writing and retry it in the second pass), and objects guarded by a webhook
+//! whose Service has no endpoints (no ordering can fix it; they are retried and reported alone).
+//! The ServiceAccount message shape is covered by a unit test of the classifier.
 
 use std::time::Duration;
 
