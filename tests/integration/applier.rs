@@ -155,6 +155,9 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
     assert_eq!(third.with_action(Action::Unchanged).count(), 5, "{third}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("dry-run-patch"), 5, "{:?}", counts.snapshot());
+    // live objects come from one LIST per kind, not a GET each
+    assert_eq!(counts.verb("get"), 0, "{:?}", counts.snapshot());
+    assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
     let after = [
         rv(&client, "v1", "ConfigMap", &ns.name, "a").await,
         rv(&client, "v1", "Service", &ns.name, "web").await,
