@@ -644,6 +644,17 @@ impl Applier {
             }
         };
         let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+        let mut live = live;
+        // The dry-run merges into the stored object; when that moved since our read (another
+        // controller wrote it, or our read came from an earlier LIST), compare with a fresh read
+        // so that someone else's concurrent change is not mistaken for our drift.
+        let rv = |o: &Value| o.pointer("/metadata/resourceVersion").cloned();
+        if let Some(stale) = live.as_ref().filter(|l| !patched && rv(&dry).is_some() && rv(l) != rv(&dry)) {
+            let fresh = get(self.client(), &url, &d.object.name)
+                .await
+                .map_err(|e| err(transport_kind(&e), api_message("query failed", &e)))?;
+            live = fresh.or_else(|| Some(stale.clone()));
+        }
         if let Some(current) = live.as_ref().filter(|l| !patched && !has_drifted(Some(l), &dry, &ignored)) {
             return Ok(Plan::Unchanged { live: current.clone() });
         }
