@@ -2,5 +2,6 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod applier;
 pub mod health;
 pub mod kube_ext;
