@@ -2,4 +2,5 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod build;
 pub mod kube_ext;
