@@ -1,6 +1,7 @@
 //! Conformance: builds every case under tests/kustomize/ with this engine and with the real
 //! kustomize (`$E2E_BIN/kustomize`), and compares the results semantically (same objects in
 //! the same order, values compared as parsed YAML). See tests/kustomize/README.md.
+//! The artifact root of every build is tests/kustomize, so cases may share files.
 //!
 //! Flux builds in FIFO order while the kustomize CLI sorts by default, so the oracle runs on
 //! a copy of the case whose root kustomization gets `sortOptions: {order: fifo}` (unless the
@@ -27,10 +28,14 @@ fn main() -> ExitCode {
         .filter(|p| filter.is_empty() || filter.iter().any(|f| p.file_name().unwrap().to_string_lossy().contains(f.as_str())))
         .collect();
     cases.sort();
+    // Cases may share files with sibling cases, so the oracle gets a copy of the whole tree.
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let copy = tmp.path().join("kustomize");
+    copy_tree(&cases_dir, &copy).expect("copying tests/kustomize");
     let (mut passed, mut failed) = (0, Vec::new());
     for case in &cases {
         let name = case.file_name().unwrap().to_string_lossy().into_owned();
-        match run_case(&kustomize, case) {
+        match run_case(&kustomize, &cases_dir, &copy, case) {
             Ok(()) => passed += 1,
             Err(why) => {
                 println!("FAIL {name}: {why}\n");
@@ -61,10 +66,11 @@ fn build_dir(case: &Path) -> Result<PathBuf, String> {
     Ok(case.join(v.get("path").and_then(Value::as_str).unwrap_or(".")))
 }
 
-fn run_case(kustomize: &Path, case: &Path) -> Result<(), String> {
+fn run_case(kustomize: &Path, cases_dir: &Path, copy: &Path, case: &Path) -> Result<(), String> {
     let dir = build_dir(case)?;
-    let oracle = run_oracle(kustomize, case, &dir)?;
-    let ours = build::build(case, &dir, &BuildOptions::new());
+    let rel = dir.strip_prefix(cases_dir).map_err(|_| "case.yaml path leaves the corpus".to_string())?;
+    let oracle = run_oracle(kustomize, &copy.join(rel))?;
+    let ours = build::build(cases_dir, &dir, &BuildOptions::new());
     let expect_error = std::fs::read_to_string(case.join("expect-error.txt")).ok().map(|s| s.lines().next().unwrap_or("").to_string());
     match (oracle, ours) {
         (Err(theirs), Err(_)) => match expect_error {
@@ -78,18 +84,15 @@ fn run_case(kustomize: &Path, case: &Path) -> Result<(), String> {
     }
 }
 
-/// Runs kustomize on a FIFO-ordered copy of the case.
-fn run_oracle(kustomize: &Path, case: &Path, dir: &Path) -> Result<Result<Vec<Value>, String>, String> {
-    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let copy = tmp.path().join("case");
-    copy_tree(case, &copy).map_err(|e| format!("copying the case: {e}"))?;
-    let rel = dir.strip_prefix(case).map_err(|_| "case.yaml path leaves the case".to_string())?;
-    let copy_dir = copy.join(rel);
+/// Runs kustomize on `copy_dir` (in the copy of the corpus) with FIFO order forced.
+fn run_oracle(kustomize: &Path, copy_dir: &Path) -> Result<Result<Vec<Value>, String>, String> {
+    let mut restore = None;
     for name in ["kustomization.yaml", "kustomization.yml", "Kustomization"] {
         let file = copy_dir.join(name);
         if let Ok(text) = std::fs::read_to_string(&file) {
             if !text.contains("sortOptions") && !text.contains("kind: Component") {
                 std::fs::write(&file, format!("{}\nsortOptions:\n  order: fifo\n", text.trim_end())).map_err(|e| e.to_string())?;
+                restore = Some((file, text));
             }
             break;
         }
@@ -98,7 +101,11 @@ fn run_oracle(kustomize: &Path, case: &Path, dir: &Path) -> Result<Result<Vec<Va
         .args(["build", "--load-restrictor", "LoadRestrictionsNone"])
         .arg(&copy_dir)
         .output()
-        .map_err(|e| format!("running {}: {e}", kustomize.display()))?;
+        .map_err(|e| format!("running {}: {e}", kustomize.display()));
+    if let Some((file, text)) = restore {
+        std::fs::write(file, text).map_err(|e| e.to_string())?;
+    }
+    let out = out?;
     if !out.status.success() {
         return Ok(Err(String::from_utf8_lossy(&out.stderr).into_owned()));
     }

@@ -167,8 +167,8 @@ fn load_pairs(ctx: &Context<'_>, args: &GeneratorArgs) -> Result<Vec<Pair>, Pair
     }
     let mut seen = std::collections::BTreeSet::new();
     for (key, _) in &pairs {
-        if !valid_key(key) {
-            return Err(PairError::Message(format!("invalid key '{key}': a valid config key must consist of alphanumeric characters, '-', '_' or '.'")));
+        if key.is_empty() {
+            return Err(PairError::Message("empty key".into()));
         }
         if !seen.insert(key.clone()) {
             return Err(PairError::Message(format!("duplicate key '{key}'")));
@@ -185,10 +185,6 @@ fn unquote(s: &str) -> &str {
         }
     }
     s
-}
-
-fn valid_key(key: &str) -> bool {
-    !key.is_empty() && key.len() <= 253 && key != "." && key != ".." && key.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
 }
 
 fn make_object(kind: GenKind, args: &GeneratorArgs, options: &GeneratorOptions, pairs: &[Pair]) -> Map<String, Value> {

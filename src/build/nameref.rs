@@ -44,42 +44,44 @@ fn fix_field(res: &mut Resource, referrer_id: &ResId, target: &NameReference, sp
     }
     let ctx = Selection { referrer: res, referrer_id, target, all };
     let err = |message: String| BuildError::NameReference { referrer: referrer_id.to_string(), path: spec.path.clone(), message };
-    let result = visit_path(&mut obj, &path_segments(&spec.path), false, &|| Value::Null, &mut |node| match node {
+    let result = visit_path(&mut obj, &path_segments(&spec.path), false, &|| Value::Null, &mut |node| {
+        rewrite(node, &ctx).map_err(|message| err(message))
+    });
+    let Value::Object(m) = obj else { unreachable!("wrapped an object") };
+    res.obj = m;
+    result
+}
+
+/// Rewrites a reference found at a field-spec path: a name, a list of names, or a map
+/// holding `name` (and maybe `namespace`), or a list of such maps.
+fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
+    match node {
         Value::String(old) => {
-            if let Some(new) = ctx.select(old, None).map_err(err)? {
+            if let Some(new) = ctx.select(old, None)? {
                 *old = new.name;
             }
-            Ok(())
         }
         Value::Array(items) => {
             for item in items.iter_mut() {
-                if let Value::String(old) = item {
-                    if let Some(new) = ctx.select(old, None).map_err(err)? {
-                        *old = new.name;
-                    }
-                }
+                rewrite(item, ctx)?;
             }
-            Ok(())
         }
         Value::Object(m) => {
-            if m.get("kind").and_then(Value::as_str).is_some_and(|k| k != target.kind) {
+            if m.get("kind").and_then(Value::as_str).is_some_and(|k| k != ctx.target.kind) {
                 return Ok(());
             }
             let Some(old) = m.get("name").and_then(Value::as_str).map(str::to_string) else { return Ok(()) };
             let ns = m.get("namespace").and_then(Value::as_str).map(str::to_string);
-            if let Some(new) = ctx.select(&old, ns.as_deref()).map_err(err)? {
+            if let Some(new) = ctx.select(&old, ns.as_deref())? {
                 m.insert("name".into(), Value::String(new.name));
                 if !new.namespace.is_empty() {
                     m.insert("namespace".into(), Value::String(new.namespace));
                 }
             }
-            Ok(())
         }
-        _ => Ok(()),
-    });
-    let Value::Object(m) = obj else { unreachable!("wrapped an object") };
-    res.obj = m;
-    result
+        _ => {}
+    }
+    Ok(())
 }
 
 struct Selection<'a> {

@@ -8,6 +8,8 @@ use crate::build::BuildError;
 use crate::build::kustomization::Image;
 use crate::build::resmap::ResMap;
 
+use super::{path_segments, visit_path};
+
 /// Applies one `images` entry to every object.
 pub fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildError> {
     // kustomize v0.21.1 builds this pattern from the unescaped name.
@@ -26,9 +28,28 @@ pub fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildErr
                 walk(value, &re, image);
             }
         }
+        // kustomize then runs its field-spec pass over the same containers; for most entries
+        // that is idempotent, but a tagSuffix is appended a second time there.
+        for path in FIELD_SPEC_PATHS {
+            let mut node = Value::Object(std::mem::take(&mut res.obj));
+            let _ = visit_path::<()>(&mut node, &path_segments(path), false, &|| Value::Null, &mut |v| {
+                if let Value::String(s) = v {
+                    if re.is_match(s) {
+                        *s = rewrite(s, image);
+                    }
+                }
+                Ok(())
+            });
+            let Value::Object(m) = node else { unreachable!("wrapped an object") };
+            res.obj = m;
+        }
     }
     Ok(())
 }
+
+/// kustomize's images field specs.
+const FIELD_SPEC_PATHS: [&str; 4] =
+    ["spec/containers[]/image", "spec/initContainers[]/image", "spec/template/spec/containers[]/image", "spec/template/spec/initContainers[]/image"];
 
 fn walk(node: &mut Value, re: &Regex, image: &Image) {
     match node {
