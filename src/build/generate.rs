@@ -70,16 +70,7 @@ pub fn run(ctx: &Context<'_>, map: &mut ResMap, kind: GenKind, args: &GeneratorA
                     }
                 }
             }
-            if let Some(Value::Object(meta)) = obj.get("metadata") {
-                for section in ["labels", "annotations"] {
-                    if let Some(Value::Object(new)) = meta.get(section) {
-                        let target = res.metadata_mut().entry(section).or_insert_with(|| Value::Object(Map::new()));
-                        if let Value::Object(target) = target {
-                            target.extend(new.clone());
-                        }
-                    }
-                }
-            }
+            merge_metadata(res, &obj);
             if let Some(v) = obj.get("immutable") {
                 res.obj.insert("immutable".into(), v.clone());
             }
@@ -87,20 +78,33 @@ pub fn run(ctx: &Context<'_>, map: &mut ResMap, kind: GenKind, args: &GeneratorA
             Ok(())
         }
         ("replace", Some(i)) => {
+            // The data is replaced; the existing object's metadata stays (new labels and
+            // annotations are added to it).
             let res = &mut map.resources[i];
-            let current = res.id();
-            let mut obj = obj;
-            if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
-                meta.insert("name".into(), Value::String(current.name));
-                if !current.namespace.is_empty() {
-                    meta.insert("namespace".into(), Value::String(current.namespace));
-                }
+            for section in ["data", "binaryData", "stringData"] {
+                match obj.get(section) {
+                    Some(v) => res.obj.insert(section.into(), v.clone()),
+                    None => res.obj.remove(section),
+                };
             }
-            res.obj = obj;
+            merge_metadata(res, &obj);
             res.generated = Some(Generated { hash_suffix });
             Ok(())
         }
         (other, _) => Err(BuildError::Invalid { file, field: "behavior".into(), message: format!("unknown behavior '{other}' in generator '{}'", args.name) }),
+    }
+}
+
+/// Adds the labels and annotations of a generated object to an existing one.
+fn merge_metadata(res: &mut Resource, obj: &Map<String, Value>) {
+    let Some(Value::Object(meta)) = obj.get("metadata") else { return };
+    for section in ["labels", "annotations"] {
+        if let Some(Value::Object(new)) = meta.get(section) {
+            let target = res.metadata_mut().entry(section).or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(target) = target {
+                target.extend(new.clone());
+            }
+        }
     }
 }
 

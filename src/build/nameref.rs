@@ -92,6 +92,26 @@ struct Selection<'a> {
 }
 
 impl Selection<'_> {
+    /// kustomize's pre-filter: a namespaced referrer sees cluster-scoped objects, objects of
+    /// its own namespace and, for a RoleBinding, objects in the namespaces of its
+    /// ServiceAccount subjects.
+    fn could_refer_to(&self, candidate: &Resource) -> bool {
+        if is_cluster_scoped(&self.referrer_id.group, &self.referrer_id.kind) {
+            return true;
+        }
+        let id = candidate.id();
+        if is_cluster_scoped(&id.group, &id.kind) || id.effective_namespace() == self.referrer_id.effective_namespace() {
+            return true;
+        }
+        self.referrer_id.kind == "RoleBinding"
+            && self.referrer.obj.get("subjects").and_then(Value::as_array).is_some_and(|subjects| {
+                subjects.iter().any(|s| {
+                    s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                        && s.get("namespace").and_then(Value::as_str) == Some(id.namespace.as_str())
+                })
+            })
+    }
+
     /// The current id of the one object the reference `old` points to, if any.
     fn select(&self, old: &str, namespace: Option<&str>) -> Result<Option<ResId>, String> {
         let mut candidates: Vec<&Resource> = self
@@ -99,20 +119,10 @@ impl Selection<'_> {
             .iter()
             .filter(|r| r.any_id(|id| target_selects(self.target, id) && id.name == old))
             .collect();
-        match namespace {
-            Some(ns) => {
-                let wanted = if ns.is_empty() { "default" } else { ns };
-                candidates.retain(|r| r.any_id(|id| id.name == old && id.effective_namespace() == wanted));
-            }
-            None => {
-                if !is_cluster_scoped(&self.referrer_id.group, &self.referrer_id.kind) {
-                    let ns = self.referrer_id.effective_namespace();
-                    candidates.retain(|r| {
-                        let id = r.id();
-                        is_cluster_scoped(&id.group, &id.kind) || id.kind == "ServiceAccount" || id.effective_namespace() == ns
-                    });
-                }
-            }
+        candidates.retain(|r| self.could_refer_to(r));
+        if let Some(ns) = namespace {
+            let wanted = if ns.is_empty() { "default" } else { ns };
+            candidates.retain(|r| r.any_id(|id| id.name == old && id.effective_namespace() == wanted));
         }
         if candidates.len() > 1 {
             let same_context: Vec<&Resource> = candidates
