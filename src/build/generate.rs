@@ -81,7 +81,7 @@ pub fn run(ctx: &Context<'_>, map: &mut ResMap, kind: GenKind, args: &GeneratorA
             // The data is replaced; the existing object's metadata stays (new labels and
             // annotations are added to it).
             let res = &mut map.resources[i];
-            for section in ["data", "binaryData", "stringData"] {
+            for section in ["data", "binaryData", "stringData", "type"] {
                 match obj.get(section) {
                     Some(v) => res.obj.insert(section.into(), v.clone()),
                     None => res.obj.remove(section),
