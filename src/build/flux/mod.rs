@@ -1,1 +1,3 @@
 //! Flux's layer around a kustomize build.
+
+mod envsubst;
