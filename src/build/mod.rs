@@ -66,7 +66,7 @@ pub enum BuildError {
     Remote { file: String, url: String },
     #[error("{file}: may not add resource with an already registered id: {id}")]
     DuplicateId { file: String, id: String },
-    #[error("{path}: cycle in kustomization bases (already loading this directory)")]
+    #[error("cycle detected: candidate root '{path}' contains a visited root")]
     Cycle { path: PathBuf },
     #[error("{file}: {message}")]
     Kustomization { file: String, message: String },
