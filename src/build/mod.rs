@@ -5,13 +5,17 @@
 //! api v0.21.1 as Flux runs it (LoadRestrictionsNone inside a secure root, FIFO output,
 //! builtin plugins only); fields it does not implement fail with
 //! [`BuildError::Unsupported`] instead of building something different.
+//! `patch` holds the patch formats and target selectors; `flux` is Flux's layer around a
+//! build (generated kustomization, spec overrides, post-build substitution, common metadata).
 
 use std::path::{Path, PathBuf};
 
+pub mod flux;
 pub mod generate;
 pub mod kustomization;
 pub mod loader;
 pub mod nameref;
+pub mod patch;
 pub mod resmap;
 pub mod target;
 pub mod transform;
