@@ -5,6 +5,8 @@
 //! api v0.21.1 as Flux runs it (LoadRestrictionsNone inside a secure root, FIFO output,
 //! builtin plugins only); fields it does not implement fail with
 //! [`BuildError::Unsupported`] instead of building something different.
+//! `patch` holds the patch formats and target selectors; `flux` is Flux's layer around a
+//! build (generated kustomization, spec overrides, post-build substitution, common metadata).
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,7 @@ pub mod kustomization;
 pub mod loader;
 pub mod nameref;
 pub mod patch;
+pub mod patches;
 pub mod resmap;
 pub mod target;
 pub mod transform;
@@ -68,7 +71,7 @@ pub enum BuildError {
     Remote { file: String, url: String },
     #[error("{file}: may not add resource with an already registered id: {id}")]
     DuplicateId { file: String, id: String },
-    #[error("{path}: cycle in kustomization bases (already loading this directory)")]
+    #[error("cycle detected: candidate root '{path}' contains a visited root")]
     Cycle { path: PathBuf },
     #[error("{file}: {message}")]
     Kustomization { file: String, message: String },

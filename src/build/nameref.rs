@@ -67,9 +67,8 @@ fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
             }
         }
         Value::Object(m) => {
-            if m.get("kind").and_then(Value::as_str).is_some_and(|k| k != ctx.target.kind) {
-                return Ok(());
-            }
+            // kustomize does not look at a subject's kind: a User named like a renamed
+            // ServiceAccount is renamed too.
             let Some(old) = m.get("name").and_then(Value::as_str).map(str::to_string) else { return Ok(()) };
             let ns = m.get("namespace").and_then(Value::as_str).map(str::to_string);
             if let Some(new) = ctx.select(&old, ns.as_deref())? {

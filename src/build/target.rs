@@ -11,7 +11,7 @@ use super::kustomization::{FILE_NAMES, Kind, Kustomization};
 use super::loader::Loader;
 use super::resmap::{ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, yaml};
+use super::{nameref, patches, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -113,6 +113,10 @@ fn accumulate_body(
             let text = loader.read_text(&path, file)?;
             let origin = loader.show(&path);
             for obj in yaml::parse_resources(&text, &origin)? {
+                if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    let name = super::resmap::str_at(&obj, &["metadata", "name"]);
+                    return Err(BuildError::Kustomization { file: origin, message: format!("missing kind in object '{name}'") });
+                }
                 map.append(Resource::new(obj), &origin)?;
             }
         } else if loader.is_dir(&path) {
@@ -142,20 +146,14 @@ fn accumulate_body(
         let comp_dir = loader.resolve(&path, file)?;
         accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
     }
-    run_transformers(k, shown, map)
+    let patch_ctx = patches::Context { loader, dir, file };
+    run_transformers(k, &patch_ctx, shown, map)
 }
 
 /// kustomize's builtin transformer order.
-fn run_transformers(k: &Kustomization, file: &str, map: &mut ResMap) -> Result<(), BuildError> {
-    for (field, empty) in [
-        ("patchesStrategicMerge", k.patches_strategic_merge.is_empty()),
-        ("patches", k.patches.is_empty()),
-        ("patchesJson6902", k.patches_json6902.is_empty()),
-    ] {
-        if !empty {
-            return Err(BuildError::Unsupported { file: file.to_string(), field: field.to_string() });
-        }
-    }
+fn run_transformers(k: &Kustomization, patch_ctx: &patches::Context<'_>, file: &str, map: &mut ResMap) -> Result<(), BuildError> {
+    patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
+    patches::patches(patch_ctx, map, &k.patches)?;
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
     }
@@ -175,6 +173,7 @@ fn run_transformers(k: &Kustomization, file: &str, map: &mut ResMap) -> Result<(
     }
     transform::labels::apply(map, &k.common_labels, &fieldspecs::common_labels(), file, "commonLabels")?;
     transform::labels::apply(map, &k.common_annotations, &fieldspecs::common_annotations(), file, "commonAnnotations")?;
+    patches::json6902(patch_ctx, map, &k.patches_json6902)?;
     for replica in &k.replicas {
         transform::replicas::apply(map, replica, file)?;
     }
@@ -182,4 +181,90 @@ fn run_transformers(k: &Kustomization, file: &str, map: &mut ResMap) -> Result<(
         transform::images::apply(map, image, file)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::build::{BuildError, BuildOptions, build};
+
+    fn write(root: &Path, files: &[(&str, &str)]) {
+        for (path, text) in files {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+    }
+
+    fn build_err(files: &[(&str, &str)], dir: &str) -> BuildError {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), files);
+        build(tmp.path(), Path::new(dir), &BuildOptions::new()).unwrap_err()
+    }
+
+    #[test]
+    fn a_cycle_of_bases_fails() {
+        let err = build_err(&[("a/kustomization.yaml", "resources: [../b]\n"), ("b/kustomization.yaml", "resources: [../a]\n")], "a");
+        assert_eq!(err.to_string(), "cycle detected: candidate root 'a' contains a visited root");
+    }
+
+    #[test]
+    fn duplicate_ids_across_files_fail_naming_the_id() {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n";
+        let err = build_err(&[("app/kustomization.yaml", "resources: [a.yaml, b.yaml]\n"), ("app/a.yaml", cm), ("app/b.yaml", cm)], "app");
+        assert_eq!(err.to_string(), "app/b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/same.[noNs]");
+    }
+
+    #[test]
+    fn a_missing_resource_names_the_kustomization() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [nope.yaml]\n")], "app");
+        assert_eq!(err.to_string(), "app/nope.yaml: no such file or directory (referenced from app/kustomization.yaml)");
+    }
+
+    #[test]
+    fn a_base_outside_the_root_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), &[("root/app/kustomization.yaml", "resources: [../../outside]\n"), ("outside/kustomization.yaml", "resources: []\n")]);
+        let err = build(&tmp.path().join("root"), Path::new("app"), &BuildOptions::new()).unwrap_err();
+        assert!(matches!(err, BuildError::OutsideRoot { .. }), "{err}");
+        assert!(err.to_string().ends_with("outside: path is outside the artifact root (security constraint)"), "{err}");
+    }
+
+    #[test]
+    fn malformed_yaml_in_a_resource_names_file_and_line() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [d.yaml]\n"), ("app/d.yaml", "kind: A\nmetadata:\n  name: [x\n")], "app");
+        assert!(matches!(&err, BuildError::Yaml { file, line, .. } if file == "app/d.yaml" && *line >= 3), "{err}");
+    }
+
+    #[test]
+    fn an_oversized_resource_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), &[("app/kustomization.yaml", "resources: [big.yaml]\n"), ("app/big.yaml", &"#".repeat(200))]);
+        let options = BuildOptions { max_file_bytes: 100, ..BuildOptions::new() };
+        let err = build(tmp.path(), Path::new("app"), &options).unwrap_err();
+        assert_eq!(err.to_string(), "app/big.yaml: file is larger than the limit of 100 bytes");
+    }
+
+    #[test]
+    fn a_non_object_document_is_refused() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [l.yaml]\n"), ("app/l.yaml", "- a\n")], "app");
+        assert_eq!(err.to_string(), "app/l.yaml: document 1 is not an object (found a list)");
+    }
+
+    #[test]
+    fn remote_bases_are_refused() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [https://example.com/x.yaml]\n")], "app");
+        assert_eq!(err.to_string(), "app/kustomization.yaml: remote resource 'https://example.com/x.yaml' is not supported (remote bases are disabled)");
+    }
+
+    #[test]
+    fn the_override_replaces_the_kustomization_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n";
+        write(tmp.path(), &[("app/kustomization.yaml", "resources: [nope.yaml]\n"), ("app/cm.yaml", cm)]);
+        let options = BuildOptions { kustomization_override: Some("resources: [cm.yaml]\nnamespace: x\n".into()), ..BuildOptions::new() };
+        let objs = build(tmp.path(), Path::new("app"), &options).unwrap();
+        assert_eq!(objs, vec![serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})]);
+    }
 }

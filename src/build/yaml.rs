@@ -35,22 +35,27 @@ pub fn parse_object(text: &str, origin: &str) -> Result<Map<String, Value>, Buil
 }
 
 /// Parses a resource file: every document must be an object; `*List` objects are expanded
-/// into their items.
+/// into their items, which kustomize places after the file's other documents.
 pub fn parse_resources(text: &str, origin: &str) -> Result<Vec<Map<String, Value>>, BuildError> {
     let mut out = Vec::new();
+    let mut items = Vec::new();
     for (i, doc) in parse_documents(text, origin)?.into_iter().enumerate() {
         match doc {
-            Value::Object(map) => expand_list(map, origin, i + 1, &mut out)?,
+            Value::Object(map) if is_list(&map) => expand_list(map, origin, i + 1, &mut items)?,
+            Value::Object(map) => out.push(map),
             other => return Err(BuildError::NotObject { file: origin.to_string(), index: i + 1, found: kind_of(&other) }),
         }
     }
+    out.append(&mut items);
     Ok(out)
 }
 
+fn is_list(map: &Map<String, Value>) -> bool {
+    map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) && matches!(map.get("items"), Some(Value::Array(_)))
+}
+
 fn expand_list(map: Map<String, Value>, origin: &str, index: usize, out: &mut Vec<Map<String, Value>>) -> Result<(), BuildError> {
-    let is_list = map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
-        && matches!(map.get("items"), Some(Value::Array(_)));
-    if !is_list {
+    if !is_list(&map) {
         out.push(map);
         return Ok(());
     }
