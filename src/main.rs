@@ -42,7 +42,12 @@ fn main() -> ExitCode {
             print!("{}", kustomize_controller::api::kustomization::crd_yaml());
             ExitCode::SUCCESS
         }
-        Command::Build { dir, root, kustomization, vars } => match flux_build(&root, &dir, kustomization, vars) {
+        Command::Build {
+            dir,
+            root,
+            kustomization,
+            vars,
+        } => match flux_build(&root, &dir, kustomization, vars) {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS
@@ -89,9 +94,11 @@ fn flux_build(
     } else if !vars.is_empty() {
         spec["postBuild"] = serde_json::json!({});
     }
-    let spec: KustomizationSpec = serde_json::from_value(spec).map_err(|e| format!("Kustomization spec: {e}"))?;
+    let spec: KustomizationSpec =
+        serde_json::from_value(spec).map_err(|e| format!("Kustomization spec: {e}"))?;
     let inline = spec.post_build.as_ref().and_then(|p| p.substitute.as_ref());
     let vars = flux::merge_vars(vec![vars.into_iter().collect()], inline);
-    let built = flux::build(root, dir, &spec, &vars, &build::BuildOptions::new()).map_err(|e| e.to_string())?;
+    let built =
+        flux::build(root, dir, &spec, &vars, &build::BuildOptions::new()).map_err(|e| e.to_string())?;
     Ok(build::to_yaml(&built.objects))
 }
