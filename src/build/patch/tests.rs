@@ -692,3 +692,43 @@ fn bad_selectors_name_the_field() {
         "{err}"
     );
 }
+
+#[test]
+fn single_key_lists_put_the_patch_elements_first_in_patch_order() {
+    // (original env names, patch env names, kustomize's order; ' marks a patched element)
+    let cases = [
+        ("a b c", "x", "x' a b c"),
+        ("a b c", "x y", "x' y' a b c"),
+        ("a b c", "c x", "c' x' a b"),
+        ("a b c", "b x a", "b' x' a' c"),
+        ("a b c", "x b y", "x' b' y' a c"),
+        ("a b c", "c b a", "c' b' a'"),
+        ("a b c", "c a", "c' a' b"),
+    ];
+    let pod = |names: &str, value: &str| {
+        let env: Vec<String> = names
+            .split(' ')
+            .map(|n| format!("{{name: {n}, value: {value}}}"))
+            .collect();
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    env: [{}]\n",
+            env.join(", ")
+        )
+    };
+    for (original, patch, expected) in cases {
+        let result = patched(&pod(original, "d"), &pod(patch, "p"));
+        let order: Vec<String> = result["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}{}",
+                    e["name"].as_str().unwrap(),
+                    if e["value"] == "p" { "'" } else { "" }
+                )
+            })
+            .collect();
+        assert_eq!(order.join(" "), expected, "[{original}] + [{patch}]");
+    }
+}
