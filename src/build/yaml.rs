@@ -11,9 +11,19 @@ use super::BuildError;
 /// resolved as kyaml (goyaml v3) does, which differs from YAML 1.2 core in a few places
 /// (`0755` is octal, `1_000` is an integer, a plain date becomes a timestamp string).
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+    parse_with(text, origin, false)
+}
+
+/// Like [`parse_documents`], with YAML 1.1 booleans (`yes`, `on`, `n`, ...) as goyaml v2
+/// reads them: kustomize decodes JSON6902 patches that way (sigs.k8s.io/yaml).
+pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+    parse_with(text, origin, true)
+}
+
+fn parse_with(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
     let mut out = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
-        let json = document.deserialize_any(Scalars { text }).map_err(|e| yaml_error(origin, &e))?;
+        let json = document.deserialize_any(Scalars { text, yaml11 }).map_err(|e| yaml_error(origin, &e))?;
         if !json.is_null() {
             out.push(json);
         }
@@ -96,6 +106,7 @@ fn yaml_error(origin: &str, e: &serde_yaml::Error) -> BuildError {
 #[derive(Clone, Copy)]
 struct Scalars<'t> {
     text: &'t str,
+    yaml11: bool,
 }
 
 impl Scalars<'_> {
@@ -136,6 +147,13 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value, E> {
         if self.is_plain(v) {
+            if self.yaml11 {
+                match v {
+                    "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => return Ok(Value::Bool(true)),
+                    "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => return Ok(Value::Bool(false)),
+                    _ => {}
+                }
+            }
             return Ok(resolve_plain(v));
         }
         Ok(Value::String(v.to_string()))
