@@ -774,3 +774,29 @@ fn a_patch_cannot_change_the_kind_of_a_node() {
         assert!(err.to_string().contains(path), "{err}");
     }
 }
+
+#[test]
+fn a_replace_marker_in_a_new_keyed_list_is_copied_literally() {
+    let original = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n";
+    for list in [
+        "[{$patch: replace}, {name: a}, {name: b}]",
+        "[{$patch: replace}]",
+        "[{name: a}, {$patch: replace}]",
+    ] {
+        let patch = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  initContainers: {list}\n  volumes: {list}\n"
+        );
+        let result = patched(original, &patch);
+        assert_eq!(
+            result["spec"]["initContainers"],
+            json!([{"$patch": "replace"}]),
+            "{list}"
+        );
+        assert_eq!(
+            result["spec"]["volumes"],
+            json!([{"$patch": "replace"}]),
+            "{list}"
+        );
+        assert_eq!(result["spec"]["containers"], json!([{"name": "c"}]));
+    }
+}
