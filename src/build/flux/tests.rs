@@ -399,6 +399,17 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
     );
     assert_eq!(err.reason(), "BuildFailed");
     assert!(!err.is_transient());
+    // With the strict gate off, the unset variable expands to nothing (YAML null).
+    let lenient = build_with_strictness(
+        tmp.path(),
+        Path::new("app"),
+        &spec,
+        &vars,
+        &BuildOptions::default(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(lenient.objects[0]["data"]["a"], Value::Null);
 }
 
 #[test]
