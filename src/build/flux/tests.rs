@@ -259,7 +259,15 @@ fn missing_components_fail_in_kustomize_unless_ignored() {
 fn component_paths_must_be_local_and_relative() {
     let tmp = tempfile::tempdir().unwrap();
     write(tmp.path(), &[("app/cm.yaml", CONFIG_MAP)]);
-    for path in ["/etc/comp", "https://example.com/comp"] {
+    // The table of Flux's own IsLocalRelativePath test (fluxcd/pkg kustomize).
+    for path in [
+        "/etc/comp",
+        "https://example.com/comp",
+        "file:///foobar.yaml",
+        "git@github.com:owner/repo",
+        "ssh://git@github.com/owner/repo",
+        "github.com/owner/repo",
+    ] {
         let mut spec = spec();
         spec.components = vec![path.into()];
         let err = generated(tmp.path(), "app", &spec).unwrap_err();
@@ -268,6 +276,64 @@ fn component_paths_must_be_local_and_relative() {
             format!("component path '{path}' must be local and relative")
         );
     }
+}
+
+#[test]
+fn local_component_paths_are_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), &[("app/cm.yaml", CONFIG_MAP)]);
+    let mut spec = spec();
+    spec.components = [
+        "foobar.yaml",
+        "./foobar.yaml",
+        "file://foobar.yaml",
+        "../shared/comp",
+    ]
+    .map(String::from)
+    .into();
+    let k = generated(tmp.path(), "app", &spec).unwrap();
+    assert_eq!(
+        k["components"],
+        json!([
+            "foobar.yaml",
+            "./foobar.yaml",
+            "file://foobar.yaml",
+            "../shared/comp"
+        ])
+    );
+}
+
+#[test]
+fn objects_without_kind_or_name_fail_the_generation() {
+    for (text, reason) in [
+        ("apiVersion: v1\nmetadata:\n  name: x\n", "missing kind"),
+        (
+            "apiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n",
+            "missing metadata.name",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        write(
+            tmp.path(),
+            &[("app/ok.yaml", CONFIG_MAP), ("app/values.yaml", text)],
+        );
+        let message = generated(tmp.path(), "app", &spec()).unwrap_err().to_string();
+        assert!(
+            message.starts_with("failed to decode Kubernetes YAML from ./values.yaml: "),
+            "{message}"
+        );
+        assert!(message.contains(reason), "{message}");
+    }
+    // A List needs no name.
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        &[("app/list.yaml", "apiVersion: v1\nkind: List\nitems: []\n")],
+    );
+    assert_eq!(
+        generated(tmp.path(), "app", &spec()).unwrap()["resources"],
+        json!(["./list.yaml"])
+    );
 }
 
 #[test]
