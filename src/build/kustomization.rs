@@ -169,10 +169,18 @@ pub struct GeneratorOptions {
 
 /// `sortOptions`.
 #[derive(Deserialize, Default, Debug, Clone)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct SortOptions {
     pub order: String,
-    pub legacy_sort_options: Option<Value>,
+    pub legacy_sort_options: Option<LegacySortOptions>,
+}
+
+/// Kind lists that replace the legacy order's defaults.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct LegacySortOptions {
+    pub order_first: Vec<String>,
+    pub order_last: Vec<String>,
 }
 
 impl Kustomization {
@@ -181,6 +189,9 @@ impl Kustomization {
         // kustomize decodes kustomization files with sigs.k8s.io/yaml (YAML 1.1): `y` is a
         // boolean there, and a boolean where a string belongs is an error.
         let map = super::yaml::parse_object_yaml11(text, file)?;
+        if map.is_empty() {
+            return Err(BuildError::Kustomization { file: file.to_string(), message: "kustomization.yaml is empty".into() });
+        }
         check_fields(&map, file)?;
         let mut k: Kustomization = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
             let field = map.keys().find(|key| e.to_string().contains(key.as_str())).cloned().unwrap_or_default();
@@ -205,7 +216,7 @@ impl Kustomization {
             }
         }
         if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str()) {
-            if order != "fifo" {
+            if order != "fifo" && order != "legacy" {
                 return Err(BuildError::Unsupported { file: file.into(), field: format!("sortOptions.order: {order}") });
             }
         }

@@ -30,6 +30,11 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
         }
     }
     nameref::fix(&mut map)?;
+    if let Some(sort) = root_sort_options(loader, &dir, override_text)? {
+        if sort.order == "legacy" {
+            super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
+        }
+    }
     let mut out = Vec::with_capacity(map.resources.len());
     for res in map.resources {
         let local = res.obj.get("metadata").and_then(|m| m.get("annotations")).and_then(|a| a.get(LOCAL_CONFIG)).is_some();
@@ -47,6 +52,19 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
         out.push(Value::Object(res.obj));
     }
     Ok(out)
+}
+
+/// The root kustomization's `sortOptions` (only the root's count, as in kustomize).
+fn root_sort_options(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Option<super::kustomization::SortOptions>, BuildError> {
+    let (file, text) = match override_text {
+        Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
+        None => {
+            let file = kustomization_file(loader, dir)?;
+            let text = loader.read_text(&file, &file)?;
+            (file, text)
+        }
+    };
+    Ok(Kustomization::parse(&text, &loader.show(&file))?.0.sort_options)
 }
 
 /// Finds the kustomization file of `dir`; more than one recognised name is an error.
