@@ -37,6 +37,7 @@ const SUPPORTED: &[&str] = &[
     "secretGenerator",
     "generatorOptions",
     "sortOptions",
+    "buildMetadata",
 ];
 
 /// Fields kustomize knows that this engine refuses when they are non-empty.
@@ -52,7 +53,6 @@ const UNSUPPORTED: &[&str] = &[
     "helmCharts",
     "helmGlobals",
     "helmChartInflationGenerator",
-    "buildMetadata",
 ];
 
 /// Whether a kustomization is a Kustomization or a Component.
@@ -87,6 +87,7 @@ pub struct Kustomization {
     pub secret_generator: Vec<GeneratorArgs>,
     pub generator_options: Option<GeneratorOptions>,
     pub sort_options: Option<SortOptions>,
+    pub build_metadata: Vec<String>,
     pub metadata: Option<Value>,
 }
 
@@ -214,6 +215,9 @@ impl Kustomization {
             if !g.env.is_empty() {
                 g.envs.push(std::mem::take(&mut g.env));
             }
+        }
+        if let Some(other) = k.build_metadata.iter().find(|b| b.as_str() != "originAnnotations") {
+            return Err(BuildError::Unsupported { file: file.into(), field: format!("buildMetadata: {other}") });
         }
         if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str()) {
             if order != "fifo" && order != "legacy" {

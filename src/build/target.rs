@@ -9,12 +9,14 @@ use super::BuildError;
 use super::generate::{self, GenKind};
 use super::kustomization::{FILE_NAMES, Kind, Kustomization};
 use super::loader::Loader;
-use super::resmap::{ResMap, Resource};
+use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
 use super::{nameref, patches, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
+/// Annotation recording where an object came from (`buildMetadata: [originAnnotations]`).
+const ORIGIN: &str = "config.kubernetes.io/origin";
 
 /// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
 pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Vec<Value>, BuildError> {
@@ -30,9 +32,25 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
         }
     }
     nameref::fix(&mut map)?;
-    if let Some(sort) = root_sort_options(loader, &dir, override_text)? {
-        if sort.order == "legacy" {
-            super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
+    let root = root_kustomization(loader, &dir, override_text)?;
+    if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
+        super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
+    }
+    if root.build_metadata.iter().any(|b| b == "originAnnotations") {
+        for res in &mut map.resources {
+            if let Some(origin) = &res.origin {
+                let text = match origin {
+                    Origin::File(path) => format!("path: {}\n", relative(&dir, path)),
+                    Origin::Generator { file, kind } => {
+                        format!("configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n", relative(&dir, file))
+                    }
+                };
+                let meta = res.metadata_mut();
+                let annotations = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+                if let Value::Object(a) = annotations {
+                    a.insert(ORIGIN.into(), Value::String(text));
+                }
+            }
         }
     }
     let mut out = Vec::with_capacity(map.resources.len());
@@ -54,8 +72,18 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
     Ok(out)
 }
 
-/// The root kustomization's `sortOptions` (only the root's count, as in kustomize).
-fn root_sort_options(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Option<super::kustomization::SortOptions>, BuildError> {
+/// `to` relative to directory `from` (both canonical), with `..` where needed.
+fn relative(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to_parts: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to_parts).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(to_parts[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.join("/")
+}
+
+/// The root kustomization: its `sortOptions` and `buildMetadata` apply to the whole build.
+fn root_kustomization(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Kustomization, BuildError> {
     let (file, text) = match override_text {
         Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
         None => {
@@ -64,7 +92,7 @@ fn root_sort_options(loader: &Loader, dir: &Path, override_text: Option<&str>) -
             (file, text)
         }
     };
-    Ok(Kustomization::parse(&text, &loader.show(&file))?.0.sort_options)
+    Ok(Kustomization::parse(&text, &loader.show(&file))?.0)
 }
 
 /// Finds the kustomization file of `dir`; more than one recognised name is an error.
@@ -134,7 +162,9 @@ fn accumulate_body(
                     let name = super::resmap::str_at(&obj, &["metadata", "name"]);
                     return Err(BuildError::Kustomization { file: origin, message: format!("missing kind in object '{name}'") });
                 }
-                map.append(Resource::new(obj), &origin)?;
+                let mut res = Resource::new(obj);
+                res.origin = Some(Origin::File(path.clone()));
+                map.append(res, &origin)?;
             }
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
