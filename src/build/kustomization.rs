@@ -178,7 +178,9 @@ pub struct SortOptions {
 impl Kustomization {
     /// Parses kustomization text from `file`, checking every top-level field.
     pub fn parse(text: &str, file: &str) -> Result<(Kustomization, Kind), BuildError> {
-        let map = super::yaml::parse_object(text, file)?;
+        // kustomize decodes kustomization files with sigs.k8s.io/yaml (YAML 1.1): `y` is a
+        // boolean there, and a boolean where a string belongs is an error.
+        let map = super::yaml::parse_object_yaml11(text, file)?;
         check_fields(&map, file)?;
         let mut k: Kustomization = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
             let field = map.keys().find(|key| e.to_string().contains(key.as_str())).cloned().unwrap_or_default();

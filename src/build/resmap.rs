@@ -204,6 +204,17 @@ impl ResMap {
         Ok(())
     }
 
+    /// Fails when two objects now have the same id.
+    pub fn check_unique(&self, file: &str) -> Result<(), BuildError> {
+        for (i, r) in self.resources.iter().enumerate() {
+            let id = r.id();
+            if self.resources[..i].iter().any(|o| o.id().same_as(&id)) {
+                return Err(BuildError::DuplicateId { file: file.to_string(), id: id.to_string() });
+            }
+        }
+        Ok(())
+    }
+
     /// Appends every resource of `other`.
     pub fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
         other.resources.into_iter().try_for_each(|r| self.append(r, file))

@@ -36,11 +36,10 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
         if local {
             continue;
         }
+        // kustomize accepts an object without apiVersion; Flux's layer rejects it later.
         let id = res.id();
-        for (field, value) in [("apiVersion", &res.obj.get("apiVersion")), ("kind", &res.obj.get("kind"))] {
-            if value.and_then(Value::as_str).is_none_or(str::is_empty) {
-                return Err(BuildError::MissingField { id: id.to_string(), field });
-            }
+        if id.kind.is_empty() {
+            return Err(BuildError::MissingField { id: id.to_string(), field: "kind" });
         }
         if id.name.is_empty() {
             return Err(BuildError::MissingField { id: id.to_string(), field: "metadata.name" });
@@ -156,6 +155,8 @@ fn run_transformers(k: &Kustomization, patch_ctx: &patches::Context<'_>, file: &
     patches::patches(patch_ctx, map, &k.patches)?;
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
+        // Renaming Namespace objects (or moving objects) may make two ids collide.
+        map.check_unique(file)?;
     }
     transform::names::apply(map, k.name_prefix.as_deref().unwrap_or(""), k.name_suffix.as_deref().unwrap_or(""));
     for label in &k.labels {
