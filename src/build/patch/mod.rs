@@ -79,7 +79,14 @@ fn parse_kind(text: &str) -> Result<PatchKind, String> {
     match documents.as_slice() {
         [Value::Array(ops)] => {
             if ops.iter().all(|op| op.get("op").is_some_and(Value::is_string)) {
-                Ok(PatchKind::Json6902(ops.clone()))
+                // kustomize reads JSON6902 operations with sigs.k8s.io/yaml (YAML 1.1:
+                // `yes` and `on` are booleans).
+                let mut documents =
+                    super::yaml::parse_documents_yaml11(text, "patch").map_err(|err| err.to_string())?;
+                match documents.pop() {
+                    Some(Value::Array(ops)) => Ok(PatchKind::Json6902(ops)),
+                    _ => unreachable!("the same text parsed as one list above"),
+                }
             } else {
                 Err("a list is a JSON6902 patch only when every item is an operation with \"op\"".to_string())
             }
