@@ -54,6 +54,12 @@ pub enum PatchError {
     },
     #[error("strategic merge patch applied to a non-object")]
     NotAnObject,
+    #[error("wrong node kind at '{path}': expected {expected} but got {got}")]
+    WrongNodeKind {
+        path: String,
+        expected: &'static str,
+        got: &'static str,
+    },
     #[error("invalid patch target {field}: {reason}")]
     Selector { field: String, reason: String },
 }
@@ -143,6 +149,9 @@ fn apply_strategic_merge(
     let object = target.as_object().ok_or(PatchError::NotAnObject)?;
     let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or("");
     let ty = schema::root_type(text("apiVersion"), text("kind"));
+    if let Some((path, expected, got)) = smp::kind_conflict(object, document, "") {
+        return Err(PatchError::WrongNodeKind { path, expected, got });
+    }
     let Some(mut merged) = smp::merge_map(Some(object), document, ty) else {
         return Ok(Value::Null);
     };

@@ -209,3 +209,44 @@ fn wildcard_equal(a: &[String], b: &[String]) -> bool {
         .zip(b)
         .all(|(x, y)| x.is_empty() || y.is_empty() || x == y)
 }
+
+/// kyaml refuses to merge a map, a list and a scalar into one another
+/// ("wrong node kind: expected MappingNode but got ScalarNode"). Checks the fields of
+/// `patch` against `dest`, through nested maps; returns the path, the original kind and
+/// the patch kind of the first conflict.
+pub fn kind_conflict(
+    dest: &Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &str,
+) -> Option<(String, &'static str, &'static str)> {
+    if matches!(directive(patch), Some("replace" | "delete")) {
+        return None;
+    }
+    for (key, patch_value) in patch {
+        let Some(dest_value) = dest.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        if key == DIRECTIVE || patch_value.is_null() {
+            continue;
+        }
+        let field = format!("{path}.{key}");
+        let (expected, got) = (node_kind(dest_value), node_kind(patch_value));
+        if expected != got {
+            return Some((field, expected, got));
+        }
+        if let (Value::Object(d), Value::Object(p)) = (dest_value, patch_value)
+            && let Some(conflict) = kind_conflict(d, p, &field)
+        {
+            return Some(conflict);
+        }
+    }
+    None
+}
+
+fn node_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Object(_) => "MappingNode",
+        Value::Array(_) => "SequenceNode",
+        _ => "ScalarNode",
+    }
+}

@@ -732,3 +732,45 @@ fn single_key_lists_put_the_patch_elements_first_in_patch_order() {
         assert_eq!(order.join(" "), expected, "[{original}] + [{patch}]");
     }
 }
+
+#[test]
+fn a_patch_cannot_change_the_kind_of_a_node() {
+    // kustomize: "wrong node kind: expected MappingNode but got ScalarNode" (and the others).
+    let original = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  hostname: h\n  dnsConfig: {options: [{name: x}]}\n  tolerations: [{key: a}]\n";
+    let cases = [
+        (
+            "dnsConfig: scalar",
+            ".spec.dnsConfig",
+            "MappingNode",
+            "ScalarNode",
+        ),
+        (
+            "hostname: {nested: map}",
+            ".spec.hostname",
+            "ScalarNode",
+            "MappingNode",
+        ),
+        ("dnsConfig: [1]", ".spec.dnsConfig", "MappingNode", "SequenceNode"),
+        (
+            "tolerations: {a: 1}",
+            ".spec.tolerations",
+            "SequenceNode",
+            "MappingNode",
+        ),
+    ];
+    for (field, path, expected, got) in cases {
+        let patch = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  {field}\n");
+        let doc = parse(&patch, "inline patch").unwrap();
+        let err = apply(&yaml(original), &doc).unwrap_err();
+        assert_eq!(
+            err,
+            PatchError::WrongNodeKind {
+                path: path.into(),
+                expected,
+                got
+            },
+            "{field}"
+        );
+        assert!(err.to_string().contains(path), "{err}");
+    }
+}
