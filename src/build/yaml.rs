@@ -21,6 +21,14 @@ pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, Bu
 }
 
 fn parse_with(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
+    // goyaml (kyaml) reads YAML 1.1 only and refuses other version directives.
+    for (n, line) in text.lines().enumerate() {
+        if let Some(version) = line.strip_prefix("%YAML") {
+            if version.trim() != "1.1" {
+                return Err(BuildError::Yaml { file: origin.to_string(), line: n + 1, message: "found incompatible YAML document".into() });
+            }
+        }
+    }
     let mut out = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
         let json = document.deserialize_any(Scalars { text, yaml11 }).map_err(|e| yaml_error(origin, &e))?;
@@ -143,7 +151,10 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
         Ok(Value::from(v))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        if !v.is_finite() {
+            return Err(E::custom(format!("unsupported value: {v} (JSON has no infinity or NaN)")));
+        }
         Ok(float(v))
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value, E> {
