@@ -496,3 +496,35 @@ fn kustomize_errors_are_prefixed() {
     assert!(err.to_string().starts_with("kustomize build failed: "), "{err}");
     assert!(err.to_string().contains("missing.yaml"), "{err}");
 }
+
+/// A root without resources gets `buildMetadata: [originAnnotations]` from Flux. Expected:
+/// `kustomize build` of the same file with that line added.
+#[test]
+fn a_root_without_resources_builds_with_origin_annotations() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        &[(
+            "app/kustomization.yaml",
+            "configMapGenerator:\n- name: settings\n  literals: [mode=fast]\n  options: {disableNameSuffixHash: true}\n",
+        )],
+    );
+    let built = build(
+        tmp.path(),
+        Path::new("app"),
+        &spec(),
+        &BTreeMap::new(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    let origin = "configuredIn: kustomization.yaml\nconfiguredBy:\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n";
+    assert_eq!(
+        built.objects,
+        vec![json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "settings", "annotations": {"config.kubernetes.io/origin": origin}},
+            "data": {"mode": "fast"},
+        })]
+    );
+}
