@@ -3,8 +3,9 @@
 //! * only `${...}` expands; `$var` stays; `$$` is an escape for `$` everywhere in plain text,
 //!   so `$${v}` prints `${v}`;
 //! * `${v}`, `${#v}`, `${v^}`, `${v^^}`, `${v,}`, `${v,,}`, `${v:n}`, `${v:n:len}`,
-//!   `${v#p}`, `${v##p}`, `${v%p}`, `${v%%p}` (shell patterns where `*` also matches `/`), `${v/p/r}`, `${v//p/r}`,
-//!   `${v/#p/r}`, `${v/%p/r}` (plain strings; `\/` and `\\` escape in them), and the default
+//!   `${v#p}`, `${v##p}`, `${v%p}`, `${v%%p}` (shell patterns where `*` also matches `/`),
+//!   `${v/p/r}`, `${v//p/r}`, `${v/#p/r}`, `${v/%p/r}` (plain strings; `\/` and `\\` escape
+//!   in them), and the default
 //!   operators `=`, `:=`, `:-`, `:+`, `:?`: all of them mean "the value if non-empty, else
 //!   the default" (arguments may nest `${...}`); `${v-d}` is a syntax error;
 //! * strict mode: a variable that is not set fails unless a default operator is used.
