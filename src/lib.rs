@@ -3,5 +3,6 @@
 
 pub mod api;
 pub mod applier;
+pub mod build;
 pub mod health;
 pub mod kube_ext;

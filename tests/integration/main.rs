@@ -4,5 +4,6 @@
 mod support;
 
 mod applier;
+mod flux_build_cli;
 mod foundation;
 mod health;
