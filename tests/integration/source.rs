@@ -184,6 +184,18 @@ async fn the_same_digest_is_downloaded_once() {
 }
 
 #[tokio::test]
+async fn the_host_override_sends_in_cluster_urls_to_a_local_server() {
+    let server = ArtifactServer::start().await;
+    let harness = Harness::new(|c| c.host_override = Some(server.authority()));
+    let archive = app_archive();
+    server.route("/gitrepository/ns/app/3.tar.gz", Reply::Serve(archive.clone()));
+    let in_cluster = "http://source-controller.flux-system.svc.cluster.local./gitrepository/ns/app/3.tar.gz";
+    let tree = harness.fetch(&artifact(in_cluster, &archive)).await.unwrap();
+    assert!(tree.root().join("deploy/cm.yaml").is_file());
+    assert_eq!(server.hits("/gitrepository/ns/app/3.tar.gz"), 1);
+}
+
+#[tokio::test]
 async fn concurrent_first_fetches_download_once() {
     let server = ArtifactServer::start().await;
     let harness = Harness::new(|_| {});
