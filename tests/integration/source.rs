@@ -196,6 +196,19 @@ async fn the_host_override_sends_in_cluster_urls_to_a_local_server() {
 }
 
 #[tokio::test]
+async fn dropping_the_fetcher_removes_its_cache_once_trees_are_released() {
+    let server = ArtifactServer::start().await;
+    let Harness { parent, fetcher } = Harness::new(|_| {});
+    let archive = app_archive();
+    let url = server.route("/app/4.tar.gz", Reply::Serve(archive.clone()));
+    let tree = fetcher.fetch(&artifact(&url, &archive)).await.unwrap();
+    drop(fetcher);
+    assert!(tree.root().join("deploy/cm.yaml").is_file(), "a tree in use outlives the fetcher");
+    drop(tree);
+    assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0, "cache directory removed");
+}
+
+#[tokio::test]
 async fn concurrent_first_fetches_download_once() {
     let server = ArtifactServer::start().await;
     let harness = Harness::new(|_| {});
