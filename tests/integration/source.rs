@@ -315,6 +315,11 @@ async fn artifacts_over_the_size_limit_are_refused() {
         assert_eq!(err.to_string(), format!("failed to download archive from {url}: artifact is larger than the max download size of 1024 bytes"));
         harness.assert_clean();
     }
+    // A size published by the source is trusted to refuse before downloading anything.
+    let url = server.route("/announced.tar.gz", Reply::Serve(bytes.clone()));
+    let err = harness.fetch(&artifact(&url, &bytes)).await.unwrap_err();
+    assert!(matches!(err, SourceError::TooLarge { limit: 1024, .. }), "{err}");
+    assert_eq!(server.hits("/announced.tar.gz"), 0);
     // The extraction bound applies to what the archive expands to.
     let harness = Harness::new(|c| c.extract_limits.max_bytes = 8 * 1024);
     let bomb = tar_gz(&[Member::File("zeros.bin", vec![0; 1 << 20])]);
