@@ -6,3 +6,4 @@ pub mod applier;
 pub mod build;
 pub mod health;
 pub mod kube_ext;
+pub mod source;

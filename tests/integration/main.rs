@@ -7,3 +7,4 @@ mod applier;
 mod flux_build_cli;
 mod foundation;
 mod health;
+mod source;
