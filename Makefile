@@ -84,4 +84,4 @@ demo-down: cluster-down
 BENCH_SIZES ?= 100 1000
 .PHONY: bench-apply
 bench-apply:
-	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) run --quiet --example bench_apply -- $(BENCH_SIZES)
+	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench apply -- $(BENCH_SIZES)

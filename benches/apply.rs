@@ -6,7 +6,7 @@
 //! beside the requests Flux's algorithm needs (reference performance.md section 2, without the
 //! status patches and events, which are the controller's), and wall time.
 //!
-//! Usage: `cargo run --example bench_apply -- [N ...]` (default 100 1000).
+//! Usage: `cargo bench --bench apply -- [N ...]` (default 100 1000).
 
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ fn measure(counts: &RequestCounts) -> (u64, String) {
 
 #[tokio::main]
 async fn main() {
-    let sizes: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().expect("N must be a number")).collect();
+    let sizes: Vec<usize> = std::env::args().skip(1).filter(|a| a != "--bench").map(|a| a.parse().expect("N must be a number")).collect();
     let sizes = if sizes.is_empty() { vec![100, 1000] } else { sizes };
     let config = Config::infer().await.expect("KUBECONFIG");
     let (client, counts) = counting_client(config.clone()).expect("client");
