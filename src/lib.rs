@@ -3,3 +3,4 @@
 
 pub mod api;
 pub mod kube_ext;
+pub mod controller;
