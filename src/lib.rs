@@ -4,3 +4,4 @@
 pub mod api;
 pub mod kube_ext;
 pub mod controller;
+pub mod telemetry;
