@@ -1,4 +1,6 @@
 //! The Kustomization controller: watches, the reconcile pipeline driver, status and events.
 
+pub mod clients;
+pub mod dependencies;
 pub mod events;
 pub mod status;
