@@ -3,4 +3,5 @@
 pub mod clients;
 pub mod dependencies;
 pub mod events;
+pub mod options;
 pub mod status;
