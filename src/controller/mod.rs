@@ -3,5 +3,6 @@
 pub mod clients;
 pub mod dependencies;
 pub mod events;
+pub mod leader;
 pub mod options;
 pub mod status;
