@@ -99,3 +99,150 @@ impl ResourceResolver {
         Ok((api, resolved))
     }
 }
+
+/// What one API request did: the verb (`get`, `list`, `watch`, `create`, `update`, `patch`,
+/// `dry-run-patch`, `delete`, `discovery`, ...) and the resource (plural, with its group when
+/// not core: `configmaps`, `deployments.apps`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestKey {
+    pub verb: String,
+    pub resource: String,
+}
+
+/// API requests counted by [`counting_client`]; clones share the counts.
+#[derive(Clone, Debug, Default)]
+pub struct RequestCounts {
+    counts: Arc<std::sync::Mutex<std::collections::BTreeMap<RequestKey, u64>>>,
+}
+
+impl RequestCounts {
+    fn record(&self, key: RequestKey) {
+        *self.counts.lock().expect("request counts lock").entry(key).or_default() += 1;
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<RequestKey, u64> {
+        self.counts.lock().expect("request counts lock").clone()
+    }
+
+    /// All requests with this verb, over every resource.
+    pub fn verb(&self, verb: &str) -> u64 {
+        self.snapshot().iter().filter(|(k, _)| k.verb == verb).map(|(_, n)| n).sum()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.snapshot().values().sum()
+    }
+
+    pub fn reset(&self) {
+        self.counts.lock().expect("request counts lock").clear();
+    }
+}
+
+/// Classifies a request by method and URL into a [`RequestKey`].
+pub fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> RequestKey {
+    let query = query.unwrap_or("");
+    let has_param = |p: &str| query.split('&').any(|kv| kv == p || kv.starts_with(&format!("{p}=")));
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    // /api/v1/<rest> or /apis/<group>/<version>/<rest>
+    let (group, rest) = match segments.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => ("", &[][..]),
+    };
+    let (resource, named) = match rest {
+        [] => (None, false),
+        ["namespaces", _ns, resource, tail @ ..] => (Some(*resource), !tail.is_empty()),
+        ["namespaces", tail @ ..] => (Some("namespaces"), !tail.is_empty()),
+        [resource, tail @ ..] => (Some(*resource), !tail.is_empty()),
+    };
+    let Some(resource) = resource else {
+        return RequestKey { verb: "discovery".into(), resource: String::new() };
+    };
+    let resource = if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") };
+    let verb = match *method {
+        hyper::Method::GET if has_param("watch") => "watch",
+        hyper::Method::GET if named => "get",
+        hyper::Method::GET => "list",
+        hyper::Method::POST => "create",
+        hyper::Method::PUT => "update",
+        hyper::Method::PATCH if has_param("dryRun") => "dry-run-patch",
+        hyper::Method::PATCH => "patch",
+        hyper::Method::DELETE if named => "delete",
+        hyper::Method::DELETE => "deletecollection",
+        _ => "other",
+    };
+    RequestKey { verb: verb.into(), resource }
+}
+
+/// A tower layer counting every request that passes through it.
+#[derive(Clone)]
+struct CountingLayer(RequestCounts);
+
+impl<S> tower::Layer<S> for CountingLayer {
+    type Service = CountingService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        CountingService { inner, counts: self.0.clone() }
+    }
+}
+
+#[derive(Clone)]
+struct CountingService<S> {
+    inner: S,
+    counts: RequestCounts,
+}
+
+impl<S, B> tower::Service<hyper::Request<B>> for CountingService<S>
+where
+    S: tower::Service<hyper::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
+        self.counts.record(request_key(req.method(), req.uri().path(), req.uri().query()));
+        self.inner.call(req)
+    }
+}
+
+/// A client whose API requests are counted by verb and resource, for tests, benchmarks and
+/// metrics.
+pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), kube::Error> {
+    let counts = RequestCounts::default();
+    let client = kube::client::ClientBuilder::try_from(config)?.with_layer(&CountingLayer(counts.clone())).build();
+    Ok((client, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::Method;
+
+    fn key(method: Method, path: &str, query: Option<&str>) -> (String, String) {
+        let k = request_key(&method, path, query);
+        (k.verb, k.resource)
+    }
+
+    #[test]
+    fn classifies_requests_like_the_api_server_verbs() {
+        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(key(Method::GET, "/api/v1/namespaces/a/configmaps/x", None), s("get", "configmaps"));
+        assert_eq!(key(Method::GET, "/api/v1/namespaces/a/configmaps", None), s("list", "configmaps"));
+        assert_eq!(key(Method::GET, "/apis/apps/v1/deployments", Some("watch=true")), s("watch", "deployments.apps"));
+        assert_eq!(key(Method::GET, "/api/v1/namespaces/x", None), s("get", "namespaces"));
+        assert_eq!(key(Method::GET, "/api/v1/namespaces", None), s("list", "namespaces"));
+        assert_eq!(
+            key(Method::PATCH, "/apis/apps/v1/namespaces/a/deployments/w", Some("dryRun=All&fieldManager=x")),
+            s("dry-run-patch", "deployments.apps")
+        );
+        assert_eq!(key(Method::PATCH, "/api/v1/namespaces/a/secrets/s", Some("fieldManager=x")), s("patch", "secrets"));
+        assert_eq!(key(Method::DELETE, "/api/v1/namespaces/a/secrets/s", None), s("delete", "secrets"));
+        assert_eq!(key(Method::GET, "/apis/apps/v1", None), s("discovery", ""));
+        assert_eq!(key(Method::GET, "/api", None), s("discovery", ""));
+    }
+}
