@@ -1,0 +1,521 @@
+//! The status of one live object, computed from the object alone, with the rules of kstatus
+//! (`fluxcd/cli-utils` `pkg/kstatus/status`) and Flux's Job reader, plus stricter rules for
+//! custom resources (flux-user-issues item 8).
+
+use std::fmt;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+
+/// kstatus statuses, spelled as kstatus spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    InProgress,
+    Failed,
+    Current,
+    Terminating,
+    NotFound,
+    Unknown,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::InProgress => "InProgress",
+            Status::Failed => "Failed",
+            Status::Current => "Current",
+            Status::Terminating => "Terminating",
+            Status::NotFound => "NotFound",
+            Status::Unknown => "Unknown",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status with the reason a person needs to act on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectStatus {
+    pub status: Status,
+    pub message: String,
+}
+
+impl ObjectStatus {
+    pub fn new(status: Status, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// How long a pending pod may stay unschedulable before kstatus calls it Failed.
+const SCHEDULE_WINDOW: SignedDuration = SignedDuration::from_secs(15);
+
+/// The status of `object` (a full live object, status included), now.
+pub fn compute(object: &Value) -> ObjectStatus {
+    compute_at(object, Timestamp::now())
+}
+
+/// [`compute`] at a given instant; only the Pod scheduling window depends on time.
+pub fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
+    if let Some(generic) = generic(object) {
+        return generic;
+    }
+    let kind = str_at(object, &["kind"]).unwrap_or_default();
+    let api_version = str_at(object, &["apiVersion"]).unwrap_or_default();
+    let group = api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("");
+    match (group, kind) {
+        ("", "Service") => service(object),
+        ("", "Pod") => pod(object, now),
+        ("", "PersistentVolumeClaim") => pvc(object),
+        ("", "Namespace") => namespace(object),
+        ("", "Secret" | "ConfigMap") | ("batch", "CronJob") => current("Resource is always ready"),
+        ("apps" | "extensions", "Deployment") => deployment(object),
+        ("apps", "StatefulSet") => stateful_set(object),
+        ("apps" | "extensions", "DaemonSet") => daemon_set(object),
+        ("apps" | "extensions", "ReplicaSet") => replica_set(object),
+        ("batch", "Job") => job(object),
+        ("policy", "PodDisruptionBudget") => current("AllowedDisruptions has been computed."),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(object),
+        _ => other(object, kind),
+    }
+}
+
+/// Rules for every object: deletion, unobserved generation, and the kstatus conditions.
+fn generic(object: &Value) -> Option<ObjectStatus> {
+    if str_at(object, &["metadata", "deletionTimestamp"]).is_some_and(|t| !t.is_empty()) {
+        return Some(ObjectStatus::new(
+            Status::Terminating,
+            "Resource scheduled for deletion",
+        ));
+    }
+    let kind = str_at(object, &["kind"]).unwrap_or_default();
+    if let (Some(generation), Some(observed)) = (
+        int_at(object, &["metadata", "generation"]),
+        int_at(object, &["status", "observedGeneration"]),
+    ) && generation != observed
+    {
+        return Some(in_progress(format!(
+            "{kind} generation is {generation}, but latest observed generation is {observed}"
+        )));
+    }
+    conditions(object)
+        .into_iter()
+        .find_map(|c| match (c.type_, c.status) {
+            ("Reconciling", "True") => Some(in_progress(c.message)),
+            ("Stalled", "True") => Some(ObjectStatus::new(Status::Failed, c.message)),
+            _ => None,
+        })
+}
+
+fn deployment(object: &Value) -> ObjectStatus {
+    // Without a progress deadline the controller never sets Progressing, so do not wait for it.
+    let mut progressing =
+        int_at(object, &["spec", "progressDeadlineSeconds"]).is_none_or(|s| s == i64::from(i32::MAX));
+    let mut available = false;
+    for c in conditions(object) {
+        match c.type_ {
+            "Progressing" if c.reason == "ProgressDeadlineExceeded" => {
+                return ObjectStatus::new(Status::Failed, "Progress deadline exceeded");
+            }
+            "Progressing" if c.status == "True" && c.reason == "NewReplicaSetAvailable" => progressing = true,
+            "Available" if c.status == "True" => available = true,
+            _ => {}
+        }
+    }
+    let spec = int_or(object, &["spec", "replicas"], 1);
+    let replicas = int_or(object, &["status", "replicas"], 0);
+    let updated = int_or(object, &["status", "updatedReplicas"], 0);
+    let ready = int_or(object, &["status", "readyReplicas"], 0);
+    let available_replicas = int_or(object, &["status", "availableReplicas"], 0);
+    if spec > replicas {
+        return in_progress(format!("Replicas: {replicas}/{spec}"));
+    }
+    if spec > updated {
+        return in_progress(format!("Updated: {updated}/{spec}"));
+    }
+    if replicas > spec {
+        return in_progress(format!("Pending termination: {}", replicas - spec));
+    }
+    if updated > available_replicas {
+        return in_progress(format!("Available: {available_replicas}/{updated}"));
+    }
+    if spec > ready {
+        return in_progress(format!("Ready: {ready}/{spec}"));
+    }
+    if !progressing {
+        return in_progress("ReplicaSet not Available");
+    }
+    if !available {
+        return in_progress("Deployment not Available");
+    }
+    current(format!("Deployment is available. Replicas: {replicas}"))
+}
+
+fn stateful_set(object: &Value) -> ObjectStatus {
+    if str_at(object, &["spec", "updateStrategy", "type"]) == Some("OnDelete") {
+        return current("StatefulSet is using the ondelete update strategy");
+    }
+    let spec = int_or(object, &["spec", "replicas"], 1);
+    let ready = int_or(object, &["status", "readyReplicas"], 0);
+    let current_replicas = int_or(object, &["status", "currentReplicas"], 0);
+    let updated = int_or(object, &["status", "updatedReplicas"], 0);
+    let replicas = int_or(object, &["status", "replicas"], 0);
+    if spec > replicas {
+        return in_progress(format!("Replicas: {replicas}/{spec}"));
+    }
+    if spec > ready {
+        return in_progress(format!("Ready: {ready}/{spec}"));
+    }
+    if replicas > spec {
+        return in_progress(format!("Pending termination: {}", replicas - spec));
+    }
+    if let Some(partition) = int_at(object, &["spec", "updateStrategy", "rollingUpdate", "partition"]) {
+        if updated < spec - partition {
+            return in_progress(format!("updated: {updated}/{}", spec - partition));
+        }
+        return current(format!("Partition rollout complete. updated: {updated}"));
+    }
+    if spec > current_replicas {
+        return in_progress(format!("current: {current_replicas}/{spec}"));
+    }
+    if str_at(object, &["status", "currentRevision"]) != str_at(object, &["status", "updateRevision"]) {
+        return in_progress("Waiting for updated revision to match current");
+    }
+    current(format!(
+        "All replicas scheduled as expected. Replicas: {replicas}"
+    ))
+}
+
+fn daemon_set(object: &Value) -> ObjectStatus {
+    // The controller always writes observedGeneration, so its absence means "not seen yet".
+    let kind = "DaemonSet";
+    if int_at(object, &["metadata", "generation"]).is_none() {
+        return in_progress(format!("{kind} metadata.generation not found"));
+    }
+    if int_at(object, &["status", "observedGeneration"]).is_none() {
+        return in_progress(format!("{kind} status.observedGeneration not found"));
+    }
+    let Some(desired) = int_at(object, &["status", "desiredNumberScheduled"]) else {
+        return in_progress("Missing .status.desiredNumberScheduled");
+    };
+    let scheduled = int_or(object, &["status", "currentNumberScheduled"], 0);
+    let updated = int_or(object, &["status", "updatedNumberScheduled"], 0);
+    let available = int_or(object, &["status", "numberAvailable"], 0);
+    let ready = int_or(object, &["status", "numberReady"], 0);
+    if desired > scheduled {
+        return in_progress(format!("Current: {scheduled}/{desired}"));
+    }
+    if desired > updated {
+        return in_progress(format!("Updated: {updated}/{desired}"));
+    }
+    if desired > available {
+        return in_progress(format!("Available: {available}/{desired}"));
+    }
+    if desired > ready {
+        return in_progress(format!("Ready: {ready}/{desired}"));
+    }
+    current(format!("All replicas scheduled as expected. Replicas: {desired}"))
+}
+
+fn replica_set(object: &Value) -> ObjectStatus {
+    if conditions(object)
+        .iter()
+        .any(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+    {
+        return in_progress("Replica Failure condition. Check Pods");
+    }
+    let spec = int_or(object, &["spec", "replicas"], 1);
+    let replicas = int_or(object, &["status", "replicas"], 0);
+    let ready = int_or(object, &["status", "readyReplicas"], 0);
+    let available = int_or(object, &["status", "availableReplicas"], 0);
+    let labelled = int_or(object, &["status", "fullyLabeledReplicas"], 0);
+    if spec > labelled {
+        return in_progress(format!("Labelled: {labelled}/{spec}"));
+    }
+    if spec > available {
+        return in_progress(format!("Available: {available}/{spec}"));
+    }
+    if spec > ready {
+        return in_progress(format!("Ready: {ready}/{spec}"));
+    }
+    if replicas > spec {
+        return in_progress(format!("Pending termination: {}", replicas - spec));
+    }
+    current(format!("ReplicaSet is available. Replicas: {replicas}"))
+}
+
+/// Flux's Job reader: unlike upstream kstatus, a running Job is not yet Current.
+fn job(object: &Value) -> ObjectStatus {
+    let parallelism = int_or(object, &["spec", "parallelism"], 1);
+    let completions = int_or(object, &["spec", "completions"], parallelism);
+    let succeeded = int_or(object, &["status", "succeeded"], 0);
+    let active = int_or(object, &["status", "active"], 0);
+    let failed = int_or(object, &["status", "failed"], 0);
+    for c in conditions(object) {
+        match (c.type_, c.status) {
+            ("Complete", "True") => {
+                return current(format!("Job Completed. succeeded: {succeeded}/{completions}"));
+            }
+            ("Failed", "True") => {
+                return ObjectStatus::new(
+                    Status::Failed,
+                    format!("Job Failed. failed: {failed}/{completions}"),
+                );
+            }
+            ("Suspended", "True") => return current("Job is suspended"),
+            _ => {}
+        }
+    }
+    if bool_at(object, &["spec", "suspend"]) {
+        return current("Job is suspended");
+    }
+    if str_at(object, &["status", "startTime"]).is_none_or(str::is_empty) {
+        return in_progress("Job not started");
+    }
+    in_progress(format!(
+        "Job in progress. success:{succeeded}, active: {active}, failed: {failed}"
+    ))
+}
+
+fn pod(object: &Value, now: Timestamp) -> ObjectStatus {
+    let conditions = conditions(object);
+    match str_at(object, &["status", "phase"]).unwrap_or_default() {
+        "Succeeded" => current("Pod has completed successfully"),
+        "Failed" => current("Pod has completed, but not successfully"),
+        "Running" => {
+            if conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+            {
+                return current("Pod is Ready");
+            }
+            let crash_looping: Vec<&str> = object
+                .pointer("/status/containerStatuses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|cs| {
+                    cs.pointer("/state/waiting/reason").and_then(Value::as_str) == Some("CrashLoopBackOff")
+                })
+                .filter_map(|cs| cs.get("name").and_then(Value::as_str))
+                .collect();
+            if !crash_looping.is_empty() {
+                return ObjectStatus::new(
+                    Status::Failed,
+                    format!("Containers in CrashLoop state: {}", crash_looping.join(",")),
+                );
+            }
+            in_progress("Pod is running but is not Ready")
+        }
+        "Pending" => {
+            let unschedulable = conditions
+                .iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason == "Unschedulable");
+            if !unschedulable {
+                return in_progress("Pod is in the Pending phase");
+            }
+            let created =
+                str_at(object, &["metadata", "creationTimestamp"]).and_then(|t| t.parse::<Timestamp>().ok());
+            match created {
+                Some(created) if now.duration_since(created) <= SCHEDULE_WINDOW => {
+                    in_progress("Pod has not been scheduled")
+                }
+                _ => ObjectStatus::new(Status::Failed, "Pod could not be scheduled"),
+            }
+        }
+        "" => in_progress("Pod phase not available"),
+        phase => ObjectStatus::new(Status::Unknown, format!("unknown phase {phase}")),
+    }
+}
+
+fn pvc(object: &Value) -> ObjectStatus {
+    match str_at(object, &["status", "phase"]) {
+        Some("Bound") => current("PVC is Bound"),
+        phase => in_progress(format!("PVC is not Bound. phase: {}", phase.unwrap_or("unknown"))),
+    }
+}
+
+fn service(object: &Value) -> ObjectStatus {
+    let load_balancer = str_at(object, &["spec", "type"]) == Some("LoadBalancer");
+    if load_balancer && str_at(object, &["spec", "clusterIP"]).is_none_or(str::is_empty) {
+        return in_progress("ClusterIP not set. Service type: LoadBalancer");
+    }
+    current("Service is ready")
+}
+
+fn crd(object: &Value) -> ObjectStatus {
+    for c in conditions(object) {
+        match (c.type_, c.status) {
+            ("NamesAccepted", "False") => return ObjectStatus::new(Status::Failed, c.message),
+            ("Established", "False") if c.reason != "Installing" => {
+                return ObjectStatus::new(Status::Failed, c.message);
+            }
+            ("Established", "True") => return current("CRD is established"),
+            _ => {}
+        }
+    }
+    in_progress("Install in progress")
+}
+
+/// kstatus has no Namespace rule (deletion is caught by the generic rules); the phase also
+/// says Terminating while content is being removed.
+fn namespace(object: &Value) -> ObjectStatus {
+    if str_at(object, &["status", "phase"]) == Some("Terminating") {
+        return ObjectStatus::new(Status::Terminating, "Namespace is terminating");
+    }
+    current("Resource is current")
+}
+
+/// Kinds without their own rule, custom resources above all: the `Ready` condition decides.
+/// Stricter than Flux: a Ready condition written for an older generation is stale.
+fn other(object: &Value, kind: &str) -> ObjectStatus {
+    let Some(ready) = conditions(object).into_iter().find(|c| c.type_ == "Ready") else {
+        return current("Resource is current");
+    };
+    if let (Some(generation), Some(observed)) = (
+        int_at(object, &["metadata", "generation"]),
+        ready.observed_generation,
+    ) && generation != observed
+    {
+        return in_progress(format!(
+            "{kind} generation is {generation}, but its Ready condition observed generation {observed}"
+        ));
+    }
+    match ready.status {
+        "True" => current(if ready.message.is_empty() {
+            "Resource is Ready"
+        } else {
+            ready.message
+        }),
+        _ if ready.message.is_empty() => in_progress(format!("Ready: {}", ready.status)),
+        _ => in_progress(ready.message),
+    }
+}
+
+fn current(message: impl Into<String>) -> ObjectStatus {
+    ObjectStatus::new(Status::Current, message)
+}
+
+fn in_progress(message: impl Into<String>) -> ObjectStatus {
+    ObjectStatus::new(Status::InProgress, message)
+}
+
+/// A `status.conditions[]` entry, borrowed from the object; absent strings are empty.
+struct Condition<'a> {
+    type_: &'a str,
+    status: &'a str,
+    reason: &'a str,
+    message: &'a str,
+    observed_generation: Option<i64>,
+}
+
+fn conditions(object: &Value) -> Vec<Condition<'_>> {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| Condition {
+            type_: field(c, "type"),
+            status: field(c, "status"),
+            reason: field(c, "reason"),
+            message: field(c, "message"),
+            observed_generation: c.get("observedGeneration").and_then(Value::as_i64),
+        })
+        .collect()
+}
+
+fn field<'a>(condition: &'a Value, name: &str) -> &'a str {
+    condition.get(name).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(object, |value, key| value.get(key))
+}
+
+fn str_at<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
+    at(object, path).and_then(Value::as_str)
+}
+
+fn int_at(object: &Value, path: &[&str]) -> Option<i64> {
+    at(object, path).and_then(Value::as_i64)
+}
+
+fn int_or(object: &Value, path: &[&str], default: i64) -> i64 {
+    int_at(object, path).unwrap_or(default)
+}
+
+fn bool_at(object: &Value, path: &[&str]) -> bool {
+    at(object, path).and_then(Value::as_bool).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Case {
+        case: String,
+        now: Option<String>,
+        expect: Expect,
+        object: Value,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Expect {
+        status: String,
+        message: String,
+    }
+
+    fn check(fixture: &str, yaml: &str) {
+        let cases: Vec<Case> = serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("{fixture}: {e}"));
+        assert!(!cases.is_empty(), "{fixture} has no cases");
+        let failures: Vec<String> = cases
+            .iter()
+            .filter_map(|case| {
+                let now = case
+                    .now
+                    .as_deref()
+                    .map_or_else(Timestamp::now, |t| t.parse().unwrap());
+                let got = compute_at(&case.object, now);
+                let ok = got.status.as_str() == case.expect.status && got.message == case.expect.message;
+                (!ok).then(|| {
+                    format!(
+                        "{fixture}: {}\n  expected {}: {}\n  got      {}: {}",
+                        case.case, case.expect.status, case.expect.message, got.status, got.message
+                    )
+                })
+            })
+            .collect();
+        assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn workloads() {
+        check("workloads.yaml", include_str!("testdata/workloads.yaml"));
+    }
+
+    #[test]
+    fn jobs_and_pods() {
+        check(
+            "batch-and-pods.yaml",
+            include_str!("testdata/batch-and-pods.yaml"),
+        );
+    }
+
+    #[test]
+    fn core_kinds() {
+        check("core.yaml", include_str!("testdata/core.yaml"));
+    }
+
+    #[test]
+    fn custom_resources() {
+        check("custom.yaml", include_str!("testdata/custom.yaml"));
+    }
+}

@@ -1,0 +1,535 @@
+//! The health waiter: watches a set of objects until all are Current, one is Failed, one is
+//! missing, the timeout passes, or the caller cancels (a new revision arrived).
+//!
+//! Watches, not polling: one watch per kind and namespace (narrowed to `metadata.name` when
+//! only one object of that kind and namespace is awaited), so a status change is seen when
+//! the API server sends it.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::time::Duration;
+
+use futures::stream::{BoxStream, SelectAll};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::DynamicObject;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::time::{Instant, sleep_until};
+
+use super::cel::HealthExprs;
+use super::kstatus::{self, ObjectStatus, Status};
+use crate::api::conditions::reason;
+use crate::kube_ext::{ResolveError, ResourceResolver};
+
+/// How long a missing object (or an unknown kind) may take to appear before it is reported.
+///
+/// Objects this controller applied are visible at once (watches list at a resource version
+/// no older than the apply), but health checks may name objects that another controller
+/// creates right after the apply (a Deployment rendered by an operator), and a CRD applied in
+/// the same run takes a moment to be served. Five seconds covers both without letting a typo
+/// wait for the whole timeout (flux-user-issues item 10).
+pub const NOT_FOUND_GRACE: Duration = Duration::from_secs(5);
+
+/// How often objects already read are re-judged without an event: only time-based rules (a
+/// Pod unschedulable for 15s) change meanwhile. No API request is made.
+const REJUDGE_EVERY: Duration = Duration::from_secs(5);
+
+/// How often a kind that is not served yet is looked up again during the grace period.
+const RESOLVE_RETRY: Duration = Duration::from_secs(1);
+
+/// One object to wait for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WaitTarget {
+    pub api_version: String,
+    pub kind: String,
+    /// The namespace of a namespaced object; ignored for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The object may be deleted once done (a Job with `ttlSecondsAfterFinished`): absence
+    /// counts as success.
+    pub absent_is_success: bool,
+}
+
+impl WaitTarget {
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        Self {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+            absent_is_success: false,
+        }
+    }
+}
+
+/// `Kind/namespace/name`, or `Kind/name` for cluster-scoped objects.
+impl fmt::Display for WaitTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{}/{ns}/{}", self.kind, self.name),
+            None => write!(f, "{}/{}", self.kind, self.name),
+        }
+    }
+}
+
+/// The last known status of one awaited object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectReport {
+    pub target: WaitTarget,
+    pub status: ObjectStatus,
+}
+
+impl fmt::Display for ObjectReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {}",
+            self.target, self.status.status, self.status.message
+        )
+    }
+}
+
+/// Every awaited object, Current.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    pub objects: Vec<ObjectReport>,
+}
+
+/// Why the wait ended without every object Current. The lists name every object that is not
+/// Current, failed ones first.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    #[error("timeout waiting for: [{}]", list(.0))]
+    Timeout(Vec<ObjectReport>),
+    #[error("failed early due to stalled resources: [{}]", list(.0))]
+    Failed(Vec<ObjectReport>),
+    #[error("failed early due to missing resources: [{}]", list(.0))]
+    NotFound(Vec<ObjectReport>),
+    /// The caller cancelled: a new revision or spec change arrived.
+    #[error("health check canceled")]
+    Canceled,
+}
+
+impl HealthError {
+    /// The Flux condition reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HealthError::Canceled => reason::HEALTH_CHECK_CANCELED,
+            _ => reason::HEALTH_CHECK_FAILED,
+        }
+    }
+
+    /// The objects that were not Current, if the wait ran to a verdict.
+    pub fn objects(&self) -> &[ObjectReport] {
+        match self {
+            HealthError::Timeout(objects) | HealthError::Failed(objects) | HealthError::NotFound(objects) => {
+                objects
+            }
+            HealthError::Canceled => &[],
+        }
+    }
+}
+
+fn list(objects: &[ObjectReport]) -> String {
+    objects
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Waits until every object in `objects` is Current (`Ok`), or until one is Failed, one is
+/// still missing after [`NOT_FOUND_GRACE`], `timeout` passes, or `cancel` completes (`Err`).
+/// `exprs` override kstatus for the groups/kinds they name.
+pub async fn wait(
+    resolver: &ResourceResolver,
+    objects: &[WaitTarget],
+    exprs: &HealthExprs,
+    timeout: Duration,
+    cancel: impl Future<Output = ()>,
+) -> Result<Report, HealthError> {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let grace_end = start + NOT_FOUND_GRACE.min(timeout);
+    let mut board = Board::new(objects);
+
+    let mut kinds: Vec<(String, String)> = Vec::new();
+    for target in objects {
+        let kind = (target.api_version.clone(), target.kind.clone());
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    let mut streams: SelectAll<BoxStream<'static, (usize, WatchItem)>> = SelectAll::new();
+    let mut groups: Vec<Group> = Vec::new();
+    let mut unresolved = start_watches(resolver, &kinds, &mut board, &mut groups, &mut streams).await;
+
+    let mut cancel = pin!(cancel);
+    let mut rejudge = tokio::time::interval_at(start + REJUDGE_EVERY, REJUDGE_EVERY);
+    let mut resolve_retry = tokio::time::interval_at(start + RESOLVE_RETRY, RESOLVE_RETRY);
+    loop {
+        if let Some(verdict) = board.verdict(Instant::now() >= grace_end) {
+            return verdict;
+        }
+        tokio::select! {
+            () = &mut cancel => return Err(HealthError::Canceled),
+            () = sleep_until(deadline) => return Err(HealthError::Timeout(board.not_current())),
+            () = sleep_until(grace_end), if Instant::now() < grace_end => {}
+            _ = rejudge.tick() => board.rejudge(exprs),
+            _ = resolve_retry.tick(), if !unresolved.is_empty() => {
+                unresolved = start_watches(resolver, &unresolved, &mut board, &mut groups, &mut streams).await;
+            }
+            Some((group, item)) = streams.next() => board.apply(&mut groups[group], item, exprs),
+        }
+    }
+}
+
+type WatchItem = Result<watcher::Event<DynamicObject>, watcher::Error>;
+
+/// The awaited objects of one kind in one namespace, served by one watch.
+struct Group {
+    /// Indexes into the board, by object name.
+    members: HashMap<String, usize>,
+    /// Names listed since the watch (re)started, to find the missing ones when it is done.
+    listed: HashSet<String>,
+}
+
+/// Resolves `kinds` and starts their watches; returns the kinds not served (yet), whose
+/// objects are marked NotFound meanwhile.
+async fn start_watches(
+    resolver: &ResourceResolver,
+    kinds: &[(String, String)],
+    board: &mut Board,
+    groups: &mut Vec<Group>,
+    streams: &mut SelectAll<BoxStream<'static, (usize, WatchItem)>>,
+) -> Vec<(String, String)> {
+    let mut unresolved = Vec::new();
+    for (api_version, kind) in kinds {
+        let resolved = match resolver.resolve(api_version, kind).await {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                let status = match e {
+                    ResolveError::UnknownKind { .. } => Status::NotFound,
+                    ResolveError::InvalidApiVersion(_) | ResolveError::Discovery { .. } => Status::Unknown,
+                };
+                board.mark_kind(api_version, kind, ObjectStatus::new(status, e.to_string()));
+                unresolved.push((api_version.clone(), kind.clone()));
+                continue;
+            }
+        };
+        // Group this kind's objects by namespace; cluster-scoped objects have none.
+        let mut by_namespace: HashMap<Option<String>, HashMap<String, usize>> = HashMap::new();
+        for (index, entry) in board.entries.iter_mut().enumerate() {
+            if entry.target.api_version == *api_version && entry.target.kind == *kind {
+                if !resolved.namespaced {
+                    entry.target.namespace = None;
+                }
+                by_namespace
+                    .entry(entry.target.namespace.clone())
+                    .or_default()
+                    .insert(entry.target.name.clone(), index);
+            }
+        }
+        for (namespace, members) in by_namespace {
+            let (api, _) = match resolver.api(api_version, kind, namespace.as_deref()).await {
+                Ok(found) => found,
+                Err(e) => {
+                    for &index in members.values() {
+                        board.entries[index].status = Some(ObjectStatus::new(Status::Unknown, e.to_string()));
+                    }
+                    continue;
+                }
+            };
+            let mut config = watcher::Config::default();
+            if members.len() == 1 {
+                let name = members.keys().next().expect("one member");
+                config = config.fields(&format!("metadata.name={name}"));
+            }
+            let group = groups.len();
+            let stream = watcher(api, config)
+                .default_backoff()
+                .into_stream()
+                .map(move |item| (group, item));
+            streams.push(stream.boxed());
+            groups.push(Group {
+                members,
+                listed: HashSet::new(),
+            });
+        }
+    }
+    unresolved
+}
+
+/// What is known about each awaited object.
+struct Board {
+    entries: Vec<Entry>,
+}
+
+struct Entry {
+    target: WaitTarget,
+    /// The live object as last seen, for re-judging without an event.
+    object: Option<Value>,
+    /// `None` until the object was read or found missing.
+    status: Option<ObjectStatus>,
+}
+
+impl Board {
+    fn new(targets: &[WaitTarget]) -> Self {
+        let entries = targets
+            .iter()
+            .map(|target| Entry {
+                target: target.clone(),
+                object: None,
+                status: None,
+            })
+            .collect();
+        Self { entries }
+    }
+
+    fn mark_kind(&mut self, api_version: &str, kind: &str, status: ObjectStatus) {
+        for entry in &mut self.entries {
+            if entry.target.api_version == api_version && entry.target.kind == kind {
+                entry.status = Some(status.clone());
+            }
+        }
+    }
+
+    fn apply(&mut self, group: &mut Group, item: WatchItem, exprs: &HealthExprs) {
+        match item {
+            Ok(watcher::Event::Init) => group.listed.clear(),
+            Ok(watcher::Event::InitApply(object)) => {
+                if let Some(index) = self.member(group, &object) {
+                    group
+                        .listed
+                        .insert(object.metadata.name.clone().unwrap_or_default());
+                    self.observe(index, object, exprs);
+                }
+            }
+            Ok(watcher::Event::Apply(object)) => {
+                if let Some(index) = self.member(group, &object) {
+                    self.observe(index, object, exprs);
+                }
+            }
+            Ok(watcher::Event::Delete(object)) => {
+                if let Some(index) = self.member(group, &object) {
+                    self.missing(index);
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                for (name, &index) in &group.members {
+                    if !group.listed.contains(name) {
+                        self.missing(index);
+                    }
+                }
+            }
+            Err(e) => {
+                // The watcher retries with backoff; keep the error for the timeout report.
+                for &index in group.members.values() {
+                    let entry = &mut self.entries[index];
+                    if entry.object.is_none() {
+                        entry.status = Some(ObjectStatus::new(Status::Unknown, format!("watch failed: {e}")));
+                    }
+                }
+            }
+        }
+    }
+
+    fn member(&self, group: &Group, object: &DynamicObject) -> Option<usize> {
+        group.members.get(object.metadata.name.as_deref()?).copied()
+    }
+
+    fn observe(&mut self, index: usize, object: DynamicObject, exprs: &HealthExprs) {
+        let entry = &mut self.entries[index];
+        let Ok(mut json) = serde_json::to_value(&object) else {
+            return;
+        };
+        // List items may come without type information; judging needs it.
+        json["apiVersion"] = Value::String(entry.target.api_version.clone());
+        json["kind"] = Value::String(entry.target.kind.clone());
+        entry.status = Some(judge(&json, exprs));
+        entry.object = Some(json);
+    }
+
+    fn missing(&mut self, index: usize) {
+        let entry = &mut self.entries[index];
+        entry.object = None;
+        entry.status = Some(if entry.target.absent_is_success {
+            ObjectStatus::new(Status::Current, "Resource deleted after completion")
+        } else {
+            ObjectStatus::new(Status::NotFound, "Resource not found")
+        });
+    }
+
+    fn rejudge(&mut self, exprs: &HealthExprs) {
+        for entry in &mut self.entries {
+            if let Some(object) = &entry.object {
+                entry.status = Some(judge(object, exprs));
+            }
+        }
+    }
+
+    /// The end of the wait, if the statuses already decide it.
+    fn verdict(&self, grace_over: bool) -> Option<Result<Report, HealthError>> {
+        let statuses: Vec<Option<Status>> = self
+            .entries
+            .iter()
+            .map(|e| e.status.as_ref().map(|s| s.status))
+            .collect();
+        if statuses.iter().all(|s| *s == Some(Status::Current)) {
+            let objects = self
+                .entries
+                .iter()
+                .map(|e| ObjectReport {
+                    target: e.target.clone(),
+                    status: e.status.clone().expect("all read"),
+                })
+                .collect();
+            return Some(Ok(Report { objects }));
+        }
+        if statuses.contains(&Some(Status::Failed)) {
+            return Some(Err(HealthError::Failed(self.not_current())));
+        }
+        if grace_over && statuses.contains(&Some(Status::NotFound)) {
+            return Some(Err(HealthError::NotFound(self.not_current())));
+        }
+        None
+    }
+
+    /// Every object not Current, Failed first, then in the caller's order.
+    fn not_current(&self) -> Vec<ObjectReport> {
+        let mut objects: Vec<ObjectReport> = self
+            .entries
+            .iter()
+            .filter(|e| e.status.as_ref().is_none_or(|s| s.status != Status::Current))
+            .map(|e| ObjectReport {
+                target: e.target.clone(),
+                status: e
+                    .status
+                    .clone()
+                    .unwrap_or_else(|| ObjectStatus::new(Status::Unknown, "not read yet")),
+            })
+            .collect();
+        objects.sort_by_key(|o| o.status.status != Status::Failed);
+        objects
+    }
+}
+
+/// CEL rules for the kinds they name, kstatus for the rest. An expression that cannot be
+/// evaluated leaves the object Unknown with the error.
+fn judge(object: &Value, exprs: &HealthExprs) -> ObjectStatus {
+    match exprs.evaluate(object) {
+        Some(Ok(status)) => status,
+        Some(Err(e)) => ObjectStatus::new(Status::Unknown, e.to_string()),
+        None => kstatus::compute(object),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(statuses: &[(WaitTarget, Option<ObjectStatus>)]) -> Board {
+        let mut board = Board::new(&statuses.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>());
+        for (entry, (_, status)) in board.entries.iter_mut().zip(statuses) {
+            entry.status = status.clone();
+        }
+        board
+    }
+
+    fn web() -> WaitTarget {
+        WaitTarget::new("apps/v1", "Deployment", Some("apps"), "web")
+    }
+
+    fn crd() -> WaitTarget {
+        WaitTarget::new(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            "widgets.example.com",
+        )
+    }
+
+    #[test]
+    fn errors_list_every_object_not_current_failed_first() {
+        let board = board(&[
+            (
+                crd(),
+                Some(ObjectStatus::new(Status::InProgress, "Install in progress")),
+            ),
+            (
+                WaitTarget::new("v1", "ConfigMap", Some("apps"), "settings"),
+                Some(ObjectStatus::new(Status::Current, "ok")),
+            ),
+            (
+                web(),
+                Some(ObjectStatus::new(Status::Failed, "Progress deadline exceeded")),
+            ),
+        ]);
+        let Some(Err(err)) = board.verdict(false) else {
+            panic!("a Failed object ends the wait")
+        };
+        assert_eq!(
+            err.to_string(),
+            "failed early due to stalled resources: [Deployment/apps/web: Failed: Progress deadline exceeded; \
+             CustomResourceDefinition/widgets.example.com: InProgress: Install in progress]"
+        );
+        assert_eq!(err.reason(), "HealthCheckFailed");
+    }
+
+    #[test]
+    fn missing_objects_end_the_wait_only_after_the_grace_period() {
+        let board = board(&[
+            (
+                web(),
+                Some(ObjectStatus::new(Status::NotFound, "Resource not found")),
+            ),
+            (
+                crd(),
+                Some(ObjectStatus::new(Status::Current, "CRD is established")),
+            ),
+        ]);
+        assert!(board.verdict(false).is_none());
+        let Some(Err(err)) = board.verdict(true) else {
+            panic!("NotFound after the grace ends the wait")
+        };
+        assert_eq!(
+            err.to_string(),
+            "failed early due to missing resources: [Deployment/apps/web: NotFound: Resource not found]"
+        );
+    }
+
+    #[test]
+    fn unread_objects_keep_the_wait_going_and_show_as_unknown() {
+        let board = board(&[
+            (web(), None),
+            (
+                crd(),
+                Some(ObjectStatus::new(Status::Current, "CRD is established")),
+            ),
+        ]);
+        assert!(board.verdict(true).is_none());
+        assert_eq!(
+            HealthError::Timeout(board.not_current()).to_string(),
+            "timeout waiting for: [Deployment/apps/web: Unknown: not read yet]"
+        );
+    }
+
+    #[test]
+    fn a_deleted_job_with_ttl_counts_as_done() {
+        let mut job = WaitTarget::new("batch/v1", "Job", Some("apps"), "migrate");
+        job.absent_is_success = true;
+        let mut board = board(&[(job, None)]);
+        board.missing(0);
+        let Some(Ok(report)) = board.verdict(true) else {
+            panic!("absence of a TTL job is success")
+        };
+        assert_eq!(report.objects[0].status.status, Status::Current);
+    }
+
+    #[test]
+    fn cancellation_maps_to_its_own_reason() {
+        assert_eq!(HealthError::Canceled.reason(), "HealthCheckCanceled");
+    }
+}
