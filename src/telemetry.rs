@@ -3,6 +3,7 @@
 //! Metric names users' dashboards depend on keep Flux's spelling
 //! (`gotk_reconcile_duration_seconds`, `gotk_reconcile_condition`); the rest are ours.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,13 +14,17 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+
+use crate::kube_ext::RequestCounts;
 
 /// Log output format, as Flux's `--log-encoding`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -138,9 +143,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Lets other layers (e.g. the API request counter) register their metrics.
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
+    /// Exposes the API requests counted by the client layer, by verb.
+    pub fn register_api_requests(&mut self, counts: RequestCounts) {
+        self.registry.register_collector(Box::new(ApiRequests(counts)));
     }
 
     pub fn record_reconcile(&self, object: &ObjectLabels, elapsed: Duration, result: ReconcileResult) {
@@ -174,6 +179,31 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// `kustomize_controller_api_requests_total{verb}`, read from the counting client layer at
+/// scrape time.
+#[derive(Debug)]
+struct ApiRequests(RequestCounts);
+
+impl Collector for ApiRequests {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
+        for (key, count) in self.0.snapshot() {
+            *by_verb.entry(key.verb).or_default() += count;
+        }
+        let mut metric = encoder.encode_descriptor(
+            "kustomize_controller_api_requests",
+            "Kubernetes API requests made by the controller, by verb",
+            None,
+            MetricType::Counter,
+        )?;
+        for (verb, count) in by_verb {
+            let labels = [("verb".to_string(), verb)];
+            metric.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(&count, None)?;
+        }
+        Ok(())
     }
 }
 

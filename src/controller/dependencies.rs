@@ -8,6 +8,7 @@ use crate::api::kustomization::DependencyReference;
 use crate::api::Kustomization;
 
 use super::status;
+use crate::health::cel::{eval_ready_expr, CelError};
 
 /// Why a dependency holds this Kustomization back. Messages are Flux's.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +19,20 @@ pub enum DependencyError {
     NotReady(String),
     #[error("dependency '{0}' revision is not up to date")]
     RevisionNotUpToDate(String),
+    #[error("dependency '{0}' is not ready according to readyExpr eval")]
+    ReadyExprFalse(String),
+    /// A `readyExpr` that does not compile: a configuration error.
+    #[error("{0}")]
+    InvalidReadyExpr(#[source] CelError),
+    #[error("dependency '{0}' readyExpr eval failed: {1}")]
+    ReadyExprEval(String, #[source] CelError),
+}
+
+impl DependencyError {
+    /// Only a broken `readyExpr` is terminal; the rest resolve themselves.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::InvalidReadyExpr(_))
+    }
 }
 
 /// `<namespace>/<name>` of a dependency; the namespace defaults to the Kustomization's.
@@ -50,6 +65,27 @@ pub fn check_ready(ks: &Kustomization, dependency: &Kustomization, revision: &st
     Ok(())
 }
 
+/// Checks one dependency: its `readyExpr` when set (replacing the built-in check, as Flux
+/// without the AdditiveCELDependencyCheck gate), else [`check_ready`].
+pub fn check_dependency(
+    ks: &Kustomization,
+    reference: &DependencyReference,
+    dependency: &Kustomization,
+    revision: &str,
+) -> Result<(), DependencyError> {
+    let Some(expr) = reference.ready_expr.as_deref().filter(|e| !e.is_empty()) else {
+        return check_ready(ks, dependency, revision);
+    };
+    let key = format!("{}/{}", dependency.namespace().unwrap_or_default(), dependency.name_any());
+    let as_value = |k: &Kustomization| serde_json::to_value(k).unwrap_or_default();
+    match eval_ready_expr(expr, &as_value(ks), &as_value(dependency)) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(DependencyError::ReadyExprFalse(key)),
+        Err(error) if error.is_terminal() => Err(DependencyError::InvalidReadyExpr(error)),
+        Err(error) => Err(DependencyError::ReadyExprEval(key, error)),
+    }
+}
+
 /// Checks every dependency in order, stopping at the first that is not ready. Dependencies are
 /// read from the API server, not a cache, so they are found across shards.
 pub async fn check_dependencies(client: &Client, ks: &Kustomization, revision: &str) -> Result<(), DependencyError> {
@@ -59,7 +95,7 @@ pub async fn check_dependencies(client: &Client, ks: &Kustomization, revision: &
             .get(&name)
             .await
             .map_err(|e| DependencyError::NotFound(format!("{namespace}/{name}"), e))?;
-        check_ready(ks, &dep, revision)?;
+        check_dependency(ks, dependency, &dep, revision)?;
     }
     Ok(())
 }
@@ -93,6 +129,24 @@ mod tests {
         let other = DependencyReference { name: "infra".into(), namespace: Some("ops".into()), ready_expr: None };
         assert_eq!(dependency_key(&me, &plain), ("apps".to_string(), "infra".to_string()));
         assert_eq!(dependency_key(&me, &other), ("ops".to_string(), "infra".to_string()));
+    }
+
+    #[test]
+    fn ready_expr_replaces_the_built_in_check() {
+        let repo = json!({"kind": "GitRepository", "name": "repo"});
+        let me = ks("app", repo.clone(), 1, json!({}));
+        // Not Ready by the built-in rules, but the expression only asks for the revision.
+        let dep = ks("infra", repo, 2, ready(1, "r1"));
+        let reference = |expr: &str| DependencyReference {
+            name: "infra".into(),
+            namespace: None,
+            ready_expr: Some(expr.into()),
+        };
+        assert!(check_dependency(&me, &reference("dep.status.lastAppliedRevision == 'r1'"), &dep, "r1").is_ok());
+        let err = check_dependency(&me, &reference("dep.metadata.name == self.metadata.name"), &dep, "r1").unwrap_err();
+        assert_eq!(err.to_string(), "dependency 'apps/infra' is not ready according to readyExpr eval");
+        let err = check_dependency(&me, &reference("dep.status.("), &dep, "r1").unwrap_err();
+        assert!(err.is_terminal(), "{err}");
     }
 
     #[test]

@@ -305,6 +305,19 @@ pub fn upsert_history(
     history.truncate(MAX_HISTORY);
 }
 
+/// Within one pass a condition may change and change back (Ready goes Unknown while working,
+/// then True again); measured against the stored status it did not transition, so it keeps
+/// the stored `lastTransitionTime`.
+pub fn keep_transition_times(stored: &KustomizationStatus, status: &mut KustomizationStatus) {
+    for condition in &mut status.conditions {
+        if let Some(before) = find(&stored.conditions, &condition.type_) {
+            if before.status == condition.status && before.reason == condition.reason && before.message == condition.message {
+                condition.last_transition_time = before.last_transition_time.clone();
+            }
+        }
+    }
+}
+
 /// Whether two statuses say the same thing once times and counters are ignored. A reconcile
 /// whose result compares equal to the stored status writes nothing: on a quiet interval only
 /// the clock moved.
@@ -533,6 +546,35 @@ mod tests {
         assert_eq!(status.conditions[0].reason, "AccessDenied");
         assert_eq!(status.observed_generation, 4);
         assert!(status.history.is_empty(), "nothing was built");
+    }
+
+    #[test]
+    fn a_round_trip_through_progress_keeps_the_stored_transition_time() {
+        let mut stored = KustomizationStatus::default();
+        mark_applied(&mut stored, &stamp(1, 0), &applied("r1", "sha256:a"));
+        finalize_status(&mut stored, &stamp(1, 0), None);
+
+        let mut status = stored.clone();
+        mark_progress(&mut status, &stamp(1, 60), Progress::Fetching, "r1", Duration::from_secs(30));
+        mark_applied(&mut status, &stamp(1, 61), &applied("r1", "sha256:a"));
+        finalize_status(&mut status, &stamp(1, 61), None);
+        assert_eq!(status.conditions[0].last_transition_time, stamp(1, 61).time(), "the setter saw Unknown -> True");
+        keep_transition_times(&stored, &mut status);
+        assert_eq!(status.conditions[0].last_transition_time, stamp(1, 0).time());
+
+        // A real change keeps the new time.
+        let mut failed = stored.clone();
+        let failure = Failed {
+            reason: reason::BUILD_FAILED,
+            message: "kustomization.yaml: bad".into(),
+            terminal: false,
+            build: None,
+            inventory: None,
+            unhealthy: false,
+        };
+        mark_failed(&mut failed, &stamp(1, 70), &failure);
+        keep_transition_times(&stored, &mut failed);
+        assert_eq!(failed.conditions[0].last_transition_time, stamp(1, 70).time());
     }
 
     #[test]
