@@ -2,7 +2,8 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod controller;
 pub mod health;
 pub mod kube_ext;
-pub mod controller;
+pub mod source;
 pub mod telemetry;

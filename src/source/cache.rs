@@ -1,0 +1,242 @@
+//! Extracted artifact trees, kept by digest on disk with least-recently-used eviction.
+//!
+//! A tree is shared through an `Arc`: eviction only drops the cache's reference, and the
+//! directory is deleted when the last [`ArtifactTree`] handed out for it is dropped, so a
+//! reader never sees its tree vanish.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::SourceError;
+
+/// An extracted artifact. Read-only by contract: other reconciles may share it. Keeps its
+/// directory alive while held.
+#[derive(Clone, Debug)]
+pub struct ArtifactTree {
+    dir: Arc<TreeDir>,
+}
+
+impl ArtifactTree {
+    /// The directory holding the artifact's files.
+    pub fn root(&self) -> &Path {
+        &self.dir.path
+    }
+}
+
+impl std::ops::Deref for ArtifactTree {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.root()
+    }
+}
+
+/// One tree directory; removed from disk when dropped.
+#[derive(Debug)]
+struct TreeDir {
+    path: PathBuf,
+    // Keeps the cache directory alive as long as any tree in it.
+    _root: Arc<tempfile::TempDir>,
+}
+
+impl Drop for TreeDir {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => tracing::warn!(path = %self.path.display(), error = %e, "failed to remove artifact tree"),
+            _ => {}
+        }
+    }
+}
+
+struct Entry {
+    dir: Arc<TreeDir>,
+    bytes: u64,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<String, Entry>,
+    /// One lock per digest being filled, so concurrent callers download once.
+    filling: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    clock: u64,
+}
+
+/// The cache of extracted trees.
+pub(crate) struct TreeCache {
+    root: Arc<tempfile::TempDir>,
+    max_bytes: u64,
+    next_dir: AtomicU64,
+    state: Mutex<State>,
+}
+
+impl TreeCache {
+    /// Creates a private cache directory inside `parent`.
+    pub(crate) fn new(parent: &Path, max_bytes: u64) -> Result<Self, SourceError> {
+        std::fs::create_dir_all(parent)
+            .and_then(|()| tempfile::Builder::new().prefix("artifacts-").tempdir_in(parent))
+            .map(|root| Self { root: Arc::new(root), max_bytes, next_dir: AtomicU64::new(0), state: Mutex::default() })
+            .map_err(|source| SourceError::Storage { context: format!("create cache directory in {}", parent.display()), source })
+    }
+
+    /// Where downloads are staged before extraction (inside the cache, same filesystem).
+    pub(crate) fn staging_dir(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// The tree for `key`, filling it with `fill(dir)` (which returns the bytes it wrote) if it
+    /// is not cached. `dir` does not exist yet; on error it is removed.
+    pub(crate) async fn get_or_fill<F, Fut>(&self, key: &str, fill: F) -> Result<ArtifactTree, SourceError>
+    where
+        F: FnOnce(PathBuf) -> Fut,
+        Fut: Future<Output = Result<u64, SourceError>>,
+    {
+        if let Some(tree) = self.lookup(key) {
+            return Ok(tree);
+        }
+        let lock = self.state().filling.entry(key.to_string()).or_default().clone();
+        let _filling = lock.lock().await;
+        if let Some(tree) = self.lookup(key) {
+            return Ok(tree);
+        }
+        let n = self.next_dir.fetch_add(1, Ordering::Relaxed);
+        let path = self.root.path().join(format!("tree-{n}"));
+        // Owning the directory from the start means an error cleans it up by drop.
+        let dir = Arc::new(TreeDir { path: path.clone(), _root: self.root.clone() });
+        let result = fill(path).await;
+        let mut state = self.state();
+        state.filling.remove(key);
+        let bytes = result?;
+        state.clock += 1;
+        let last_used = state.clock;
+        state.entries.insert(key.to_string(), Entry { dir: dir.clone(), bytes, last_used });
+        evict(&mut state, self.max_bytes);
+        Ok(ArtifactTree { dir })
+    }
+
+    fn lookup(&self, key: &str) -> Option<ArtifactTree> {
+        let mut state = self.state();
+        state.clock += 1;
+        let now = state.clock;
+        let entry = state.entries.get_mut(key)?;
+        entry.last_used = now;
+        Some(ArtifactTree { dir: entry.dir.clone() })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the maps inconsistent: keep going.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    #[cfg(test)]
+    fn cached_keys(&self) -> Vec<String> {
+        let mut keys: Vec<_> = self.state().entries.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+}
+
+/// Drops least recently used trees nobody holds until the total fits. Trees in use stay, even
+/// if that keeps the cache over its bound for a while.
+fn evict(state: &mut State, max_bytes: u64) {
+    let mut total: u64 = state.entries.values().map(|e| e.bytes).sum();
+    while total > max_bytes {
+        let victim = state
+            .entries
+            .iter()
+            .filter(|(_, e)| Arc::strong_count(&e.dir) == 1)
+            .min_by_key(|(_, e)| e.last_used)
+            .map(|(key, _)| key.clone());
+        let Some(key) = victim else { break };
+        if let Some(entry) = state.entries.remove(&key) {
+            total -= entry.bytes;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn fill_with(cache: &TreeCache, key: &str, bytes: usize) -> ArtifactTree {
+        cache
+            .get_or_fill(key, |dir| async move {
+                std::fs::create_dir(&dir).unwrap();
+                std::fs::write(dir.join("data"), vec![b'x'; bytes]).unwrap();
+                Ok(bytes as u64)
+            })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_cached_digest_is_not_filled_again() {
+        let parent = tempfile::tempdir().unwrap();
+        let cache = TreeCache::new(parent.path(), 1000).unwrap();
+        let first = fill_with(&cache, "sha256:a", 10).await;
+        let second = cache.get_or_fill("sha256:a", |_| async { panic!("filled twice") }).await.unwrap();
+        assert_eq!(first.root(), second.root());
+    }
+
+    #[tokio::test]
+    async fn least_recently_used_unheld_trees_are_evicted_and_removed() {
+        let parent = tempfile::tempdir().unwrap();
+        let cache = TreeCache::new(parent.path(), 25).unwrap();
+        let a = fill_with(&cache, "a", 10).await.root().to_path_buf();
+        let b = fill_with(&cache, "b", 10).await.root().to_path_buf();
+        drop(cache.lookup("a")); // a is now more recent than b
+        let _c = fill_with(&cache, "c", 10).await;
+        assert_eq!(cache.cached_keys(), ["a", "c"]);
+        assert!(a.exists());
+        assert!(!b.exists(), "evicted tree removed from disk");
+    }
+
+    #[tokio::test]
+    async fn a_tree_in_use_survives_eviction_until_released() {
+        let parent = tempfile::tempdir().unwrap();
+        let cache = TreeCache::new(parent.path(), 15).unwrap();
+        let held = fill_with(&cache, "a", 10).await;
+        let _b = fill_with(&cache, "b", 10).await;
+        // Both are held: nothing can go, the cache is over its bound for now.
+        assert_eq!(cache.cached_keys(), ["a", "b"]);
+        drop(_b);
+        let _c = fill_with(&cache, "c", 10).await;
+        assert_eq!(cache.cached_keys(), ["a", "c"]);
+        assert!(held.root().join("data").exists());
+        let path = held.root().to_path_buf();
+        drop(held);
+        assert!(path.exists(), "still cached");
+        drop(cache);
+        assert!(!path.exists(), "dropping the cache removes unheld trees");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_cache_removes_its_directory_once_trees_are_released() {
+        let parent = tempfile::tempdir().unwrap();
+        let cache = TreeCache::new(parent.path(), 1000).unwrap();
+        let tree = fill_with(&cache, "a", 10).await;
+        drop(cache);
+        assert!(tree.root().join("data").exists(), "a held tree outlives the cache");
+        drop(tree);
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_failed_fill_leaves_nothing_behind() {
+        let parent = tempfile::tempdir().unwrap();
+        let cache = TreeCache::new(parent.path(), 1000).unwrap();
+        let err = cache
+            .get_or_fill("a", |dir| async move {
+                std::fs::create_dir(&dir).unwrap();
+                std::fs::write(dir.join("partial"), "x").unwrap();
+                Err(SourceError::Download { url: "http://x".into(), cause: "boom".into() })
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("boom"));
+        assert_eq!(std::fs::read_dir(cache.staging_dir()).unwrap().count(), 0);
+        assert!(cache.cached_keys().is_empty());
+    }
+}

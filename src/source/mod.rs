@@ -1,0 +1,281 @@
+//! From `spec.sourceRef` to a verified local directory: resolve the source object, download
+//! its artifact, verify the digest, extract it safely, and cache the tree by digest.
+//!
+//! ```text
+//! get_artifact(client, ks, ..)  -> ResolvedSource { artifact, .. }     (resolve.rs)
+//! Fetcher::fetch(&artifact)     -> ArtifactTree (cached by digest)      (fetch.rs, extract.rs, cache.rs)
+//! resolve_path(tree.root(), spec.path) -> directory to build            (path.rs)
+//! ```
+
+mod cache;
+mod digest;
+pub mod extract;
+mod fetch;
+pub mod path;
+pub mod resolve;
+#[cfg(test)]
+pub(crate) mod test_archive;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::conditions::reason;
+use crate::api::duration;
+use crate::api::kustomization::KustomizationSpec;
+use crate::api::source::Artifact;
+
+pub use cache::ArtifactTree;
+pub use digest::{ArtifactDigest, DigestError};
+pub use extract::{ExtractError, ExtractLimits, ExtractStats, extract};
+pub use path::resolve_path;
+pub use resolve::{ResolvedSource, get_artifact};
+
+/// Limits and timeouts of artifact fetching.
+#[derive(Clone, Debug)]
+pub struct FetcherConfig {
+    /// Parent of the cache directory; a fresh private directory is made inside and removed
+    /// when the fetcher is dropped.
+    pub cache_dir: PathBuf,
+    /// Maximum size of a downloaded (compressed) artifact.
+    pub max_artifact_bytes: u64,
+    /// Bound on the extracted trees kept on disk; least recently used trees not in use are
+    /// evicted beyond it.
+    pub max_cache_bytes: u64,
+    /// Bounds on one extracted archive.
+    pub extract_limits: ExtractLimits,
+    /// Retries after a failed download attempt (Flux's `--http-retry`).
+    pub retries: u32,
+    /// Wait before the first retry; doubled per retry up to `retry_wait_max`.
+    pub retry_wait_min: Duration,
+    pub retry_wait_max: Duration,
+    /// Time allowed to open the connection.
+    pub connect_timeout: Duration,
+    /// Time allowed between bytes: for the response headers and for each body chunk. A
+    /// stalled server fails the attempt instead of hanging the reconcile.
+    pub read_timeout: Duration,
+}
+
+impl Default for FetcherConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: std::env::temp_dir(),
+            max_artifact_bytes: 512 << 20,
+            max_cache_bytes: 1 << 30,
+            extract_limits: ExtractLimits::default(),
+            // Flux's defaults: --http-retry=9, waits between 5s and 30s.
+            retries: 9,
+            retry_wait_min: Duration::from_secs(5),
+            retry_wait_max: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why the source step failed. Knows its Flux condition reason and how to retry.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// `--no-cross-namespace-refs` forbids this sourceRef.
+    #[error("can't access '{kind}/{namespace}/{name}', cross-namespace references have been blocked")]
+    CrossNamespaceBlocked { kind: &'static str, namespace: String, name: String },
+    /// The source object does not exist; the message is the API server's.
+    #[error("{message}")]
+    SourceNotFound { kind: &'static str, namespace: String, name: String, message: String },
+    /// Reading the source object failed for another reason (transient).
+    #[error("unable to get source '{namespace}/{name}': {source}")]
+    SourceUnreadable {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// `status.artifact` is there but not readable.
+    #[error("unable to get source '{namespace}/{name}': invalid status.artifact: {source}")]
+    InvalidArtifact {
+        namespace: String,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The source has no artifact yet.
+    #[error("Source artifact not found for '{kind}/{namespace}/{name}'")]
+    NoArtifact { kind: &'static str, namespace: String, name: String },
+    /// The artifact server answered 404: the source is being updated.
+    #[error("artifact not found at {url}")]
+    ArtifactNotFound { url: String },
+    /// Connection, timeout or HTTP status failure after the retries.
+    #[error("failed to download archive from {url}: {cause}")]
+    Download { url: String, cause: String },
+    #[error("failed to download archive from {url}: artifact is larger than the max download size of {limit} bytes")]
+    TooLarge { url: String, limit: u64 },
+    #[error("failed to verify archive from {url}: {source}")]
+    Verify {
+        url: String,
+        #[source]
+        source: DigestError,
+    },
+    #[error("failed to extract archive from {url}: {source}")]
+    Extract {
+        url: String,
+        #[source]
+        source: ExtractError,
+    },
+    /// Local disk trouble while storing the artifact.
+    #[error("tmp dir error: {context}: {source}")]
+    Storage {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("kustomization path not found: stat {}: {}", .path.display(), io_text(*.cause))]
+    PathNotFound { path: PathBuf, cause: std::io::ErrorKind },
+    #[error("kustomization path '{spec_path}' leads outside the source root")]
+    PathOutsideRoot { spec_path: String },
+    #[error("kustomization path '{spec_path}': too many levels of symbolic links")]
+    PathSymlinkLoop { spec_path: String },
+}
+
+/// Go's wording for the stat errors users see in Flux's messages.
+fn io_text(kind: std::io::ErrorKind) -> String {
+    match kind {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::NotADirectory => "not a directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        other => other.to_string(),
+    }
+}
+
+impl SourceError {
+    /// The Ready condition reason Flux uses for this failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::CrossNamespaceBlocked { .. } => reason::ACCESS_DENIED,
+            Self::Storage { .. } => reason::DIRECTORY_CREATION_FAILED,
+            _ => reason::ARTIFACT_FAILED,
+        }
+    }
+
+    /// True when retrying cannot help until the Kustomization changes (Stalled=True).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::CrossNamespaceBlocked { .. })
+    }
+
+    /// When Flux would try again: `Some(d)` requeues after `d` without backoff; `None` means
+    /// either terminal (see [`is_terminal`](Self::is_terminal)) or a transient error to return
+    /// for exponential backoff.
+    pub fn requeue_after(&self, spec: &KustomizationSpec, requeue_dependency: Duration) -> Option<Duration> {
+        match self {
+            Self::CrossNamespaceBlocked { .. } | Self::SourceUnreadable { .. } | Self::InvalidArtifact { .. } => None,
+            Self::NoArtifact { .. } | Self::ArtifactNotFound { .. } => Some(requeue_dependency),
+            _ => Some(spec.retry_interval()),
+        }
+    }
+
+    /// The Ready condition message, Flux's exact text. Differs from `Display` (meant for logs)
+    /// only where Flux states the retry delay instead of the details.
+    pub fn condition_message(&self, requeue_dependency: Duration) -> String {
+        let after = duration::format(requeue_dependency);
+        match self {
+            Self::NoArtifact { .. } => format!("Source artifact not found, retrying in {after}"),
+            Self::ArtifactNotFound { .. } => format!("Source is not ready, artifact not found, retrying in {after}"),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Downloads artifacts and hands out their extracted trees, cached by digest. Cheap to
+/// clone; clones share the cache. Dropping the last clone removes the cache directory (trees
+/// still in use go when their [`ArtifactTree`] is dropped).
+#[derive(Clone)]
+pub struct Fetcher {
+    inner: Arc<fetch::FetchInner>,
+}
+
+impl Fetcher {
+    pub fn new(config: FetcherConfig) -> Result<Self, SourceError> {
+        Ok(Self { inner: Arc::new(fetch::FetchInner::new(config)?) })
+    }
+
+    /// The extracted tree of `artifact`: from the cache when its digest was fetched before,
+    /// else downloaded, verified and extracted. Concurrent calls for one digest download once.
+    /// The work runs in its own task, so a cancelled caller leaves no half-written tree.
+    pub async fn fetch(&self, artifact: &Artifact) -> Result<ArtifactTree, SourceError> {
+        let inner = self.inner.clone();
+        let artifact = artifact.clone();
+        match tokio::spawn(async move { inner.fetch(&artifact).await }).await {
+            Ok(result) => result,
+            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            Err(join) => Err(SourceError::Storage { context: "artifact fetch task".into(), source: std::io::Error::other(join) }),
+        }
+    }
+}
+
+/// The URL without credentials or query (which may carry tokens), for errors and logs.
+pub(crate) fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let path = match path.split_once('?') {
+        Some((path, _)) => format!("{path}?<redacted>"),
+        None => path.to_string(),
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme}://{host}{path}"),
+        None => format!("{host}{path}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_credentials_and_queries() {
+        assert_eq!(
+            redact_url("https://user:pa55@bucket.example/a/b.tar.gz?X-Amz-Signature=s3cr3t"),
+            "https://bucket.example/a/b.tar.gz?<redacted>"
+        );
+        assert_eq!(
+            redact_url("http://source-controller.flux-system.svc/gitrepository/ns/app/1.tar.gz"),
+            "http://source-controller.flux-system.svc/gitrepository/ns/app/1.tar.gz"
+        );
+    }
+
+    fn spec() -> KustomizationSpec {
+        serde_json::from_value(serde_json::json!({
+            "interval": "10m", "retryInterval": "2m", "prune": true,
+            "sourceRef": {"kind": "GitRepository", "name": "app"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn flux_requeue_rules() {
+        let dep = Duration::from_secs(30);
+        let no_artifact = SourceError::NoArtifact { kind: "GitRepository", namespace: "ns".into(), name: "app".into() };
+        assert_eq!(no_artifact.requeue_after(&spec(), dep), Some(dep));
+        assert_eq!(no_artifact.condition_message(dep), "Source artifact not found, retrying in 30s");
+        let gone = SourceError::ArtifactNotFound { url: "http://x/a.tar.gz".into() };
+        assert_eq!(gone.requeue_after(&spec(), dep), Some(dep));
+        assert_eq!(gone.condition_message(dep), "Source is not ready, artifact not found, retrying in 30s");
+        let missing = SourceError::SourceNotFound {
+            kind: "GitRepository",
+            namespace: "ns".into(),
+            name: "app".into(),
+            message: "gitrepositories.source.toolkit.fluxcd.io \"app\" not found".into(),
+        };
+        assert_eq!(missing.requeue_after(&spec(), dep), Some(Duration::from_secs(120)));
+        assert_eq!(missing.reason(), "ArtifactFailed");
+        let blocked = SourceError::CrossNamespaceBlocked { kind: "GitRepository", namespace: "other".into(), name: "app".into() };
+        assert!(blocked.is_terminal());
+        assert_eq!(blocked.reason(), "AccessDenied");
+        assert_eq!(blocked.requeue_after(&spec(), dep), None);
+    }
+}

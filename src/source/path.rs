@@ -1,0 +1,155 @@
+//! Resolving `spec.path` inside an extracted artifact without ever leaving it.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use super::SourceError;
+
+/// How many symbolic links one resolution may follow (Linux's limit).
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Joins `spec_path` to `root`, following symbolic links one component at a time so that no
+/// link and no `..` can lead outside `root`. A leading `/` means the root, as in Flux. The
+/// result exists; it is `root` itself when `spec_path` is empty or missing.
+pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, SourceError> {
+    let spec = spec_path.unwrap_or("");
+    let outside = || SourceError::PathOutsideRoot { spec_path: spec.to_string() };
+
+    // Components still to walk, last one on top.
+    let mut pending: Vec<OsString> = Vec::new();
+    push_components(&mut pending, Path::new(spec));
+    let mut resolved: Vec<OsString> = Vec::new();
+    let mut hops = 0;
+    while let Some(part) = pending.pop() {
+        if part == ".." {
+            resolved.pop().ok_or_else(outside)?;
+            continue;
+        }
+        let candidate = join(root, &resolved).join(&part);
+        match fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(SourceError::PathSymlinkLoop { spec_path: spec.into() });
+                }
+                let target = fs::read_link(&candidate).map_err(|e| not_found(&candidate, e))?;
+                if target.has_root() {
+                    return Err(outside());
+                }
+                push_components(&mut pending, &target);
+            }
+            Ok(_) => resolved.push(part),
+            Err(e) => {
+                // Report the path as resolved so far plus what was left, like Go's SecureJoin.
+                let mut missing = candidate;
+                missing.extend(pending.iter().rev());
+                return Err(not_found(&missing, e));
+            }
+        }
+    }
+    Ok(join(root, &resolved))
+}
+
+/// Pushes the components of `path` so that the first one is popped first. `..` is kept for
+/// the walk; a root or prefix is dropped (the path is relative to the artifact root).
+fn push_components(pending: &mut Vec<OsString>, path: &Path) {
+    let parts: Vec<OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    pending.extend(parts.into_iter().rev());
+}
+
+fn join(root: &Path, parts: &[OsString]) -> PathBuf {
+    let mut path = root.to_path_buf();
+    path.extend(parts);
+    path
+}
+
+fn not_found(path: &Path, error: io::Error) -> SourceError {
+    SourceError::PathNotFound { path: path.to_path_buf(), cause: error.kind() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        fs::create_dir_all(root.join("apps/prod")).unwrap();
+        fs::write(root.join("apps/prod/kustomization.yaml"), "resources: []\n").unwrap();
+        fs::create_dir_all(dir.path().join("secret")).unwrap();
+        symlink("apps/prod", root.join("prod")).unwrap();
+        symlink("../secret", root.join("escape")).unwrap();
+        symlink("/etc", root.join("etc")).unwrap();
+        symlink("loop", root.join("loop")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn empty_and_dot_paths_are_the_root() {
+        let dir = tree();
+        let root = dir.path().join("root");
+        for spec in [None, Some(""), Some("."), Some("./"), Some("/")] {
+            assert_eq!(resolve_path(&root, spec).unwrap(), root, "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn plain_and_symlinked_paths_resolve_inside() {
+        let dir = tree();
+        let root = dir.path().join("root");
+        assert_eq!(resolve_path(&root, Some("./apps/prod")).unwrap(), root.join("apps/prod"));
+        assert_eq!(resolve_path(&root, Some("prod")).unwrap(), root.join("apps/prod"));
+        assert_eq!(resolve_path(&root, Some("apps/prod/../prod/")).unwrap(), root.join("apps/prod"));
+    }
+
+    #[test]
+    fn dot_dot_escapes_are_refused_by_name() {
+        let dir = tree();
+        let root = dir.path().join("root");
+        let err = resolve_path(&root, Some("../..")).unwrap_err();
+        assert_eq!(err.to_string(), "kustomization path '../..' leads outside the source root");
+        assert_eq!(err.reason(), "ArtifactFailed");
+        assert!(resolve_path(&root, Some("apps/../../secret")).is_err());
+    }
+
+    #[test]
+    fn symlinks_leading_outside_are_refused() {
+        let dir = tree();
+        let root = dir.path().join("root");
+        for spec in ["escape", "escape/", "etc", "./etc/passwd"] {
+            let err = resolve_path(&root, Some(spec)).unwrap_err();
+            assert_eq!(err.to_string(), format!("kustomization path '{spec}' leads outside the source root"));
+        }
+    }
+
+    #[test]
+    fn a_missing_path_is_reported_like_flux() {
+        let dir = tree();
+        let root = dir.path().join("root");
+        let err = resolve_path(&root, Some("./apps/staging")).unwrap_err();
+        let expected = format!("kustomization path not found: stat {}: no such file or directory", root.join("apps/staging").display());
+        assert_eq!(err.to_string(), expected);
+        assert_eq!(err.reason(), "ArtifactFailed");
+        // Through a symlink, the reported path is the resolved one.
+        let err = resolve_path(&root, Some("prod/missing/deeper")).unwrap_err();
+        assert!(err.to_string().contains(&root.join("apps/prod/missing/deeper").display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn symlink_loops_end() {
+        let dir = tree();
+        let root = dir.path().join("root");
+        let err = resolve_path(&root, Some("loop")).unwrap_err();
+        assert!(err.to_string().contains("'loop'"), "{err}");
+    }
+}
