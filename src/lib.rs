@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod applier;
 pub mod controller;
 pub mod health;
 pub mod kube_ext;

@@ -3,5 +3,6 @@
 
 mod support;
 
+mod applier;
 mod foundation;
 mod health;

@@ -98,3 +98,4 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
     let bin = std::env::var("E2E_BIN").expect("E2E_BIN is not set: run the tests with `make test`");
     std::process::Command::new(format!("{bin}/kubectl")).args(args).output().expect("run kubectl")
 }
+pub mod applier;

@@ -1,0 +1,916 @@
+//! The I/O shell of the applier: read live objects, dry-run, diff, apply, per stage.
+//!
+//! Order of work for one apply:
+//! 1. prepare (no writes): resolve kinds (from discovery, or from a CRD in the same apply),
+//!    normalize, check namespaces; any error stops here;
+//! 2. fast path ([`super::fingerprint`]): objects whose desired and live fingerprints match the
+//!    last successful run are reported unchanged after one LIST per kind;
+//! 3. plan (no writes except the managed-fields cleanup): GET + server-side dry-run of every
+//!    other object, concurrently; a terminal error in any object stops here, so an invalid
+//!    object changes nothing; dry-runs that fail only because something in this apply does not
+//!    exist yet are deferred;
+//! 4. apply the drifted objects stage by stage; after the first stage wait until its CRDs are
+//!    Established and its namespaces exist, then refresh discovery;
+//! 5. second pass: the deferred objects are dry-run and applied again, every
+//!    `retry_interval`, until `wait_timeout`; only what still fails is reported.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::Request;
+use kube::{Client, Resource};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::diff::{diff_text, has_drifted, ignored_paths, remove_pointer};
+use super::fingerprint::{FingerprintStore, ObjectPrint, desired_print, live_print, run_key};
+use super::managed::{cleanup_patch, owned_by_other_applier};
+use super::normalize::normalize;
+use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
+use super::secret::redact;
+use super::stage::{Stage, group_of, order_key, stage_of};
+use super::{Action, ApplyError, ChangeSet, DEFAULT_WAIT_TIMEOUT, FailureKind, ObjectError, Owner};
+use crate::api::conditions::keys;
+use crate::api::inventory::ObjectRef;
+use crate::api::kustomization::IgnoreRule;
+use crate::kube_ext::{ResolveError, ResolvedKind, ResourceResolver};
+
+/// Settings of the applier, from the controller's flags.
+#[derive(Clone, Debug)]
+pub struct ApplierOptions {
+    /// Parallel dry-runs, applies and deletes per apply (Flux `--concurrent-ssa`, default 4).
+    pub concurrency: usize,
+    /// `--custom-apply-stage-kinds`: `group/Kind` (`Kind` for the core group).
+    pub custom_stage_kinds: Vec<String>,
+    /// Bound of the first-stage wait, of the second pass for objects depending on others in the
+    /// same apply, and of waiting for deletions when recreating (Flux: 60 s).
+    pub wait_timeout: Duration,
+    /// How often the no-op fast path is replaced by a full dry-run of every object.
+    pub full_sync_every: Duration,
+    /// `--override-manager`: further field managers taken over like `kubectl`.
+    pub override_managers: Vec<String>,
+    /// Poll interval of waits and of the second pass (Flux: 2 s).
+    pub retry_interval: Duration,
+}
+
+impl Default for ApplierOptions {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            custom_stage_kinds: Vec::new(),
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            full_sync_every: Duration::from_secs(3600),
+            override_managers: Vec::new(),
+            retry_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One apply of a Kustomization's build output.
+pub struct ApplyRequest<'a> {
+    pub owner: Owner,
+    /// The built manifests.
+    pub objects: Vec<serde_json::Value>,
+    /// `spec.force`: recreate objects on immutable-field changes.
+    pub force: bool,
+    /// `spec.ignore`.
+    pub ignore: &'a [IgnoreRule],
+    /// Source revision and build digest: with the force/ignore settings they key the fast path.
+    pub revision: &'a str,
+    pub digest: &'a str,
+}
+
+/// The server-side-apply resource manager. Shares the resolver's client; keeps the no-op
+/// fingerprints of every Kustomization it applied in memory.
+pub struct Applier {
+    resolver: ResourceResolver,
+    options: ApplierOptions,
+    pub(super) prints: FingerprintStore,
+}
+
+/// The difference an apply would make to one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectDiff {
+    pub object: ObjectRef,
+    /// `Created`, `Configured`, `Unchanged` or `Skipped`.
+    pub action: Action,
+    /// Unified diff (live → desired), Secret values masked; empty when unchanged.
+    pub diff: String,
+}
+
+/// A prepared object: normalized, resolved, placed.
+#[derive(Clone)]
+struct Desired {
+    obj: Value,
+    object: ObjectRef,
+    api_version: String,
+    kind: ResolvedKind,
+    stage: Stage,
+    print: String,
+}
+
+impl Desired {
+    fn subject(&self) -> String {
+        self.object.to_string()
+    }
+}
+
+/// What the dry-run decided for one object.
+enum Plan {
+    Skip { live: Option<Value> },
+    Unchanged { live: Value },
+    Apply { live: Option<Value>, ignored: Vec<String> },
+    /// Immutable change with force: delete, then create.
+    Recreate,
+    /// Depends on something in this apply that does not exist yet.
+    Deferred(ObjectError),
+}
+
+/// Facts about the whole apply that classify dry-run failures.
+struct Batch {
+    namespaces: HashSet<String>,
+    /// `group/Kind` served by CRDs in this apply.
+    pending_kinds: HashSet<String>,
+}
+
+pub(super) fn api_url(kind: &ResolvedKind, namespace: &str) -> String {
+    let ns = (kind.namespaced && !namespace.is_empty()).then_some(namespace);
+    DynamicObject::url_path(&kind.resource, ns)
+}
+
+/// The Flux-style message of an API error: `<what> (<Reason>): <message>`.
+pub(super) fn api_message(what: &str, err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) if !status.reason.is_empty() => format!("{what} ({}): {}", status.reason, status.message),
+        kube::Error::Api(status) => format!("{what}: {}", status.message),
+        other => format!("{what}: {other}"),
+    }
+}
+
+fn status_of(err: &kube::Error) -> Option<&kube::core::Status> {
+    match err {
+        kube::Error::Api(status) => Some(status),
+        _ => None,
+    }
+}
+
+pub(super) fn is_not_found(err: &kube::Error) -> bool {
+    status_of(err).is_some_and(|s| s.code == 404)
+}
+
+/// The failure kind of an API error that is not about the manifest.
+fn transport_kind(err: &kube::Error) -> FailureKind {
+    match status_of(err) {
+        Some(s) if s.code == 409 => FailureKind::Conflict,
+        Some(s) if matches!(s.code, 400 | 403 | 404 | 422) => FailureKind::Invalid,
+        _ => FailureKind::Api,
+    }
+}
+
+/// The field named by an immutable-field error: from the status causes, or the message. Only
+/// errors that say "immutable" count (not every 409/422 as in Flux).
+pub fn immutable_field(status: &kube::core::Status) -> Option<String> {
+    let mentions = |m: &str| m.to_ascii_lowercase().contains("immutable");
+    if let Some(cause) = status.details.as_ref().and_then(|d| d.causes.iter().find(|c| mentions(&c.message))) {
+        return Some(if cause.field.is_empty() { cause.message.clone() } else { cause.field.clone() });
+    }
+    if !mentions(&status.message) {
+        return None;
+    }
+    // "<Kind> \"name\" is invalid: spec.selector: Invalid value: ...: field is immutable"
+    let field = status.message.split(": ").nth(1).filter(|f| !f.contains(' ')).unwrap_or("(unknown field)");
+    Some(field.to_string())
+}
+
+/// True when a dry-run failed only because something this apply creates does not exist yet.
+fn missing_dependency(status: &kube::core::Status, desired: &Desired, batch: &Batch) -> bool {
+    let msg = status.message.to_ascii_lowercase();
+    let details_kind = status.details.as_ref().map(|d| d.kind.as_str()).unwrap_or_default();
+    let kind_key = format!("{}/{}", desired.kind.resource.group, desired.kind.resource.kind);
+    (status.code == 404 && details_kind == "namespaces" && batch.namespaces.contains(&desired.object.namespace))
+        || (status.code == 404 && batch.pending_kinds.contains(&kind_key))
+        || msg.contains("failed calling webhook")
+        || (msg.contains("serviceaccount") && msg.contains("not found"))
+}
+
+impl Applier {
+    pub fn new(resolver: ResourceResolver, options: ApplierOptions) -> Self {
+        Self { resolver, options, prints: FingerprintStore::default() }
+    }
+
+    pub fn options(&self) -> &ApplierOptions {
+        &self.options
+    }
+
+    pub(super) fn resolver(&self) -> &ResourceResolver {
+        &self.resolver
+    }
+
+    pub(super) fn client(&self) -> &Client {
+        self.resolver.client()
+    }
+
+    /// Applies `req.objects` for `req.owner` (see the module doc for the order of work).
+    pub async fn apply(&self, req: ApplyRequest<'_>) -> Result<ChangeSet, ApplyError> {
+        let owner_key = req.owner.key();
+        let result = self.apply_inner(&req).await;
+        if result.is_err() {
+            self.prints.forget(&owner_key);
+        }
+        result
+    }
+
+    async fn apply_inner(&self, req: &ApplyRequest<'_>) -> Result<ChangeSet, ApplyError> {
+        let mut desired = self.prepare(req).await.map_err(|errors| ApplyError { errors, changes: ChangeSet::default() })?;
+        desired.sort_by_key(|d| {
+            let o = &d.object;
+            (d.stage, order_key(&d.api_version, &o.kind, &o.namespace, &o.name))
+        });
+        let batch = Batch {
+            namespaces: desired.iter().filter(|d| d.object.kind == "Namespace" && d.object.group.is_empty()).map(|d| d.object.name.clone()).collect(),
+            pending_kinds: pending_kinds(&desired),
+        };
+        let key = run_key(req.revision, req.digest, req.force, req.ignore);
+        let owner_key = req.owner.key();
+        let previous = self.prints.fast_path(&owner_key, &key, self.options.full_sync_every);
+        let full = previous.is_none();
+
+        // outcome per index: action and live print after this run
+        let mut outcomes: BTreeMap<usize, (Action, Option<String>)> = BTreeMap::new();
+        if let Some(previous) = &previous {
+            for (i, outcome) in self.fast_path(&req.owner, &desired, previous).await {
+                outcomes.insert(i, outcome);
+            }
+        }
+
+        // plan everything else, concurrently; nothing is written unless all plans succeed
+        let todo: Vec<usize> = (0..desired.len()).filter(|i| !outcomes.contains_key(i)).collect();
+        let plans: Vec<(usize, Result<Plan, ObjectError>)> = stream::iter(todo)
+            .map(|i| {
+                let d = &desired[i];
+                let batch = &batch;
+                async move { (i, self.plan(d, req, batch).await) }
+            })
+            .buffered(self.options.concurrency.max(1))
+            .collect()
+            .await;
+        let errors: Vec<ObjectError> = plans.iter().filter_map(|(_, p)| p.as_ref().err().cloned()).collect();
+        if !errors.is_empty() {
+            return Err(ApplyError { errors, changes: ChangeSet::default() });
+        }
+        let mut planned: BTreeMap<usize, Plan> = plans.into_iter().map(|(i, p)| (i, p.expect("errors handled"))).collect();
+        let mut deferred: Vec<(usize, ObjectError)> = Vec::new();
+        let mut to_apply: Vec<(usize, Plan)> = Vec::new();
+        for (i, plan) in std::mem::take(&mut planned) {
+            match plan {
+                Plan::Skip { live } => {
+                    outcomes.insert(i, (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))));
+                }
+                Plan::Unchanged { live } => {
+                    outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
+                }
+                Plan::Deferred(err) => deferred.push((i, err)),
+                plan => to_apply.push((i, plan)),
+            }
+        }
+
+        // apply stage by stage
+        let mut changes = ChangeSet::default();
+        let record = |changes: &mut ChangeSet, outcomes: &BTreeMap<usize, (Action, Option<String>)>, i: usize| {
+            let d: &Desired = &desired[i];
+            changes.push(d.object.clone(), &d.api_version, outcomes[&i].0);
+        };
+        for stage in [Stage::Definitions, Stage::Classes, Stage::Custom, Stage::Rest] {
+            let in_stage: Vec<(usize, Plan)> = {
+                let (now, later): (Vec<_>, Vec<_>) = to_apply.into_iter().partition(|(i, _)| desired[*i].stage == stage);
+                to_apply = later;
+                now
+            };
+            let applied = self.execute_all(&desired, in_stage, req).await;
+            let mut failures = Vec::new();
+            for (i, result) in applied {
+                match result {
+                    Ok(outcome) => {
+                        outcomes.insert(i, outcome);
+                    }
+                    Err(e) => failures.push(e),
+                }
+            }
+            for i in (0..desired.len()).filter(|i| desired[*i].stage == stage && outcomes.contains_key(i)) {
+                record(&mut changes, &outcomes, i);
+            }
+            if !failures.is_empty() {
+                return Err(ApplyError { errors: failures, changes });
+            }
+            if stage == Stage::Definitions {
+                let changed: Vec<&Desired> = (0..desired.len())
+                    .filter(|i| desired[*i].stage == stage)
+                    .filter(|i| matches!(outcomes.get(i), Some((Action::Created | Action::Configured, _))))
+                    .map(|i| &desired[i])
+                    .collect();
+                if !changed.is_empty() {
+                    self.wait_for_definitions(&changed).await.map_err(|errors| ApplyError { errors, changes: changes.clone() })?;
+                    self.resolver.invalidate();
+                }
+            }
+        }
+
+        // second pass for objects that needed something from this apply
+        let deadline = Instant::now() + self.options.wait_timeout;
+        while !deferred.is_empty() {
+            let round: Vec<(usize, Result<Plan, ObjectError>)> = stream::iter(std::mem::take(&mut deferred))
+                .map(|(i, _)| {
+                    let batch = &batch;
+                    let d = &desired[i];
+                    async move { (i, self.plan(d, req, batch).await) }
+                })
+                .buffered(self.options.concurrency.max(1))
+                .collect()
+                .await;
+            let mut failures = Vec::new();
+            for (i, plan) in round {
+                match plan {
+                    Err(e) => failures.push(e),
+                    Ok(Plan::Deferred(e)) => deferred.push((i, e)),
+                    Ok(Plan::Skip { live }) => {
+                        outcomes.insert(i, (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))));
+                        record(&mut changes, &outcomes, i);
+                    }
+                    Ok(Plan::Unchanged { live }) => {
+                        outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
+                        record(&mut changes, &outcomes, i);
+                    }
+                    Ok(plan) => match self.execute(&desired[i], plan, req).await {
+                        Ok(outcome) => {
+                            outcomes.insert(i, outcome);
+                            record(&mut changes, &outcomes, i);
+                        }
+                        Err(e) => failures.push(e),
+                    },
+                }
+            }
+            if !failures.is_empty() {
+                return Err(ApplyError { errors: failures, changes });
+            }
+            if deferred.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let errors = deferred.into_iter().map(|(_, e)| e).collect();
+                return Err(ApplyError { errors, changes });
+            }
+            tokio::time::sleep(self.options.retry_interval).await;
+        }
+
+        // change set in apply order (fast-path and unchanged objects included)
+        let mut ordered = ChangeSet::default();
+        for (i, d) in desired.iter().enumerate() {
+            ordered.push(d.object.clone(), &d.api_version, outcomes[&i].0);
+        }
+        let prints = desired
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let (action, live) = outcomes[&i].clone();
+                let action = if action == Action::Skipped { Action::Skipped } else { Action::Unchanged };
+                (d.object.id(), ObjectPrint { desired: d.print.clone(), live, action })
+            })
+            .collect();
+        self.prints.record(&owner_key, &key, prints, full);
+        Ok(ordered)
+    }
+
+    /// What an apply would change, without writing anything (the `diff` command): per object
+    /// the action an apply would report and a unified diff with Secret values masked.
+    pub async fn diff(&self, req: ApplyRequest<'_>) -> Result<Vec<ObjectDiff>, ApplyError> {
+        let desired = self.prepare(&req).await.map_err(|errors| ApplyError { errors, changes: ChangeSet::default() })?;
+        let batch = Batch { namespaces: HashSet::new(), pending_kinds: pending_kinds(&desired) };
+        let results: Vec<Result<ObjectDiff, ObjectError>> = stream::iter(&desired)
+            .map(|d| {
+                let (req, batch) = (&req, &batch);
+                async move {
+                    let url = api_url(&d.kind, &d.object.namespace);
+                    let err = |kind, message: String| ObjectError { subject: d.subject(), kind, message: redact(&message, &[&d.obj]) };
+                    let live = get(self.client(), &url, &d.object.name).await.map_err(|e| err(transport_kind(&e), api_message("query failed", &e)))?;
+                    let (action, text) = if excluded(&d.obj) || live.as_ref().is_some_and(excluded) {
+                        (Action::Skipped, String::new())
+                    } else {
+                        match server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await {
+                            Ok(dry) => {
+                                let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+                                let action = match &live {
+                                    None => Action::Created,
+                                    Some(_) if has_drifted(live.as_ref(), &dry, &ignored) => Action::Configured,
+                                    Some(_) => Action::Unchanged,
+                                };
+                                (action, diff_text(live.as_ref(), &dry, &ignored))
+                            }
+                            // the namespace or CRD comes with the same apply
+                            Err(e) if live.is_none() && status_of(&e).is_some_and(|s| missing_dependency(s, d, batch) || s.code == 404) => {
+                                (Action::Created, diff_text(None, &d.obj, &[]))
+                            }
+                            Err(e) => return Err(err(transport_kind(&e), api_message("dry-run failed", &e))),
+                        }
+                    };
+                    Ok(ObjectDiff { object: d.object.clone(), action, diff: text })
+                }
+            })
+            .buffered(self.options.concurrency.max(1))
+            .collect()
+            .await;
+        let errors: Vec<ObjectError> = results.iter().filter_map(|r| r.as_ref().err().cloned()).collect();
+        if !errors.is_empty() {
+            return Err(ApplyError { errors, changes: ChangeSet::default() });
+        }
+        Ok(results.into_iter().map(|r| r.expect("errors handled")).collect())
+    }
+
+    /// Resolves and normalizes every object; all errors at once, nothing sent.
+    async fn prepare(&self, req: &ApplyRequest<'_>) -> Result<Vec<Desired>, Vec<ObjectError>> {
+        let crds: Vec<&Value> = req
+            .objects
+            .iter()
+            .filter(|o| o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
+            .collect();
+        let mut errors = Vec::new();
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        for obj in &req.objects {
+            let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+            let (api_version, kind, name, namespace) =
+                (text("/apiVersion"), text("/kind"), text("/metadata/name"), text("/metadata/namespace"));
+            let provisional = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
+            let fail = |kind: FailureKind, message: String| ObjectError { subject: provisional.to_string(), kind, message };
+            if api_version.is_empty() || kind.is_empty() || name.is_empty() {
+                errors.push(fail(FailureKind::Invalid, "normalization error: apiVersion, kind and metadata.name are required".into()));
+                continue;
+            }
+            let resolved = match self.resolver.resolve(&api_version, &kind).await {
+                Ok(r) => r,
+                Err(ResolveError::UnknownKind { .. }) if crd_serving(&crds, &api_version, &kind).is_some() => {
+                    crd_serving(&crds, &api_version, &kind).expect("checked")
+                }
+                Err(e @ ResolveError::Discovery { .. }) => {
+                    errors.push(fail(FailureKind::Api, e.to_string()));
+                    continue;
+                }
+                Err(e) => {
+                    errors.push(fail(FailureKind::Invalid, format!("dry-run failed: {e}")));
+                    continue;
+                }
+            };
+            let mut normalized = obj.clone();
+            if let Err(e) = normalize(&mut normalized, &req.owner, resolved.namespaced, &provisional.to_string()) {
+                let subject = provisional.to_string();
+                let message = e.to_string().strip_prefix(&format!("{subject} ")).unwrap_or_default().to_string();
+                errors.push(ObjectError { subject, kind: FailureKind::Invalid, message });
+                continue;
+            }
+            let namespace = if resolved.namespaced { namespace } else { String::new() };
+            let object = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
+            if !seen.insert(object.id()) {
+                errors.push(ObjectError {
+                    subject: object.to_string(),
+                    kind: FailureKind::Invalid,
+                    message: "is defined more than once in the build output".into(),
+                });
+                continue;
+            }
+            out.push(Desired {
+                print: desired_print(&normalized),
+                stage: stage_of(&api_version, &kind, &self.options.custom_stage_kinds),
+                obj: normalized,
+                object,
+                api_version,
+                kind: resolved,
+            });
+        }
+        if errors.is_empty() { Ok(out) } else { Err(errors) }
+    }
+
+    /// Objects whose fingerprints match the last run, from one metadata LIST per kind
+    /// (per namespace when all objects of the kind share one), with the owner-label selector.
+    async fn fast_path(
+        &self,
+        owner: &Owner,
+        desired: &[Desired],
+        previous: &HashMap<String, ObjectPrint>,
+    ) -> Vec<(usize, (Action, Option<String>))> {
+        let mut by_kind: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, d) in desired.iter().enumerate() {
+            if previous.get(&d.object.id()).is_some_and(|p| p.desired == d.print) {
+                by_kind.entry(d.kind.resource.api_version.clone() + "/" + &d.kind.resource.plural).or_default().push(i);
+            }
+        }
+        let selector = format!("{}={},{}={}", keys::NAME_LABEL, owner.name, keys::NAMESPACE_LABEL, owner.namespace);
+        let lists = stream::iter(by_kind.into_values())
+            .map(|indices| {
+                let selector = selector.clone();
+                async move {
+                    let first = &desired[indices[0]];
+                    let namespaces: HashSet<&str> = indices.iter().map(|i| desired[*i].object.namespace.as_str()).collect();
+                    let ns = if namespaces.len() == 1 { first.object.namespace.as_str() } else { "" };
+                    let url = api_url(&first.kind, ns);
+                    let listed = list_metadata(self.client(), &url, &selector).await;
+                    (indices, listed)
+                }
+            })
+            .buffer_unordered(self.options.concurrency.max(1))
+            .collect::<Vec<_>>()
+            .await;
+        let mut out = Vec::new();
+        for (indices, listed) in lists {
+            // a failed list sends its objects through the dry-run
+            let Ok(listed) = listed else { continue };
+            for i in indices {
+                let d = &desired[i];
+                let live = listed.get(&(d.object.namespace.clone(), d.object.name.clone())).map(live_print);
+                let prev = &previous[&d.object.id()];
+                if live.is_some() && live == prev.live {
+                    out.push((i, (prev.action, live)));
+                }
+            }
+        }
+        out
+    }
+
+    async fn plan(&self, d: &Desired, req: &ApplyRequest<'_>, batch: &Batch) -> Result<Plan, ObjectError> {
+        let subject = d.subject();
+        let secrets_of = |live: Option<&Value>| -> Vec<Value> { std::iter::once(d.obj.clone()).chain(live.cloned()).collect() };
+        let err = |kind: FailureKind, message: String, live: Option<&Value>| {
+            let objs = secrets_of(live);
+            let refs: Vec<&Value> = objs.iter().collect();
+            ObjectError { subject: subject.clone(), kind, message: redact(&message, &refs) }
+        };
+        let url = api_url(&d.kind, &d.object.namespace);
+        let client = self.client();
+        let mut live = match get(client, &url, &d.object.name).await {
+            Ok(live) => live,
+            Err(e) => return Err(err(transport_kind(&e), api_message("query failed", &e), None)),
+        };
+        if excluded(&d.obj) || live.as_ref().is_some_and(excluded) {
+            return Ok(Plan::Skip { live });
+        }
+        if ssa_policy(&d.obj) == SsaPolicy::IfNotPresent && live.is_some() {
+            return Ok(Plan::Skip { live });
+        }
+        if let Some(live) = &live {
+            self.check_ownership(d, live, &req.owner).await.map_err(|m| err(FailureKind::Conflict, m, None))?;
+            if let Some(patch) = cleanup_patch(live, &d.obj, &self.options.override_managers) {
+                let cleaned = json_patch(client, &url, &d.object.name, &patch)
+                    .await
+                    .map_err(|e| err(FailureKind::Api, api_message("metadata.managedFields cleanup failed", &e), Some(live)))?;
+                return self.dry_run_and_compare(d, req, batch, Some(cleaned), true).await.map_err(|e| redact_error(e, &secrets_of(None)));
+            }
+        }
+        let live = live.take();
+        self.dry_run_and_compare(d, req, batch, live, false).await.map_err(|e| redact_error(e, &secrets_of(None)))
+    }
+
+    async fn dry_run_and_compare(
+        &self,
+        d: &Desired,
+        req: &ApplyRequest<'_>,
+        batch: &Batch,
+        live: Option<Value>,
+        patched: bool,
+    ) -> Result<Plan, ObjectError> {
+        let subject = d.subject();
+        let err = |kind, message: String| ObjectError { subject: subject.clone(), kind, message };
+        let url = api_url(&d.kind, &d.object.namespace);
+        let dry = match server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await {
+            Ok(dry) => dry,
+            Err(e) => {
+                let Some(status) = status_of(&e) else {
+                    return Err(err(FailureKind::Api, api_message("dry-run failed", &e)));
+                };
+                if missing_dependency(status, d, batch) {
+                    return Ok(Plan::Deferred(err(FailureKind::MissingDependency, api_message("dry-run failed", &e))));
+                }
+                if let (Some(field), Some(live)) = (immutable_field(status), live.as_ref()) {
+                    let forced = req.force || force_enabled(&d.obj) || force_enabled(live);
+                    if !forced {
+                        return Err(err(
+                            FailureKind::Immutable,
+                            format!(
+                                "immutable field detected ({field}): {}; set spec.force or the annotation {}: enabled to recreate it",
+                                status.message,
+                                keys::FORCE_ANNOTATION
+                            ),
+                        ));
+                    }
+                    // recreate only when the new object is valid: a dry-run create that fails
+                    // only because the name is taken
+                    return match dry_run_create(self.client(), &url, &d.obj).await {
+                        Err(e) if status_of(&e).is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists") => Ok(Plan::Recreate),
+                        Err(e) => Err(err(transport_kind(&e), api_message("dry-run failed", &e))),
+                        Ok(_) => Ok(Plan::Recreate),
+                    };
+                }
+                return Err(err(transport_kind(&e), api_message("dry-run failed", &e)));
+            }
+        };
+        let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+        if !patched && live.is_some() && !has_drifted(live.as_ref(), &dry, &ignored) {
+            return Ok(Plan::Unchanged { live: live.expect("checked") });
+        }
+        Ok(Plan::Apply { live, ignored })
+    }
+
+    /// An object labelled for another Kustomization is a conflict while that Kustomization still
+    /// lists it in its inventory; otherwise it is taken over (e.g. moved between Kustomizations).
+    async fn check_ownership(&self, d: &Desired, live: &Value, owner: &Owner) -> Result<(), String> {
+        let label = |k: &str| live.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str).unwrap_or_default();
+        let (name, namespace) = (label(keys::NAME_LABEL), label(keys::NAMESPACE_LABEL));
+        if name.is_empty() || (name == owner.name && namespace == owner.namespace) {
+            return Ok(());
+        }
+        let ks = ApiResource {
+            group: "kustomize.toolkit.fluxcd.io".into(),
+            version: "v1".into(),
+            api_version: "kustomize.toolkit.fluxcd.io/v1".into(),
+            kind: "Kustomization".into(),
+            plural: "kustomizations".into(),
+        };
+        let url = DynamicObject::url_path(&ks, Some(namespace));
+        let other = match get(self.client(), &url, name).await {
+            Ok(Some(other)) => other,
+            Ok(None) => return Ok(()),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(api_message("ownership check failed", &e)),
+        };
+        let id = d.object.id();
+        let listed = other
+            .pointer("/status/inventory/entries")
+            .and_then(Value::as_array)
+            .is_some_and(|entries| entries.iter().any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str())));
+        if listed && other.pointer("/metadata/deletionTimestamp").is_none() {
+            return Err(format!(
+                "is already managed by Kustomization {namespace}/{name}: the object is in both Kustomizations; \
+                 remove it from one of them"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn execute_all(
+        &self,
+        desired: &[Desired],
+        plans: Vec<(usize, Plan)>,
+        req: &ApplyRequest<'_>,
+    ) -> Vec<(usize, Result<(Action, Option<String>), ObjectError>)> {
+        stream::iter(plans)
+            .map(|(i, plan)| async move { (i, self.execute(&desired[i], plan, req).await) })
+            .buffered(self.options.concurrency.max(1))
+            .collect()
+            .await
+    }
+
+    /// Applies one planned object; returns its action and the live print after the write.
+    async fn execute(&self, d: &Desired, plan: Plan, _req: &ApplyRequest<'_>) -> Result<(Action, Option<String>), ObjectError> {
+        let subject = d.subject();
+        let err = |kind, message: String| ObjectError { subject: subject.clone(), kind, message: redact(&message, &[&d.obj]) };
+        let url = api_url(&d.kind, &d.object.namespace);
+        let client = self.client();
+        let (payload, action) = match plan {
+            Plan::Apply { live: Some(live), ignored } => (payload_with_ignored(&d.obj, &live, &ignored), Action::Configured),
+            Plan::Apply { live: None, .. } => (d.obj.clone(), Action::Created),
+            Plan::Recreate => {
+                self.delete_and_wait(&url, &d.object.name)
+                    .await
+                    .map_err(|m| err(FailureKind::Api, format!("immutable field detected, {m}")))?;
+                (d.obj.clone(), Action::Created)
+            }
+            Plan::Skip { .. } | Plan::Unchanged { .. } | Plan::Deferred(_) => unreachable!("only writes are executed"),
+        };
+        let applied = server_side_apply(client, &url, &d.object.name, &payload, false)
+            .await
+            .map_err(|e| err(transport_kind(&e), api_message("apply failed", &e)))?;
+        Ok((action, Some(live_print(&applied["metadata"]))))
+    }
+
+    async fn delete_and_wait(&self, url: &str, name: &str) -> Result<(), String> {
+        match delete(self.client(), url, name, &DeleteParams::background()).await {
+            Ok(()) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(api_message("failed to delete object", &e)),
+        }
+        let deadline = Instant::now() + self.options.wait_timeout;
+        loop {
+            match get(self.client(), url, name).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(_)) if Instant::now() < deadline => tokio::time::sleep(self.options.retry_interval / 4).await,
+                Ok(Some(_)) => return Err(format!("failed to wait for object to be deleted: still present after {:?}", self.options.wait_timeout)),
+                Err(e) => return Err(api_message("failed to wait for object to be deleted", &e)),
+            }
+        }
+    }
+
+    /// Waits until applied CRDs are Established and applied namespaces exist (not terminating).
+    async fn wait_for_definitions(&self, objects: &[&Desired]) -> Result<(), Vec<ObjectError>> {
+        let deadline = Instant::now() + self.options.wait_timeout;
+        loop {
+            let mut pending = Vec::new();
+            for d in objects.iter().filter(|d| matches!(d.object.kind.as_str(), "CustomResourceDefinition" | "Namespace")) {
+                let url = api_url(&d.kind, "");
+                let ready = match get(self.client(), &url, &d.object.name).await {
+                    Ok(Some(live)) if d.object.kind == "Namespace" => live.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating"),
+                    Ok(Some(live)) => live
+                        .pointer("/status/conditions")
+                        .and_then(Value::as_array)
+                        .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True")),
+                    _ => false,
+                };
+                if !ready {
+                    pending.push(d);
+                }
+            }
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(pending
+                    .iter()
+                    .map(|d| ObjectError {
+                        subject: d.subject(),
+                        kind: FailureKind::Api,
+                        message: format!("not ready after {:?} (CRD not Established or namespace missing)", self.options.wait_timeout),
+                    })
+                    .collect());
+            }
+            tokio::time::sleep(self.options.retry_interval).await;
+        }
+    }
+}
+
+fn redact_error(mut e: ObjectError, objects: &[Value]) -> ObjectError {
+    let refs: Vec<&Value> = objects.iter().collect();
+    e.message = redact(&e.message, &refs);
+    e
+}
+
+/// Ignored paths of an object that is applied anyway: a field another Apply manager owns is
+/// left to it (stripped); otherwise the live value is kept (adopted). Creates are unmodified.
+fn payload_with_ignored(desired: &Value, live: &Value, ignored: &[String]) -> Value {
+    let mut payload = desired.clone();
+    for path in ignored {
+        let (want, have) = (desired.pointer(path), live.pointer(path));
+        if want == have {
+            continue;
+        }
+        if owned_by_other_applier(live, path) || have.is_none() {
+            remove_pointer(&mut payload, path);
+        } else if let (Some(slot), Some(have)) = (payload.pointer_mut(path), have) {
+            *slot = have.clone();
+        }
+    }
+    payload
+}
+
+/// `group/Kind` of every kind served by a CRD in the apply.
+fn pending_kinds(desired: &[Desired]) -> HashSet<String> {
+    desired
+        .iter()
+        .filter(|d| d.object.kind == "CustomResourceDefinition")
+        .filter_map(|d| {
+            let group = d.obj.pointer("/spec/group")?.as_str()?;
+            let kind = d.obj.pointer("/spec/names/kind")?.as_str()?;
+            Some(format!("{group}/{kind}"))
+        })
+        .collect()
+}
+
+/// The kind as served by a CRD of this apply, for custom resources applied with their CRD.
+fn crd_serving(crds: &[&Value], api_version: &str, kind: &str) -> Option<ResolvedKind> {
+    let (group, version) = api_version.split_once('/')?;
+    crds.iter().find_map(|crd| {
+        let spec = crd.get("spec")?;
+        let served = spec.get("versions")?.as_array()?.iter().any(|v| v["name"] == version && v["served"] != false);
+        (spec["group"] == group && spec.pointer("/names/kind")?.as_str() == Some(kind) && served).then(|| ResolvedKind {
+            resource: ApiResource {
+                group: group.into(),
+                version: version.into(),
+                api_version: api_version.into(),
+                kind: kind.into(),
+                plural: spec.pointer("/names/plural").and_then(Value::as_str).unwrap_or_default().into(),
+            },
+            namespaced: spec["scope"] != "Cluster",
+        })
+    })
+}
+
+pub(super) async fn get(client: &Client, url: &str, name: &str) -> Result<Option<Value>, kube::Error> {
+    let req = Request::new(url).get(name, &Default::default()).map_err(kube::Error::BuildRequest)?;
+    match client.request::<Value>(req).await {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn server_side_apply(client: &Client, url: &str, name: &str, body: &Value, dry_run: bool) -> Result<Value, kube::Error> {
+    let mut params = PatchParams::apply(keys::APPLY_FIELD_MANAGER).force();
+    if dry_run {
+        params = params.dry_run();
+    }
+    let req = Request::new(url).patch(name, &params, &Patch::Apply(body)).map_err(kube::Error::BuildRequest)?;
+    client.request::<Value>(req).await
+}
+
+async fn dry_run_create(client: &Client, url: &str, body: &Value) -> Result<Value, kube::Error> {
+    let params = PostParams { dry_run: true, field_manager: Some(keys::APPLY_FIELD_MANAGER.into()) };
+    let data = serde_json::to_vec(body).map_err(kube::Error::SerdeError)?;
+    let req = Request::new(url).create(&params, data).map_err(kube::Error::BuildRequest)?;
+    client.request::<Value>(req).await
+}
+
+async fn json_patch(client: &Client, url: &str, name: &str, patch: &Value) -> Result<Value, kube::Error> {
+    let patch: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(kube::Error::SerdeError)?;
+    let params = PatchParams { field_manager: Some(keys::APPLY_FIELD_MANAGER.into()), ..Default::default() };
+    let req = Request::new(url).patch(name, &params, &Patch::<()>::Json(patch)).map_err(kube::Error::BuildRequest)?;
+    client.request::<Value>(req).await
+}
+
+pub(super) async fn delete(client: &Client, url: &str, name: &str, params: &DeleteParams) -> Result<(), kube::Error> {
+    let req = Request::new(url).delete(name, params).map_err(kube::Error::BuildRequest)?;
+    client.request::<Value>(req).await.map(|_| ())
+}
+
+/// Live metadata by (namespace, name), from one metadata-only LIST.
+async fn list_metadata(client: &Client, url: &str, selector: &str) -> Result<HashMap<(String, String), Value>, kube::Error> {
+    let params = ListParams::default().labels(selector);
+    let req = Request::new(url).list_metadata(&params).map_err(kube::Error::BuildRequest)?;
+    let list = client.request::<Value>(req).await?;
+    let items = list.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+    Ok(items
+        .into_iter()
+        .filter_map(|item| {
+            let meta = item.get("metadata")?.clone();
+            let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+            let name = meta.get("name")?.as_str()?.to_string();
+            Some(((ns, name), meta))
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+    use kube::core::response::{StatusCause, StatusDetails};
+    use serde_json::json;
+
+    fn status(code: u16, reason: &str, message: &str, causes: Vec<StatusCause>) -> Status {
+        let mut s = Status::failure(message, reason).with_code(code);
+        s.details = Some(StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes,
+            retry_after_seconds: 0,
+        });
+        s
+    }
+
+    // Message shapes from the API server (apimachinery field.Forbidden / ValidateImmutableField).
+    #[test]
+    fn only_errors_that_say_immutable_are_immutable() {
+        let cause = StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: "Invalid value: ...: field is immutable".into(),
+            field: "spec.selector".into(),
+        };
+        let s = status(422, "Invalid", "Deployment.apps \"web\" is invalid: spec.selector: Invalid value: ...: field is immutable", vec![cause]);
+        assert_eq!(immutable_field(&s).as_deref(), Some("spec.selector"));
+        let s = status(422, "Invalid", "Job.batch \"j\" is invalid: spec.template: Invalid value: ...: field is immutable", vec![]);
+        assert_eq!(immutable_field(&s).as_deref(), Some("spec.template"));
+        let s = status(422, "Invalid", "ConfigMap \"c\" is invalid: metadata.name: Invalid value: \"A\": a lowercase RFC 1123 subdomain", vec![]);
+        assert_eq!(immutable_field(&s), None);
+        let s = status(409, "Conflict", "Apply failed with 1 conflict", vec![]);
+        assert_eq!(immutable_field(&s), None);
+    }
+
+    #[test]
+    fn ignored_fields_are_stripped_when_another_applier_owns_them_else_adopted() {
+        let desired = json!({"spec": {"replicas": 1, "paused": false}});
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "hpa", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
+            "spec": {"replicas": 5, "paused": true}});
+        let payload = payload_with_ignored(&desired, &live, &["/spec/replicas".into(), "/spec/paused".into()]);
+        assert_eq!(payload, json!({"spec": {"paused": true}}));
+    }
+
+    #[test]
+    fn custom_resources_resolve_from_a_crd_in_the_same_apply() {
+        let crd = json!({"kind": "CustomResourceDefinition", "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets"}, "versions": [{"name": "v1", "served": true}]}});
+        let resolved = crd_serving(&[&crd], "example.com/v1", "Widget").unwrap();
+        assert_eq!(resolved.resource.plural, "widgets");
+        assert!(resolved.namespaced);
+        assert!(crd_serving(&[&crd], "example.com/v2", "Widget").is_none());
+        assert!(crd_serving(&[&crd], "example.com/v1", "Gadget").is_none());
+    }
+}

@@ -1,0 +1,340 @@
+//! Drift between the dry-run result and the live object (reference 5.5), `spec.ignore` rules,
+//! and a masked, human-readable diff.
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::secret::mask_pair;
+use crate::api::kustomization::{IgnoreRule, Selector};
+
+/// A `spec.ignore` rule that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IgnoreRuleError {
+    #[error("spec.ignore[{rule}].target.{field}: invalid regular expression '{pattern}': {reason}")]
+    Regex { rule: usize, field: &'static str, pattern: String, reason: String },
+    #[error("spec.ignore[{rule}].target.{field}: invalid selector '{selector}'")]
+    Selector { rule: usize, field: &'static str, selector: String },
+    #[error("spec.ignore[{rule}].paths: '{path}' is not a JSON pointer")]
+    Pointer { rule: usize, path: String },
+}
+
+/// The JSON pointers of `rules` that apply to `obj` (matched on the dry-run object).
+pub fn ignored_paths(rules: &[IgnoreRule], obj: &Value) -> Result<Vec<String>, IgnoreRuleError> {
+    let mut paths = Vec::new();
+    for (i, rule) in rules.iter().enumerate() {
+        for path in &rule.paths {
+            if !path.is_empty() && !path.starts_with('/') {
+                return Err(IgnoreRuleError::Pointer { rule: i, path: path.clone() });
+            }
+        }
+        let applies = match &rule.target {
+            None => true,
+            Some(selector) => selector_matches(i, selector, obj)?,
+        };
+        if applies {
+            paths.extend(rule.paths.iter().cloned());
+        }
+    }
+    Ok(paths)
+}
+
+fn selector_matches(rule: usize, sel: &Selector, obj: &Value) -> Result<bool, IgnoreRuleError> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let meta = |f: &str| obj.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).unwrap_or_default().to_string();
+    let fields: [(&'static str, &Option<String>, String); 5] = [
+        ("group", &sel.group, group.to_string()),
+        ("version", &sel.version, version.to_string()),
+        ("kind", &sel.kind, obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string()),
+        ("name", &sel.name, meta("name")),
+        ("namespace", &sel.namespace, meta("namespace")),
+    ];
+    for (field, pattern, value) in fields {
+        let Some(pattern) = pattern.as_deref().filter(|p| !p.is_empty()) else { continue };
+        let re = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| IgnoreRuleError::Regex {
+            rule,
+            field,
+            pattern: pattern.into(),
+            reason: e.to_string(),
+        })?;
+        if !re.is_match(&value) {
+            return Ok(false);
+        }
+    }
+    for (field, selector, map) in [
+        ("labelSelector", &sel.label_selector, "labels"),
+        ("annotationSelector", &sel.annotation_selector, "annotations"),
+    ] {
+        let Some(selector) = selector.as_deref().filter(|s| !s.trim().is_empty()) else { continue };
+        let empty = Map::new();
+        let values = obj.pointer(&format!("/metadata/{map}")).and_then(Value::as_object).unwrap_or(&empty);
+        let matched = label_selector_matches(selector, values)
+            .ok_or_else(|| IgnoreRuleError::Selector { rule, field, selector: selector.into() })?;
+        if !matched {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Evaluates a Kubernetes label selector expression (`a=b`, `a==b`, `a!=b`, `a`, `!a`,
+/// `a in (x,y)`, `a notin (x,y)`, comma-separated, all must hold). `None` when malformed.
+pub fn label_selector_matches(selector: &str, labels: &Map<String, Value>) -> Option<bool> {
+    let get = |k: &str| labels.get(k).and_then(Value::as_str);
+    let mut all = true;
+    for requirement in split_requirements(selector)? {
+        let req = requirement.trim();
+        let holds = if let Some((key, set)) = split_set(req, " notin ") {
+            get(key).is_none_or(|v| !set.contains(&v))
+        } else if let Some((key, set)) = split_set(req, " in ") {
+            get(key).is_some_and(|v| set.contains(&v))
+        } else if let Some((key, value)) = req.split_once("!=") {
+            get(key.trim()) != Some(value.trim())
+        } else if let Some((key, value)) = req.split_once("==").or_else(|| req.split_once('=')) {
+            get(key.trim()) == Some(value.trim())
+        } else if let Some(key) = req.strip_prefix('!') {
+            get(key.trim()).is_none()
+        } else if !req.is_empty() && !req.contains(' ') {
+            get(req).is_some()
+        } else {
+            return None;
+        };
+        all &= holds;
+    }
+    Some(all)
+}
+
+/// Splits on commas outside parentheses.
+fn split_requirements(selector: &str) -> Option<Vec<&str>> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return None;
+        }
+    }
+    parts.push(&selector[start..]);
+    (depth == 0).then_some(parts)
+}
+
+fn split_set<'a>(req: &'a str, op: &str) -> Option<(&'a str, Vec<&'a str>)> {
+    let (key, rest) = req.split_once(op)?;
+    let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
+    Some((key.trim(), inner.split(',').map(str::trim).collect()))
+}
+
+/// Removes the value at a JSON pointer, if present.
+pub fn remove_pointer(obj: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else { return };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match obj.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.remove(&last);
+        }
+        Some(Value::Array(items)) => {
+            if let Ok(i) = last.parse::<usize>()
+                && i < items.len()
+            {
+                items.remove(i);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The parts of an object drift is judged on: labels, annotations, and everything outside
+/// `metadata` and `status`.
+fn comparable(obj: &Value, ignored: &[String]) -> Value {
+    let mut copy = obj.clone();
+    for path in ignored {
+        remove_pointer(&mut copy, path);
+    }
+    let Some(map) = copy.as_object_mut() else { return copy };
+    let metadata = map.remove("metadata").unwrap_or(Value::Null);
+    map.remove("status");
+    let mut kept = Map::new();
+    for key in ["labels", "annotations"] {
+        // an empty map and no map are the same
+        if let Some(v) = metadata.get(key).filter(|v| v.as_object().is_some_and(|m| !m.is_empty())) {
+            kept.insert(key.into(), v.clone());
+        }
+    }
+    map.insert("metadata".into(), Value::Object(kept));
+    if obj.get("kind").and_then(Value::as_str) == Some("HorizontalPodAutoscaler") {
+        normalize_hpa_metrics(&mut copy);
+    }
+    copy
+}
+
+/// The dry-run of an HPA can repeat or leave empty `spec.metrics` entries (Flux normalizes the
+/// same quirk).
+fn normalize_hpa_metrics(obj: &mut Value) {
+    if let Some(metrics) = obj.pointer_mut("/spec/metrics").and_then(Value::as_array_mut) {
+        let mut seen = Vec::new();
+        metrics.retain(|m| {
+            let keep = m.as_object().is_some_and(|o| !o.is_empty()) && !seen.contains(m);
+            if keep {
+                seen.push(m.clone());
+            }
+            keep
+        });
+    }
+}
+
+/// True when the dry-run result differs from the live object in anything drift is judged on.
+/// A dry-run result without `resourceVersion` means the object does not exist yet.
+pub fn has_drifted(live: Option<&Value>, dry_run: &Value, ignored: &[String]) -> bool {
+    let Some(live) = live else { return true };
+    if dry_run.pointer("/metadata/resourceVersion").is_none() {
+        return true;
+    }
+    comparable(live, ignored) != comparable(dry_run, ignored)
+}
+
+/// A unified diff of `live` and `merged` (the dry-run result) over the fields drift is judged
+/// on, with Secret values masked. Empty when nothing differs.
+pub fn diff_text(live: Option<&Value>, merged: &Value, ignored: &[String]) -> String {
+    let mut before = live.map(|l| comparable(l, ignored)).unwrap_or(Value::Null);
+    let mut after = comparable(merged, ignored);
+    mask_pair(&mut before, &mut after);
+    if before == after {
+        return String::new();
+    }
+    let render = |v: &Value| if v.is_null() { String::new() } else { serde_yaml::to_string(v).unwrap_or_default() };
+    let (old, new) = (render(&before), render(&after));
+    similar::TextDiff::from_lines(&old, &new).unified_diff().context_radius(2).header("live", "desired").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn live() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "a", "resourceVersion": "5", "uid": "u", "generation": 2,
+                "managedFields": [{"manager": "x"}], "labels": {"app": "web"}},
+            "spec": {"replicas": 2, "template": {"metadata": {}}}, "status": {"readyReplicas": 2}})
+    }
+
+    #[test]
+    fn server_metadata_and_status_are_not_drift() {
+        let mut dry = live();
+        dry["metadata"]["resourceVersion"] = "6".into();
+        dry["metadata"]["managedFields"] = json!([]);
+        dry["metadata"]["generation"] = 3.into();
+        dry["status"] = json!({});
+        assert!(!has_drifted(Some(&live()), &dry, &[]));
+    }
+
+    #[test]
+    fn spec_labels_and_annotations_are_drift() {
+        let mut dry = live();
+        dry["spec"]["replicas"] = 3.into();
+        assert!(has_drifted(Some(&live()), &dry, &[]));
+        let mut dry = live();
+        dry["metadata"]["labels"]["team"] = "x".into();
+        assert!(has_drifted(Some(&live()), &dry, &[]));
+        let mut dry = live();
+        dry["metadata"]["annotations"] = json!({"a": "b"});
+        assert!(has_drifted(Some(&live()), &dry, &[]));
+    }
+
+    #[test]
+    fn missing_live_object_or_resource_version_is_a_create() {
+        assert!(has_drifted(None, &live(), &[]));
+        let mut dry = live();
+        dry["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        assert!(has_drifted(Some(&live()), &dry, &[]));
+    }
+
+    #[test]
+    fn ignored_paths_do_not_count() {
+        let mut dry = live();
+        dry["spec"]["replicas"] = 3.into();
+        assert!(!has_drifted(Some(&live()), &dry, &["/spec/replicas".into()]));
+    }
+
+    #[test]
+    fn rules_match_by_anchored_regex_and_selectors() {
+        let rule = |target: Selector| IgnoreRule { paths: vec!["/spec/replicas".into()], target: Some(target) };
+        let obj = live();
+        let sel = |f: fn(&mut Selector)| {
+            let mut s = Selector::default();
+            f(&mut s);
+            s
+        };
+        assert_eq!(ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy.*".into())))], &obj).unwrap(), ["/spec/replicas"]);
+        // anchored: "Deploy" does not match "Deployment"
+        assert!(ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy".into())))], &obj).unwrap().is_empty());
+        assert_eq!(ignored_paths(&[rule(sel(|s| s.group = Some("apps".into())))], &obj).unwrap().len(), 1);
+        assert!(ignored_paths(&[rule(sel(|s| s.version = Some("v2".into())))], &obj).unwrap().is_empty());
+        assert_eq!(ignored_paths(&[rule(sel(|s| s.label_selector = Some("app in (web, api)".into())))], &obj).unwrap().len(), 1);
+        assert!(ignored_paths(&[rule(sel(|s| s.label_selector = Some("app!=web".into())))], &obj).unwrap().is_empty());
+        assert!(ignored_paths(&[rule(sel(|s| s.annotation_selector = Some("a=b".into())))], &obj).unwrap().is_empty());
+        assert_eq!(ignored_paths(&[IgnoreRule { paths: vec!["/x".into()], target: None }], &obj).unwrap(), ["/x"]);
+    }
+
+    #[test]
+    fn bad_rules_name_the_field() {
+        let rule = IgnoreRule { paths: vec!["/a".into()], target: Some(Selector { name: Some("(".into()), ..Default::default() }) };
+        let err = ignored_paths(&[rule], &live()).unwrap_err().to_string();
+        assert!(err.starts_with("spec.ignore[0].target.name: invalid regular expression '('"), "{err}");
+        let rule = IgnoreRule { paths: vec!["spec".into()], target: None };
+        assert_eq!(ignored_paths(&[rule], &live()).unwrap_err().to_string(), "spec.ignore[0].paths: 'spec' is not a JSON pointer");
+    }
+
+    #[test]
+    fn label_selector_expressions() {
+        let labels = json!({"a": "1", "b": "2"});
+        let labels = labels.as_object().unwrap();
+        for (sel, expected) in [
+            ("a=1", true),
+            ("a==1,b=2", true),
+            ("a=1,b=3", false),
+            ("a", true),
+            ("!c", true),
+            ("!a", false),
+            ("a notin (2,3)", true),
+            ("c notin (2)", true),
+            ("b in (1)", false),
+        ] {
+            assert_eq!(label_selector_matches(sel, labels), Some(expected), "{sel}");
+        }
+        assert_eq!(label_selector_matches("a in (1", labels), None);
+        assert_eq!(label_selector_matches("a b", labels), None);
+    }
+
+    #[test]
+    fn pointer_removal_unescapes_segments() {
+        let mut obj = json!({"metadata": {"annotations": {"a/b": "x", "c": "y"}}, "list": [1, 2]});
+        remove_pointer(&mut obj, "/metadata/annotations/a~1b");
+        remove_pointer(&mut obj, "/list/0");
+        remove_pointer(&mut obj, "/missing/x");
+        assert_eq!(obj, json!({"metadata": {"annotations": {"c": "y"}}, "list": [2]}));
+    }
+
+    #[test]
+    fn secret_diffs_are_masked() {
+        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "resourceVersion": "1"},
+            "data": {"password": "aHVudGVyMg==", "user": "YWRtaW4="}});
+        let mut merged = live.clone();
+        merged["data"]["password"] = "czNjcjN0".into();
+        let text = diff_text(Some(&live), &merged, &[]);
+        assert!(text.contains("-  password: '*** (before)'"), "{text}");
+        assert!(text.contains("+  password: '*** (after)'"), "{text}");
+        assert!(text.contains("user: '***'"), "{text}");
+        for secret in ["aHVudGVyMg==", "czNjcjN0", "YWRtaW4=", "hunter2", "admin"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert_eq!(diff_text(Some(&live), &live, &[]), "");
+    }
+}

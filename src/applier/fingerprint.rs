@@ -1,0 +1,155 @@
+//! The no-op fast path: remember, per Kustomization, what the last successful apply left behind,
+//! so that an unchanged source and unchanged live objects need no dry-run.
+//!
+//! Per object we keep the hash of the normalized desired manifest and a hash of the live
+//! metadata seen after the apply (or confirmed by a dry-run). For objects with a
+//! `metadata.generation` the live hash covers uid, generation, labels, annotations and the
+//! managedFields entries of the main resource (so status updates by controllers do not count);
+//! for others it covers uid and resourceVersion. The fast path lists the live metadata once per
+//! kind (owner-label selector) and sends only objects whose hashes differ, or that are missing,
+//! through the dry-run.
+//!
+//! State is in memory only: it is lost on restart (the first reconcile after start is a full
+//! dry-run), dropped on any apply error, and replaced on a new revision, new build output,
+//! changed force/ignore settings, or after `full_sync_every`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::Action;
+use crate::api::kustomization::IgnoreRule;
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Identifies the inputs of a run: source revision, build digest, force and ignore rules.
+pub fn run_key(revision: &str, digest: &str, force: bool, ignore: &[IgnoreRule]) -> String {
+    let rules = serde_json::to_string(ignore).unwrap_or_default();
+    sha256_hex(format!("{revision}\n{digest}\n{force}\n{rules}").as_bytes())
+}
+
+/// Hash of a normalized desired object.
+pub fn desired_print(obj: &Value) -> String {
+    sha256_hex(obj.to_string().as_bytes())
+}
+
+/// Hash of what matters in live metadata (see the module doc). `metadata` is the object's
+/// `metadata` map, from a full object or a metadata-only list.
+pub fn live_print(metadata: &Value) -> String {
+    let field = |f: &str| metadata.get(f).cloned().unwrap_or(Value::Null);
+    let generation = metadata.get("generation").and_then(Value::as_i64).filter(|g| *g > 0);
+    let tracked = match generation {
+        Some(generation) => {
+            let managed: Vec<Value> = field("managedFields")
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m.get("subresource").is_none_or(|s| s.as_str() == Some("")))
+                .cloned()
+                .collect();
+            serde_json::json!([field("uid"), generation, field("labels"), field("annotations"), managed])
+        }
+        None => serde_json::json!([field("uid"), field("resourceVersion")]),
+    };
+    sha256_hex(tracked.to_string().as_bytes())
+}
+
+/// What the last apply recorded for one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectPrint {
+    pub desired: String,
+    /// `None` when the object did not exist (a skipped object absent from the cluster).
+    pub live: Option<String>,
+    /// What to report when nothing changed: `Unchanged` or `Skipped`.
+    pub action: Action,
+}
+
+struct RunState {
+    key: String,
+    full_sync_at: Instant,
+    objects: HashMap<String, ObjectPrint>,
+}
+
+/// Per-Kustomization fingerprints, keyed by `namespace/name` of the Kustomization.
+#[derive(Default)]
+pub struct FingerprintStore {
+    states: Mutex<HashMap<String, RunState>>,
+}
+
+impl FingerprintStore {
+    /// The recorded prints when `owner`'s last successful run had the same inputs and its last
+    /// full dry-run is younger than `full_sync_every`; `None` means a full dry-run is due.
+    pub fn fast_path(&self, owner: &str, key: &str, full_sync_every: Duration) -> Option<HashMap<String, ObjectPrint>> {
+        let states = self.states.lock().expect("fingerprint lock");
+        let state = states.get(owner)?;
+        (state.key == key && state.full_sync_at.elapsed() < full_sync_every).then(|| state.objects.clone())
+    }
+
+    /// Records a successful run. `full` says whether every object was dry-run.
+    pub fn record(&self, owner: &str, key: &str, objects: HashMap<String, ObjectPrint>, full: bool) {
+        let mut states = self.states.lock().expect("fingerprint lock");
+        let full_sync_at = match states.get(owner) {
+            Some(prev) if !full && prev.key == key => prev.full_sync_at,
+            _ => Instant::now(),
+        };
+        states.insert(owner.to_string(), RunState { key: key.to_string(), full_sync_at, objects });
+    }
+
+    /// Drops `owner`'s state, after an error or when the Kustomization is deleted.
+    pub fn forget(&self, owner: &str) {
+        self.states.lock().expect("fingerprint lock").remove(owner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_updates_do_not_change_the_live_print_of_generated_objects() {
+        let meta = json!({"uid": "u", "generation": 1, "resourceVersion": "10", "labels": {"a": "b"},
+            "managedFields": [{"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]});
+        let mut after_status = meta.clone();
+        after_status["resourceVersion"] = "11".into();
+        after_status["managedFields"].as_array_mut().unwrap().push(json!({"manager": "kcm", "subresource": "status"}));
+        assert_eq!(live_print(&meta), live_print(&after_status));
+
+        let mut edited = meta.clone();
+        edited["managedFields"].as_array_mut().unwrap().push(json!({"manager": "kubectl-edit", "operation": "Update"}));
+        assert_ne!(live_print(&meta), live_print(&edited));
+        let mut relabelled = meta.clone();
+        relabelled["labels"]["a"] = "c".into();
+        assert_ne!(live_print(&meta), live_print(&relabelled));
+        let mut recreated = meta.clone();
+        recreated["uid"] = "v".into();
+        assert_ne!(live_print(&meta), live_print(&recreated));
+    }
+
+    #[test]
+    fn objects_without_generation_are_tracked_by_resource_version() {
+        let meta = json!({"uid": "u", "resourceVersion": "10"});
+        let mut changed = meta.clone();
+        changed["resourceVersion"] = "11".into();
+        assert_ne!(live_print(&meta), live_print(&changed));
+    }
+
+    #[test]
+    fn fast_path_needs_the_same_inputs_and_a_recent_full_sync() {
+        let store = FingerprintStore::default();
+        let key = run_key("main@sha1:abc", "sha256:1", false, &[]);
+        assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
+        store.record("ns/ks", &key, HashMap::new(), true);
+        assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_some());
+        assert!(store.fast_path("ns/ks", &run_key("main@sha1:def", "sha256:1", false, &[]), Duration::from_secs(60)).is_none());
+        assert!(store.fast_path("ns/ks", &run_key("main@sha1:abc", "sha256:1", true, &[]), Duration::from_secs(60)).is_none());
+        assert!(store.fast_path("ns/ks", &key, Duration::ZERO).is_none());
+        store.forget("ns/ks");
+        assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
+    }
+}

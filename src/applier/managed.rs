@@ -1,0 +1,163 @@
+//! Taking over field managers the way Flux does (reference 5.2): fields set by `kubectl`,
+//! `before-first-apply` and update operations of `kustomize-controller` (plus `--override-manager`
+//! names, all prefix-matched) are folded into the `kustomize-controller` Apply entry, and the
+//! annotations/labels of older tools are removed, in one JSON patch. Skipped for `ssa: Merge`.
+
+use serde_json::{Map, Value, json};
+
+use super::policy::{SsaPolicy, ssa_policy};
+use crate::api::conditions::keys::APPLY_FIELD_MANAGER;
+
+const CLEANUP_ANNOTATIONS: [&str; 3] =
+    ["kubectl.kubernetes.io/last-applied-configuration", "kustomize.toolkit.fluxcd.io/checksum", "fluxcd.io/sync-checksum"];
+const CLEANUP_LABELS: [&str; 1] = ["fluxcd.io/sync-gc-mark"];
+
+fn taken_over(entry: &Value, override_managers: &[String]) -> bool {
+    if entry.get("subresource").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+        return false;
+    }
+    let manager = entry.get("manager").and_then(Value::as_str).unwrap_or_default();
+    let operation = entry.get("operation").and_then(Value::as_str).unwrap_or_default();
+    let update = operation == "Update";
+    (manager.starts_with("kubectl") && (update || operation == "Apply"))
+        || (manager.starts_with("before-first-apply") && update)
+        || (manager.starts_with(APPLY_FIELD_MANAGER) && update)
+        || override_managers.iter().any(|m| manager.starts_with(m.as_str()))
+}
+
+fn merge_fields(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge_fields(a.entry(k.clone()).or_insert_with(|| Value::Object(Map::new())), v);
+            }
+        }
+        (slot, from) if slot.as_object().is_some_and(Map::is_empty) => *slot = from.clone(),
+        _ => {}
+    }
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The JSON patch that cleans up `live` before the dry-run, or `None` when nothing needs it.
+pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]) -> Option<Value> {
+    if ssa_policy(desired) == SsaPolicy::Merge || ssa_policy(live) == SsaPolicy::Merge {
+        return None;
+    }
+    let mut ops = Vec::new();
+    for (field, keys) in [("annotations", &CLEANUP_ANNOTATIONS[..]), ("labels", &CLEANUP_LABELS[..])] {
+        for key in keys {
+            if live.pointer(&format!("/metadata/{field}")).and_then(|m| m.get(*key)).is_some() {
+                ops.push(json!({"op": "remove", "path": format!("/metadata/{field}/{}", escape(key))}));
+            }
+        }
+    }
+    let entries = live.pointer("/metadata/managedFields").and_then(Value::as_array).cloned().unwrap_or_default();
+    if entries.iter().any(|e| taken_over(e, override_managers)) {
+        let api_version = desired.get("apiVersion").cloned().unwrap_or(Value::Null);
+        let mut kept = Vec::new();
+        let mut fields = Value::Object(Map::new());
+        let mut ours: Option<usize> = None;
+        for entry in entries {
+            if taken_over(&entry, override_managers) {
+                merge_fields(&mut fields, entry.get("fieldsV1").unwrap_or(&Value::Null));
+                continue;
+            }
+            let is_ours = entry.get("manager").and_then(Value::as_str) == Some(APPLY_FIELD_MANAGER)
+                && entry.get("operation").and_then(Value::as_str) == Some("Apply")
+                && entry.get("subresource").is_none();
+            if is_ours {
+                ours = Some(kept.len());
+            }
+            kept.push(entry);
+        }
+        match ours {
+            Some(i) => {
+                let own = kept[i].get("fieldsV1").cloned().unwrap_or(Value::Object(Map::new()));
+                merge_fields(&mut fields, &own);
+                kept[i]["fieldsV1"] = fields;
+            }
+            None => kept.push(json!({"manager": APPLY_FIELD_MANAGER, "operation": "Apply", "apiVersion": api_version,
+                "fieldsType": "FieldsV1", "fieldsV1": fields})),
+        }
+        ops.push(json!({"op": "replace", "path": "/metadata/managedFields", "value": kept}));
+    }
+    (!ops.is_empty()).then(|| Value::Array(ops))
+}
+
+/// True when a manager other than ours owns the field at `pointer` with an Apply operation:
+/// then an ignored field is left to it (stripped from our payload) instead of adopted.
+/// Pointer segments into lists are not resolved; such fields count as not owned elsewhere.
+pub fn owned_by_other_applier(live: &Value, pointer: &str) -> bool {
+    let segments: Vec<String> =
+        pointer.split('/').skip(1).map(|s| format!("f:{}", s.replace("~1", "/").replace("~0", "~"))).collect();
+    let entries = live.pointer("/metadata/managedFields").and_then(Value::as_array);
+    entries.into_iter().flatten().any(|e| {
+        e.get("operation").and_then(Value::as_str) == Some("Apply")
+            && e.get("manager").and_then(Value::as_str) != Some(APPLY_FIELD_MANAGER)
+            && e.get("subresource").is_none()
+            && segments.iter().try_fold(e.get("fieldsV1"), |node, seg| node.map(|n| n.get(seg))).flatten().is_some()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(managers: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "managedFields": managers,
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "x"}}})
+    }
+
+    #[test]
+    fn folds_kubectl_and_before_first_apply_into_our_apply_entry() {
+        let managers = json!([
+            {"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": {"f:data": {"f:a": {}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": {"f:data": {"f:b": {}}}},
+            {"manager": "before-first-apply", "operation": "Update", "fieldsV1": {"f:data": {"f:c": {}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "fieldsV1": {"f:data": {"f:d": {}}}},
+            {"manager": "kubectl", "operation": "Update", "subresource": "status", "fieldsV1": {}}
+        ]);
+        let desired = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        let patch = cleanup_patch(&live(managers), &desired, &[]).unwrap();
+        assert_eq!(patch[0], json!({"op": "remove", "path": "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"}));
+        let kept = &patch[1]["value"];
+        assert_eq!(kept.as_array().unwrap().len(), 3);
+        assert_eq!(kept[0]["fieldsV1"], json!({"f:data": {"f:a": {}, "f:b": {}, "f:c": {}}}));
+        assert_eq!(kept[1]["manager"], "kube-controller-manager");
+        assert_eq!(kept[2]["subresource"], "status");
+    }
+
+    #[test]
+    fn creates_our_entry_when_missing_and_honours_override_managers() {
+        let managers = json!([{"manager": "helm", "operation": "Update", "fieldsV1": {"f:data": {}}}]);
+        let desired = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        let mut obj = live(managers);
+        obj["metadata"].as_object_mut().unwrap().remove("annotations");
+        assert_eq!(cleanup_patch(&obj, &desired, &[]), None);
+        let patch = cleanup_patch(&obj, &desired, &["helm".into()]).unwrap();
+        assert_eq!(patch[0]["value"][0]["manager"], "kustomize-controller");
+        assert_eq!(patch[0]["value"][0]["operation"], "Apply");
+        assert_eq!(patch[0]["value"][0]["fieldsV1"], json!({"f:data": {}}));
+    }
+
+    #[test]
+    fn merge_policy_skips_the_cleanup() {
+        let managers = json!([{"manager": "kubectl-edit", "operation": "Update", "fieldsV1": {}}]);
+        let desired = json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/ssa": "Merge"}}});
+        assert_eq!(cleanup_patch(&live(managers), &desired, &[]), None);
+    }
+
+    #[test]
+    fn finds_fields_owned_by_other_appliers() {
+        let obj = live(json!([
+            {"manager": "hpa-applier", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+            {"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": {"f:spec": {"f:paused": {}}}}
+        ]));
+        assert!(owned_by_other_applier(&obj, "/spec/replicas"));
+        assert!(!owned_by_other_applier(&obj, "/spec/paused"));
+        assert!(!owned_by_other_applier(&obj, "/spec/other"));
+    }
+}

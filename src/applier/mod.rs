@@ -1,0 +1,238 @@
+//! The server-side-apply resource manager: stages, drift detection, apply, prune.
+//!
+//! Objects are plain `serde_json::Value`s. Pure steps (staging, normalization, diff, inventory,
+//! prune planning, fingerprints) live in their own modules; `apply` and `prune` hold the I/O.
+//!
+//! Differences from Flux, on purpose (see the module docs for details):
+//! - every object is validated (server-side dry-run) before anything is written, so an invalid
+//!   object changes nothing; objects whose dry-run fails only because something in the same
+//!   apply does not exist yet (namespace, CRD, ServiceAccount, webhook Service) are retried in a
+//!   bounded second pass after the rest is applied;
+//! - force recreates an object only on a genuine immutable-field error, and only after the new
+//!   object validated as a create;
+//! - an object whose owner labels name another Kustomization that still lists it in its
+//!   inventory is a conflict, not a silent take-over;
+//! - a no-op reconcile with the same revision and build output costs one LIST per kind
+//!   ([`fingerprint`]).
+
+mod apply;
+mod managed;
+pub mod diff;
+pub mod fingerprint;
+pub mod inventory;
+pub mod normalize;
+mod policy;
+mod prune;
+mod secret;
+pub mod stage;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use apply::{Applier, ApplierOptions, ApplyRequest, ObjectDiff, immutable_field};
+pub use prune::{PruneDecision, PruneError, decide, deletion_order};
+
+use crate::api::conditions::reason;
+use crate::api::inventory::ObjectRef;
+
+/// The Kustomization that owns the applied objects; its name and namespace become the owner
+/// labels `kustomize.toolkit.fluxcd.io/name` and `/namespace`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub name: String,
+    pub namespace: String,
+}
+
+impl Owner {
+    pub fn new(name: &str, namespace: &str) -> Self {
+        Self { name: name.into(), namespace: namespace.into() }
+    }
+
+    /// `namespace/name`, the key of per-Kustomization state.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What happened to one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Created,
+    Configured,
+    Unchanged,
+    Deleted,
+    Skipped,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Created => "created",
+            Action::Configured => "configured",
+            Action::Unchanged => "unchanged",
+            Action::Deleted => "deleted",
+            Action::Skipped => "skipped",
+        })
+    }
+}
+
+/// One line of a change set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangeSetEntry {
+    pub object: ObjectRef,
+    /// `group/version` or `v1`.
+    pub api_version: String,
+    pub action: Action,
+}
+
+/// `Kind/namespace/name created` (`Kind/name` when cluster-scoped), Flux's text.
+impl fmt::Display for ChangeSetEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.object, self.action)
+    }
+}
+
+/// What an apply, prune or finalize did, in the order it was done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    pub entries: Vec<ChangeSetEntry>,
+}
+
+impl ChangeSet {
+    pub fn push(&mut self, object: ObjectRef, api_version: &str, action: Action) {
+        self.entries.push(ChangeSetEntry { object, api_version: api_version.into(), action });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entries with this action.
+    pub fn with_action(&self, action: Action) -> impl Iterator<Item = &ChangeSetEntry> {
+        self.entries.iter().filter(move |e| e.action == action)
+    }
+
+    /// The action recorded for an object, if any.
+    pub fn action_of(&self, object: &ObjectRef) -> Option<Action> {
+        self.entries.iter().find(|e| &e.object == object).map(|e| e.action)
+    }
+
+    /// True when something was created, configured or deleted.
+    pub fn has_changes(&self) -> bool {
+        self.entries.iter().any(|e| matches!(e.action, Action::Created | Action::Configured | Action::Deleted))
+    }
+}
+
+/// One line per entry, as Flux logs and puts in events.
+impl fmt::Display for ChangeSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, entry) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{entry}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why one object could not be applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The manifest itself is wrong (missing namespace, unknown kind, rejected by validation).
+    Invalid,
+    /// A change to an immutable field without force.
+    Immutable,
+    /// Another Kustomization owns the object.
+    Conflict,
+    /// Something it needs (namespace, CRD, ServiceAccount, webhook) still does not exist.
+    MissingDependency,
+    /// The API server or the network failed; retrying may help.
+    Api,
+}
+
+/// An error about one object; the message never contains Secret values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectError {
+    /// `Kind/namespace/name` (or `Kind/name`).
+    pub subject: String,
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl fmt::Display for ObjectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.subject, self.message)
+    }
+}
+
+/// An apply that did not complete. `changes` holds what was applied before it stopped, which
+/// the controller appends to the condition message like Flux does.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{}", render_errors(errors, changes))]
+pub struct ApplyError {
+    pub errors: Vec<ObjectError>,
+    pub changes: ChangeSet,
+}
+
+fn render_errors(errors: &[ObjectError], changes: &ChangeSet) -> String {
+    let mut out = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+    if !changes.is_empty() {
+        out.push('\n');
+        out.push_str(&changes.to_string());
+    }
+    out
+}
+
+impl ApplyError {
+    /// The Flux condition reason.
+    pub fn reason(&self) -> &'static str {
+        reason::RECONCILIATION_FAILED
+    }
+
+    /// True when retrying without a change of the source may succeed (API failures, missing
+    /// dependencies, conflicts the other owner may resolve); false when the manifests must change.
+    pub fn is_transient(&self) -> bool {
+        self.errors.iter().any(|e| matches!(e.kind, FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict))
+    }
+}
+
+/// How long to wait for CRDs and namespaces of the first stage (Flux: 60 s).
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_set_lines_are_fluxs_text() {
+        let mut cs = ChangeSet::default();
+        cs.push(ObjectRef::new("", "Namespace", "", "apps"), "v1", Action::Created);
+        cs.push(ObjectRef::new("apps", "Deployment", "apps", "web"), "apps/v1", Action::Configured);
+        cs.push(ObjectRef::new("", "ConfigMap", "apps", "cfg"), "v1", Action::Unchanged);
+        cs.push(ObjectRef::new("", "Secret", "apps", "s"), "v1", Action::Deleted);
+        cs.push(ObjectRef::new("", "Service", "apps", "svc"), "v1", Action::Skipped);
+        assert_eq!(
+            cs.to_string(),
+            "Namespace/apps created\nDeployment/apps/web configured\nConfigMap/apps/cfg unchanged\n\
+             Secret/apps/s deleted\nService/apps/svc skipped"
+        );
+    }
+
+    #[test]
+    fn apply_error_appends_the_partial_change_set() {
+        let mut changes = ChangeSet::default();
+        changes.push(ObjectRef::new("", "Namespace", "", "apps"), "v1", Action::Created);
+        let err = ApplyError {
+            errors: vec![ObjectError {
+                subject: "ConfigMap/apps/x".into(),
+                kind: FailureKind::Invalid,
+                message: "dry-run failed (Invalid): bad".into(),
+            }],
+            changes,
+        };
+        assert_eq!(err.to_string(), "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created");
+        assert_eq!(err.reason(), "ReconciliationFailed");
+        assert!(!err.is_transient());
+    }
+}
