@@ -33,9 +33,16 @@ test: tools
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
 	$(CARGO) test --locked --lib --bins || status=$$?; \
+	$(CARGO) test --locked --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
+
+# Builds every case in tests/kustomize/ with our engine and with the kustomize oracle.
+.PHONY: conformance
+conformance: tools
+	@bin=$$(e2e/controlplane/build.sh); \
+	E2E_BIN=$$bin $(CARGO) test --locked --test conformance
 
 .PHONY: cluster-up cluster-down cluster-env
 cluster-up: tools

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersion;
 use kube::discovery::{ApiGroup, Scope};
-use kube::Client;
 
 /// Where objects of one kind live.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +41,10 @@ pub struct ResourceResolver {
 
 impl ResourceResolver {
     pub fn new(client: Client) -> Self {
-        Self { client, cache: Arc::default() }
+        Self {
+            client,
+            cache: Arc::default(),
+        }
     }
 
     pub fn client(&self) -> &Client {
@@ -54,18 +57,33 @@ impl ResourceResolver {
         if let Some(found) = self.cached(api_version, kind) {
             return Ok(found);
         }
-        let gv: GroupVersion =
-            api_version.parse().map_err(|_| ResolveError::InvalidApiVersion(api_version.to_string()))?;
+        let gv: GroupVersion = api_version
+            .parse()
+            .map_err(|_| ResolveError::InvalidApiVersion(api_version.to_string()))?;
         let group = match kube::discovery::pinned_group(&self.client, &gv).await {
             Ok(group) => group,
             Err(kube::Error::Api(status)) if status.code == 404 => {
-                return Err(ResolveError::UnknownKind { api_version: api_version.into(), kind: kind.into() });
+                return Err(ResolveError::UnknownKind {
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                });
             }
-            Err(source) => return Err(ResolveError::Discovery { api_version: api_version.into(), source }),
+            Err(source) => {
+                return Err(ResolveError::Discovery {
+                    api_version: api_version.into(),
+                    source,
+                });
+            }
         };
-        self.cache.write().expect("resolver cache lock").insert(api_version.to_string(), Arc::new(group));
+        self.cache
+            .write()
+            .expect("resolver cache lock")
+            .insert(api_version.to_string(), Arc::new(group));
         self.cached(api_version, kind)
-            .ok_or_else(|| ResolveError::UnknownKind { api_version: api_version.into(), kind: kind.into() })
+            .ok_or_else(|| ResolveError::UnknownKind {
+                api_version: api_version.into(),
+                kind: kind.into(),
+            })
     }
 
     fn cached(&self, api_version: &str, kind: &str) -> Option<ResolvedKind> {
@@ -76,7 +94,10 @@ impl ResourceResolver {
             .versioned_resources(version)
             .into_iter()
             .find(|(resource, _)| resource.kind == kind)
-            .map(|(resource, caps)| ResolvedKind { resource, namespaced: caps.scope == Scope::Namespaced })
+            .map(|(resource, caps)| ResolvedKind {
+                resource,
+                namespaced: caps.scope == Scope::Namespaced,
+            })
     }
 
     /// Forgets everything, e.g. after CRDs were applied or deleted.

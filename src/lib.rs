@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod applier;
+pub mod build;
 pub mod controller;
 pub mod health;
 pub mod kube_ext;

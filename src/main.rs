@@ -14,6 +14,14 @@ struct Cli {
 enum Command {
     /// Print the Kustomization CustomResourceDefinition as YAML.
     Crds,
+    /// Build a kustomization directory offline and print the objects as YAML.
+    Build {
+        /// The directory holding the kustomization (or the resources) to build.
+        dir: std::path::PathBuf,
+        /// The artifact root that confines every file read (default: the current directory).
+        #[arg(long, default_value = ".")]
+        root: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -21,6 +29,19 @@ fn main() -> ExitCode {
         Command::Crds => {
             print!("{}", kustomize_controller::api::kustomization::crd_yaml());
             ExitCode::SUCCESS
+        }
+        Command::Build { dir, root } => {
+            use kustomize_controller::build;
+            match build::build(&root, &dir, &build::BuildOptions::new()) {
+                Ok(objects) => {
+                    print!("{}", build::to_yaml(&objects));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("build failed: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
     }
 }

@@ -17,9 +17,15 @@ pub fn parse(text: &str) -> Option<Duration> {
     let mut rest = text;
     let mut total = 0f64;
     while !rest.is_empty() {
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         let (number, tail) = rest.split_at(number_len);
-        if number.is_empty() || number.starts_with('.') || number.ends_with('.') || number.matches('.').count() > 1 {
+        if number.is_empty()
+            || number.starts_with('.')
+            || number.ends_with('.')
+            || number.matches('.').count() > 1
+        {
             return None;
         }
         let value: f64 = number.parse().ok()?;

@@ -51,7 +51,12 @@ fn is_rbac(group: &str, kind: &str) -> bool {
 
 impl ObjectRef {
     pub fn new(group: &str, kind: &str, namespace: &str, name: &str) -> Self {
-        Self { group: group.into(), kind: kind.into(), namespace: namespace.into(), name: name.into() }
+        Self {
+            group: group.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 
     /// The inventory id of this object.
@@ -74,19 +79,30 @@ impl ObjectRef {
         if kind.is_empty() || name.is_empty() {
             return Err(malformed());
         }
-        let name = if is_rbac(group, kind) { name.replace("__", ":") } else { name.to_string() };
+        let name = if is_rbac(group, kind) {
+            name.replace("__", ":")
+        } else {
+            name.to_string()
+        };
         Ok(Self::new(group, kind, namespace, &name))
     }
 
     /// The inventory entry for this object at the given `apiVersion` (`group/version` or `v1`).
     pub fn to_entry(&self, api_version: &str) -> ResourceRef {
         let version = api_version.rsplit('/').next().unwrap_or(api_version);
-        ResourceRef { id: self.id(), v: version.to_string() }
+        ResourceRef {
+            id: self.id(),
+            v: version.to_string(),
+        }
     }
 
     /// `apiVersion` for a version found in an inventory entry.
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
     }
 }
 
@@ -115,9 +131,18 @@ mod tests {
     // Ids as Flux writes them (reference section 1.4 and appendix A.1).
     #[test]
     fn encodes_flux_ids() {
-        assert_eq!(ObjectRef::new("", "Namespace", "", "my-ns").id(), "_my-ns__Namespace");
-        assert_eq!(ObjectRef::new("", "Service", "default", "podinfo").id(), "default_podinfo__Service");
-        assert_eq!(ObjectRef::new("apps", "Deployment", "apps", "web").id(), "apps_web_apps_Deployment");
+        assert_eq!(
+            ObjectRef::new("", "Namespace", "", "my-ns").id(),
+            "_my-ns__Namespace"
+        );
+        assert_eq!(
+            ObjectRef::new("", "Service", "default", "podinfo").id(),
+            "default_podinfo__Service"
+        );
+        assert_eq!(
+            ObjectRef::new("apps", "Deployment", "apps", "web").id(),
+            "apps_web_apps_Deployment"
+        );
         assert_eq!(
             ObjectRef::new(RBAC_GROUP, "ClusterRole", "", "system:aggregate-to-edit").id(),
             "_system__aggregate-to-edit_rbac.authorization.k8s.io_ClusterRole"
@@ -138,7 +163,12 @@ mod tests {
             ObjectRef::new("apps", "Deployment", "apps", "web"),
             ObjectRef::new("", "ConfigMap", "default", "name_with_underscores"),
             ObjectRef::new(RBAC_GROUP, "RoleBinding", "team", "system:controller:x"),
-            ObjectRef::new("apiextensions.k8s.io", "CustomResourceDefinition", "", "foos.example.com"),
+            ObjectRef::new(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                "",
+                "foos.example.com",
+            ),
             ObjectRef::new("cert-manager.io", "Certificate", "ns", "a.b-c"),
         ];
         for obj in cases {
@@ -162,14 +192,26 @@ mod tests {
     #[test]
     fn entries_carry_the_version_only() {
         let obj = ObjectRef::new("apps", "Deployment", "apps", "web");
-        assert_eq!(obj.to_entry("apps/v1"), ResourceRef { id: "apps_web_apps_Deployment".into(), v: "v1".into() });
+        assert_eq!(
+            obj.to_entry("apps/v1"),
+            ResourceRef {
+                id: "apps_web_apps_Deployment".into(),
+                v: "v1".into()
+            }
+        );
         assert_eq!(obj.api_version("v1"), "apps/v1");
         assert_eq!(ObjectRef::new("", "Service", "a", "b").to_entry("v1").v, "v1");
     }
 
     #[test]
     fn displays_like_flux_change_sets() {
-        assert_eq!(ObjectRef::new("", "Namespace", "", "apps").to_string(), "Namespace/apps");
-        assert_eq!(ObjectRef::new("apps", "Deployment", "apps", "web").to_string(), "Deployment/apps/web");
+        assert_eq!(
+            ObjectRef::new("", "Namespace", "", "apps").to_string(),
+            "Namespace/apps"
+        );
+        assert_eq!(
+            ObjectRef::new("apps", "Deployment", "apps", "web").to_string(),
+            "Deployment/apps/web"
+        );
     }
 }

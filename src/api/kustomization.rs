@@ -576,7 +576,10 @@ impl KustomizationSpec {
 
     /// `retryInterval`, defaulting to `interval`.
     pub fn retry_interval(&self) -> Duration {
-        self.retry_interval.as_deref().and_then(duration::parse).unwrap_or_else(|| self.interval())
+        self.retry_interval
+            .as_deref()
+            .and_then(duration::parse)
+            .unwrap_or_else(|| self.interval())
     }
 
     /// `timeout`, else `interval - 30s`; never below 30s.
@@ -593,7 +596,10 @@ impl KustomizationSpec {
     }
 
     pub fn substitute_strategy(&self) -> SubstituteStrategy {
-        self.post_build.as_ref().and_then(|p| p.substitute_strategy).unwrap_or_default()
+        self.post_build
+            .as_ref()
+            .and_then(|p| p.substitute_strategy)
+            .unwrap_or_default()
     }
 }
 
@@ -609,9 +615,11 @@ pub fn crd() -> CustomResourceDefinition {
             .and_then(|s| s.properties.as_mut())
             .and_then(|p| p.get_mut("status"));
         if let Some(status) = status {
-            status.default = Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
-                serde_json::json!({"observedGeneration": -1}),
-            ));
+            status.default = Some(
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
+                    serde_json::json!({"observedGeneration": -1}),
+                ),
+            );
         }
     }
     crd
@@ -648,7 +656,10 @@ mod tests {
     #[test]
     fn retry_interval_defaults_to_interval() {
         assert_eq!(spec("5m", None, None).retry_interval(), Duration::from_secs(300));
-        assert_eq!(spec("5m", None, Some("1m")).retry_interval(), Duration::from_secs(60));
+        assert_eq!(
+            spec("5m", None, Some("1m")).retry_interval(),
+            Duration::from_secs(60)
+        );
     }
 
     #[test]
@@ -660,15 +671,24 @@ mod tests {
 
     #[test]
     fn committed_crd_is_in_sync_with_the_types() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml"
+        );
         let committed = std::fs::read_to_string(path).expect("crds/ holds the committed CRD");
-        assert!(committed == crd_yaml(), "crds/ is stale: run `make crds` and commit the result");
+        assert!(
+            committed == crd_yaml(),
+            "crds/ is stale: run `make crds` and commit the result"
+        );
     }
 
     #[test]
     fn crd_has_fluxs_metadata() {
         let crd = crd();
-        assert_eq!(crd.metadata.name.as_deref(), Some("kustomizations.kustomize.toolkit.fluxcd.io"));
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("kustomizations.kustomize.toolkit.fluxcd.io")
+        );
         let names = &crd.spec.names;
         assert_eq!(names.short_names.as_deref(), Some(&["ks".to_string()][..]));
         assert_eq!(
@@ -677,12 +697,21 @@ mod tests {
         );
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
         let props = &schema["openAPIV3Schema"]["properties"];
-        assert_eq!(props["status"]["default"], serde_json::json!({"observedGeneration": -1}));
+        assert_eq!(
+            props["status"]["default"],
+            serde_json::json!({"observedGeneration": -1})
+        );
         let required = &props["spec"]["required"];
         for field in ["interval", "prune", "sourceRef"] {
-            assert!(required.as_array().unwrap().iter().any(|r| r == field), "{field} must be required");
+            assert!(
+                required.as_array().unwrap().iter().any(|r| r == field),
+                "{field} must be required"
+            );
         }
-        assert_eq!(props["spec"]["properties"]["interval"]["pattern"], duration::DURATION_PATTERN);
+        assert_eq!(
+            props["spec"]["properties"]["interval"]["pattern"],
+            duration::DURATION_PATTERN
+        );
         assert_eq!(props["spec"]["properties"]["targetNamespace"]["maxLength"], 63);
     }
 }

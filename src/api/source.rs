@@ -84,7 +84,15 @@ mod tests {
         .into_iter()
         .map(|k| k.api_resource().plural)
         .collect();
-        assert_eq!(plurals, ["gitrepositories", "ocirepositories", "buckets", "externalartifacts"]);
+        assert_eq!(
+            plurals,
+            [
+                "gitrepositories",
+                "ocirepositories",
+                "buckets",
+                "externalartifacts"
+            ]
+        );
     }
 
     #[test]

@@ -12,7 +12,11 @@ use serde_json::{Value, json};
 use crate::support::{TestNamespace, client, eventually, kubectl, kustomization_crd};
 
 fn ks_resource() -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"))
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "kustomize.toolkit.fluxcd.io",
+        "v1",
+        "Kustomization",
+    ))
 }
 
 fn minimal_spec() -> Value {
@@ -29,17 +33,35 @@ async fn crd_is_established_and_kubectl_shows_the_printer_columns() {
         "metadata": {"name": "apps", "namespace": ns.name}, "spec": minimal_spec()
     }))
     .unwrap();
-    Api::<Kustomization>::namespaced(client.clone(), &ns.name).create(&PostParams::default(), &ks).await.unwrap();
+    Api::<Kustomization>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &ks)
+        .await
+        .unwrap();
 
     let out = kubectl(&["get", "ks", "-n", &ns.name]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "kubectl get ks failed: {}", String::from_utf8_lossy(&out.stderr));
-    let header: Vec<&str> = stdout.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert!(
+        out.status.success(),
+        "kubectl get ks failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header: Vec<&str> = stdout
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     assert_eq!(header, ["NAME", "AGE", "READY", "STATUS"]);
-    assert!(stdout.lines().nth(1).unwrap_or_default().starts_with("apps "), "{stdout}");
+    assert!(
+        stdout.lines().nth(1).unwrap_or_default().starts_with("apps "),
+        "{stdout}"
+    );
 
     // The status default makes a fresh object look unobserved to kstatus.
-    let created = Api::<Kustomization>::namespaced(client.clone(), &ns.name).get_status("apps").await.unwrap();
+    let created = Api::<Kustomization>::namespaced(client.clone(), &ns.name)
+        .get_status("apps")
+        .await
+        .unwrap();
     assert_eq!(created.status.expect("defaulted status").observed_generation, -1);
     ns.delete().await;
 }
@@ -96,7 +118,11 @@ async fn a_kustomization_with_every_field_round_trips() {
     api.create(&PostParams::default(), &sent).await.unwrap();
     let stored = api.get("everything").await.unwrap();
     assert_eq!(stored.spec, sent.spec);
-    assert_eq!(serde_json::to_value(&stored.spec).unwrap(), spec, "the API server changed or dropped a field");
+    assert_eq!(
+        serde_json::to_value(&stored.spec).unwrap(),
+        spec,
+        "the API server changed or dropped a field"
+    );
     ns.delete().await;
 }
 
@@ -112,9 +138,25 @@ async fn invalid_kustomizations_are_rejected_with_the_schema_message() {
         spec
     };
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("bad-interval", with(&|s| s["interval"] = json!("10x")), "spec.interval in body should match"),
-        ("no-source", with(&|s| { s.as_object_mut().unwrap().remove("sourceRef"); }), "spec.sourceRef: Required value"),
-        ("no-prune", with(&|s| { s.as_object_mut().unwrap().remove("prune"); }), "spec.prune: Required value"),
+        (
+            "bad-interval",
+            with(&|s| s["interval"] = json!("10x")),
+            "spec.interval in body should match",
+        ),
+        (
+            "no-source",
+            with(&|s| {
+                s.as_object_mut().unwrap().remove("sourceRef");
+            }),
+            "spec.sourceRef: Required value",
+        ),
+        (
+            "no-prune",
+            with(&|s| {
+                s.as_object_mut().unwrap().remove("prune");
+            }),
+            "spec.prune: Required value",
+        ),
         (
             "two-kubeconfigs",
             with(&|s| s["kubeConfig"] = json!({"configMapRef": {"name": "a"}, "secretRef": {"name": "b"}})),
@@ -125,7 +167,11 @@ async fn invalid_kustomizations_are_rejected_with_the_schema_message() {
             with(&|s| s["sourceRef"]["kind"] = json!("HelmRepository")),
             "spec.sourceRef.kind: Unsupported value: \"HelmRepository\"",
         ),
-        ("long-namespace", with(&|s| s["targetNamespace"] = json!("n".repeat(64))), "spec.targetNamespace: Too long"),
+        (
+            "long-namespace",
+            with(&|s| s["targetNamespace"] = json!("n".repeat(64))),
+            "spec.targetNamespace: Too long",
+        ),
     ];
     for (name, spec, expected) in cases {
         let obj: DynamicObject = serde_json::from_value(json!({
@@ -133,15 +179,23 @@ async fn invalid_kustomizations_are_rejected_with_the_schema_message() {
             "metadata": {"name": name, "namespace": ns.name}, "spec": spec
         }))
         .unwrap();
-        let err = api.create(&PostParams::default(), &obj).await.expect_err(&format!("{name} must be rejected"));
+        let err = api
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect_err(&format!("{name} must be rejected"));
         let message = err.to_string();
-        assert!(message.contains(expected), "{name}: expected {expected:?} in {message:?}");
+        assert!(
+            message.contains(expected),
+            "{name}: expected {expected:?} in {message:?}"
+        );
     }
     ns.delete().await;
 }
 
 fn deployment(name: &str, behavior: Option<&str>) -> Deployment {
-    let annotations = behavior.map(|b| json!({"fake-kubelet.e2e/behavior": b})).unwrap_or(json!({}));
+    let annotations = behavior
+        .map(|b| json!({"fake-kubelet.e2e/behavior": b}))
+        .unwrap_or(json!({}));
     serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name},
@@ -159,7 +213,13 @@ fn deployment(name: &str, behavior: Option<&str>) -> Deployment {
 }
 
 fn condition(d: &Deployment, type_: &str) -> Option<(String, String)> {
-    let c = d.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)?;
+    let c = d
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)?;
     Some((c.status.clone(), c.reason.clone().unwrap_or_default()))
 }
 
@@ -168,10 +228,13 @@ async fn a_deployment_becomes_available_through_controller_manager_and_the_fake_
     let client = client().await;
     let ns = TestNamespace::new(&client, "rollout").await;
     let api = Api::<Deployment>::namespaced(client.clone(), &ns.name);
-    api.create(&PostParams::default(), &deployment("web", None)).await.unwrap();
+    api.create(&PostParams::default(), &deployment("web", None))
+        .await
+        .unwrap();
     let available = eventually("web to become Available", Duration::from_secs(60), || async {
         let d = api.get("web").await.ok()?;
-        (condition(&d, "Available")?.0 == "True" && d.status.as_ref()?.available_replicas == Some(2)).then_some(d)
+        (condition(&d, "Available")?.0 == "True" && d.status.as_ref()?.available_replicas == Some(2))
+            .then_some(d)
     })
     .await;
     assert_eq!(available.status.unwrap().ready_replicas, Some(2));
@@ -183,12 +246,18 @@ async fn a_deployment_whose_pods_fail_reports_the_failure() {
     let client = client().await;
     let ns = TestNamespace::new(&client, "crashing").await;
     let api = Api::<Deployment>::namespaced(client.clone(), &ns.name);
-    api.create(&PostParams::default(), &deployment("crash", Some("fail"))).await.unwrap();
-    let progressing = eventually("the rollout to exceed its deadline", Duration::from_secs(90), || async {
-        let d = api.get("crash").await.ok()?;
-        let progressing = condition(&d, "Progressing")?;
-        (progressing.0 == "False").then_some(progressing)
-    })
+    api.create(&PostParams::default(), &deployment("crash", Some("fail")))
+        .await
+        .unwrap();
+    let progressing = eventually(
+        "the rollout to exceed its deadline",
+        Duration::from_secs(90),
+        || async {
+            let d = api.get("crash").await.ok()?;
+            let progressing = condition(&d, "Progressing")?;
+            (progressing.0 == "False").then_some(progressing)
+        },
+    )
     .await;
     assert_eq!(progressing.1, "ProgressDeadlineExceeded");
     let d = api.get("crash").await.unwrap();
@@ -206,7 +275,10 @@ async fn deleting_a_namespace_completes() {
         .await
         .unwrap();
     let namespaces = Api::<Namespace>::all(client.clone());
-    namespaces.delete(&name, &DeleteParams::foreground()).await.unwrap();
+    namespaces
+        .delete(&name, &DeleteParams::foreground())
+        .await
+        .unwrap();
     eventually("the namespace to disappear", Duration::from_secs(60), || async {
         matches!(namespaces.get_opt(&name).await, Ok(None)).then_some(())
     })
@@ -219,14 +291,26 @@ async fn the_resolver_finds_built_in_kinds_and_crds_installed_later() {
     let client = client().await;
     let resolver = ResourceResolver::new(client.clone());
     let deployment = resolver.resolve("apps/v1", "Deployment").await.unwrap();
-    assert_eq!((deployment.resource.plural.as_str(), deployment.namespaced), ("deployments", true));
+    assert_eq!(
+        (deployment.resource.plural.as_str(), deployment.namespaced),
+        ("deployments", true)
+    );
     let namespace = resolver.resolve("v1", "Namespace").await.unwrap();
     assert!(!namespace.namespaced);
-    let missing = resolver.resolve("example.invalid/v1", "Widget").await.unwrap_err();
+    let missing = resolver
+        .resolve("example.invalid/v1", "Widget")
+        .await
+        .unwrap_err();
     assert!(matches!(missing, ResolveError::UnknownKind { .. }), "{missing}");
-    assert_eq!(missing.to_string(), "no matches for kind \"Widget\" in version \"example.invalid/v1\"");
+    assert_eq!(
+        missing.to_string(),
+        "no matches for kind \"Widget\" in version \"example.invalid/v1\""
+    );
 
     kustomization_crd(&client).await;
-    let ks = resolver.resolve("kustomize.toolkit.fluxcd.io/v1", "Kustomization").await.unwrap();
+    let ks = resolver
+        .resolve("kustomize.toolkit.fluxcd.io/v1", "Kustomization")
+        .await
+        .unwrap();
     assert_eq!(ks.resource.plural, "kustomizations");
 }

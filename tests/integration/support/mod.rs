@@ -36,21 +36,32 @@ impl TestNamespace {
             "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
         }))
         .unwrap();
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
-        Self { name, client: client.clone() }
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+        Self {
+            name,
+            client: client.clone(),
+        }
     }
 
     /// Deletes the namespace. Tests call this at the end; a failed test leaves its namespace
     /// behind for inspection (the cluster is thrown away after the run).
     pub async fn delete(self) {
-        let _ = Api::<Namespace>::all(self.client.clone()).delete(&self.name, &DeleteParams::background()).await;
+        let _ = Api::<Namespace>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::background())
+            .await;
     }
 }
 
 pub fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
     format!("{:x}{}", nanos % 0xfffff, COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
@@ -76,12 +87,26 @@ where
 pub async fn install_crd(client: &Client, crd: &CustomResourceDefinition) {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     let name = crd.metadata.name.clone().expect("CRD name");
-    api.patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(crd)).await.expect("apply CRD");
-    eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
-        let crd = api.get(&name).await.ok()?;
-        let established = crd.status?.conditions?.iter().any(|c| c.type_ == "Established" && c.status == "True");
-        established.then_some(())
-    })
+    api.patch(
+        &name,
+        &PatchParams::apply("e2e-tests").force(),
+        &Patch::Apply(crd),
+    )
+    .await
+    .expect("apply CRD");
+    eventually(
+        &format!("CRD {name} Established"),
+        Duration::from_secs(30),
+        || async {
+            let crd = api.get(&name).await.ok()?;
+            let established = crd
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        },
+    )
     .await;
 }
 
@@ -96,6 +121,9 @@ pub async fn kustomization_crd(client: &Client) {
 /// `kubectl` from the control-plane build, for the checks a person would make.
 pub fn kubectl(args: &[&str]) -> std::process::Output {
     let bin = std::env::var("E2E_BIN").expect("E2E_BIN is not set: run the tests with `make test`");
-    std::process::Command::new(format!("{bin}/kubectl")).args(args).output().expect("run kubectl")
+    std::process::Command::new(format!("{bin}/kubectl"))
+        .args(args)
+        .output()
+        .expect("run kubectl")
 }
 pub mod applier;

@@ -1,0 +1,1 @@
+//! Flux's layer around a kustomize build.

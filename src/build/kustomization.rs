@@ -1,0 +1,265 @@
+//! The kustomization.yaml model (kustomize api v0.21.1) with strict field checking:
+//! unknown fields are errors, known fields this engine does not implement are
+//! [`BuildError::Unsupported`], so a build never silently differs from kustomize.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::BuildError;
+pub use crate::api::kustomization::Selector;
+
+/// Names kustomize accepts for a kustomization file, in lookup order.
+pub const FILE_NAMES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// Fields this engine implements.
+const SUPPORTED: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "metadata",
+    "resources",
+    "bases",
+    "components",
+    "namespace",
+    "namePrefix",
+    "nameSuffix",
+    "commonLabels",
+    "labels",
+    "commonAnnotations",
+    "images",
+    "imageTags",
+    "replicas",
+    "patches",
+    "patchesStrategicMerge",
+    "patchesJson6902",
+    "configMapGenerator",
+    "secretGenerator",
+    "generatorOptions",
+    "sortOptions",
+];
+
+/// Fields kustomize knows that this engine refuses when they are non-empty.
+const UNSUPPORTED: &[&str] = &[
+    "replacements",
+    "vars",
+    "configurations",
+    "crds",
+    "openapi",
+    "generators",
+    "transformers",
+    "validators",
+    "helmCharts",
+    "helmGlobals",
+    "helmChartInflationGenerator",
+    "buildMetadata",
+];
+
+/// Whether a kustomization is a Kustomization or a Component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Kustomization,
+    Component,
+}
+
+/// A parsed kustomization file.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Kustomization {
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    pub resources: Vec<String>,
+    pub bases: Vec<String>,
+    pub components: Vec<String>,
+    pub namespace: Option<String>,
+    pub name_prefix: Option<String>,
+    pub name_suffix: Option<String>,
+    pub common_labels: BTreeMap<String, String>,
+    pub labels: Vec<Label>,
+    pub common_annotations: BTreeMap<String, String>,
+    pub images: Vec<Image>,
+    pub image_tags: Vec<Image>,
+    pub replicas: Vec<Replica>,
+    pub patches: Vec<Patch>,
+    pub patches_strategic_merge: Vec<String>,
+    pub patches_json6902: Vec<Patch>,
+    pub config_map_generator: Vec<GeneratorArgs>,
+    pub secret_generator: Vec<GeneratorArgs>,
+    pub generator_options: Option<GeneratorOptions>,
+    pub sort_options: Option<SortOptions>,
+    pub metadata: Option<Value>,
+}
+
+/// One `labels` entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Label {
+    pub pairs: BTreeMap<String, String>,
+    pub include_selectors: bool,
+    pub include_templates: bool,
+    pub fields: Vec<FieldSpec>,
+}
+
+/// Where a transformer writes: an optional GVK filter plus a `/`-separated path.
+#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct FieldSpec {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub path: String,
+    pub create: bool,
+}
+
+/// One `images` entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Image {
+    pub name: String,
+    pub new_name: String,
+    pub new_tag: String,
+    pub digest: String,
+    pub tag_suffix: String,
+}
+
+/// One `replicas` entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub struct Replica {
+    pub name: String,
+    pub count: i64,
+}
+
+/// A `patches` (or `patchesJson6902`) entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub struct Patch {
+    pub path: Option<String>,
+    pub patch: Option<String>,
+    pub target: Option<Selector>,
+    pub options: BTreeMap<String, bool>,
+}
+
+/// A configMapGenerator / secretGenerator entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct GeneratorArgs {
+    pub name: String,
+    pub namespace: String,
+    pub behavior: String,
+    pub literals: Vec<String>,
+    pub files: Vec<String>,
+    pub envs: Vec<String>,
+    pub env: String,
+    pub options: Option<GeneratorOptions>,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub kv_sources: Option<Value>,
+}
+
+/// `generatorOptions`, global or per generator.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct GeneratorOptions {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub disable_name_suffix_hash: Option<bool>,
+    pub immutable: Option<bool>,
+}
+
+/// `sortOptions`.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SortOptions {
+    pub order: String,
+    pub legacy_sort_options: Option<Value>,
+}
+
+impl Kustomization {
+    /// Parses kustomization text from `file`, checking every top-level field.
+    pub fn parse(text: &str, file: &str) -> Result<(Kustomization, Kind), BuildError> {
+        let map = super::yaml::parse_object(text, file)?;
+        check_fields(&map, file)?;
+        let mut k: Kustomization = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
+            let field = map.keys().find(|key| e.to_string().contains(key.as_str())).cloned().unwrap_or_default();
+            BuildError::Invalid { file: file.to_string(), field, message: e.to_string() }
+        })?;
+        let kind = match (k.api_version.as_deref().unwrap_or(""), k.kind.as_deref().unwrap_or("")) {
+            (_, "" | "Kustomization") => Kind::Kustomization,
+            (_, "Component") => Kind::Component,
+            (_, other) => {
+                return Err(BuildError::Invalid { file: file.into(), field: "kind".into(), message: format!("unknown kind '{other}'") });
+            }
+        };
+        // Deprecated spellings, as kustomize's FixKustomization folds them.
+        k.resources.append(&mut k.bases);
+        k.images.append(&mut k.image_tags);
+        for g in k.config_map_generator.iter_mut().chain(k.secret_generator.iter_mut()) {
+            if g.kv_sources.is_some() {
+                return Err(BuildError::Unsupported { file: file.into(), field: format!("generator '{}' kvSources", g.name) });
+            }
+            if !g.env.is_empty() {
+                g.envs.push(std::mem::take(&mut g.env));
+            }
+        }
+        if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str()) {
+            if order != "fifo" {
+                return Err(BuildError::Unsupported { file: file.into(), field: format!("sortOptions.order: {order}") });
+            }
+        }
+        Ok((k, kind))
+    }
+}
+
+fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> {
+    for (key, value) in map {
+        if SUPPORTED.contains(&key.as_str()) {
+            continue;
+        }
+        let empty = match value {
+            Value::Null => true,
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        if UNSUPPORTED.contains(&key.as_str()) {
+            if empty {
+                continue;
+            }
+            return Err(BuildError::Unsupported { file: file.to_string(), field: key.clone() });
+        }
+        return Err(BuildError::Invalid { file: file.to_string(), field: key.clone(), message: "unknown field".into() });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_field_is_an_error_naming_it() {
+        let err = Kustomization::parse("resources: []\nresourcez: [a]\n", "app/kustomization.yaml").unwrap_err();
+        assert_eq!(err.to_string(), "app/kustomization.yaml: invalid field 'resourcez': unknown field");
+    }
+
+    #[test]
+    fn helm_charts_are_unsupported() {
+        let err = Kustomization::parse("helmCharts:\n- name: x\n", "k.yaml").unwrap_err();
+        assert_eq!(err.to_string(), "k.yaml: field 'helmCharts' is not supported by this engine");
+    }
+
+    #[test]
+    fn deprecated_fields_fold_into_current_ones() {
+        let (k, kind) = Kustomization::parse("bases: [../b]\nresources: [a.yaml]\nimageTags: [{name: x, newTag: '1'}]\n", "k").unwrap();
+        assert_eq!(k.resources, vec!["a.yaml", "../b"]);
+        assert_eq!(k.images[0].new_tag, "1");
+        assert_eq!(kind, Kind::Kustomization);
+    }
+
+    #[test]
+    fn component_kind_is_recognised() {
+        let (_, kind) = Kustomization::parse("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n", "k").unwrap();
+        assert_eq!(kind, Kind::Component);
+    }
+}

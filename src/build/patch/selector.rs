@@ -1,0 +1,261 @@
+//! Patch target selection (kustomize `types.Selector` and `resmap.Select`): group, version,
+//! kind, name and namespace are regexes anchored as `^(?:...)$`; labelSelector and
+//! annotationSelector use the Kubernetes label-selector syntax.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::PatchError;
+use crate::api::kustomization::Selector;
+
+/// kustomize's effective namespace of a cluster-scoped object, so that a namespace regex
+/// such as `default` never matches it.
+const NOT_A_NAMESPACE: &str = "_non_namespaceable_";
+
+/// Cluster-scoped builtin kinds (Kubernetes 1.21 schema). Every other kind, including
+/// cluster-scoped custom resources, counts as namespaced, as in kustomize.
+const CLUSTER_SCOPED_KINDS: &[&str] = &[
+    "APIService",
+    "CertificateSigningRequest",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ComponentStatus",
+    "CSIDriver",
+    "CSINode",
+    "CustomResourceDefinition",
+    "FlowSchema",
+    "IngressClass",
+    "MutatingWebhookConfiguration",
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "PodSecurityPolicy",
+    "PriorityClass",
+    "PriorityLevelConfiguration",
+    "RuntimeClass",
+    "StorageClass",
+    "ValidatingWebhookConfiguration",
+    "VolumeAttachment",
+];
+
+/// Whether kustomize knows `kind` as cluster-scoped.
+pub fn is_cluster_scoped(kind: &str) -> bool {
+    CLUSTER_SCOPED_KINDS.contains(&kind)
+}
+
+/// The identity a selector may match besides the object's current one: kustomize lets a
+/// target match an object's original name and namespace (before prefixes, suffixes and
+/// namespace changes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OriginalId<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+}
+
+/// Whether `selector` selects `object` (current identity only).
+pub fn selects(selector: &Selector, object: &Value) -> Result<bool, PatchError> {
+    selects_with_original(selector, object, None)
+}
+
+/// Whether `selector` selects `object`, matching name and namespace against the current
+/// or the `original` identity.
+pub fn selects_with_original(
+    selector: &Selector,
+    object: &Value,
+    original: Option<OriginalId<'_>>,
+) -> Result<bool, PatchError> {
+    let api_version = str_at(object, &["apiVersion"]);
+    let kind = str_at(object, &["kind"]);
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let name = str_at(object, &["metadata", "name"]);
+    let namespace = str_at(object, &["metadata", "namespace"]);
+    let effective = |ns: &'_ str| -> String {
+        if is_cluster_scoped(kind) {
+            NOT_A_NAMESPACE.to_string()
+        } else if ns.is_empty() {
+            "default".to_string()
+        } else {
+            ns.to_string()
+        }
+    };
+    let matches = |field: &str, pattern: &Option<String>, values: &[&str]| match pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
+        None => Ok(true),
+        Some(pattern) => {
+            let regex = Regex::new(&format!("^(?:{pattern})$")).map_err(|err| PatchError::Selector {
+                field: field.to_string(),
+                reason: err.to_string(),
+            })?;
+            Ok(values.iter().any(|v| regex.is_match(v)))
+        }
+    };
+    let mut names = vec![name];
+    let mut namespaces = vec![effective(namespace)];
+    if let Some(original) = original {
+        names.push(original.name);
+        namespaces.push(effective(original.namespace));
+    }
+    let namespaces: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+    Ok(matches("namespace", &selector.namespace, &namespaces)?
+        && matches("name", &selector.name, &names)?
+        && matches("group", &selector.group, &[group])?
+        && matches("version", &selector.version, &[version])?
+        && matches("kind", &selector.kind, &[kind])?
+        && matches_labels(
+            "labelSelector",
+            selector.label_selector.as_deref(),
+            &string_map(object, "labels"),
+        )?
+        && matches_labels(
+            "annotationSelector",
+            selector.annotation_selector.as_deref(),
+            &string_map(object, "annotations"),
+        )?)
+}
+
+fn str_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
+    path.iter()
+        .try_fold(object, |v, key| v.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), String::from)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn matches_labels(
+    field: &str,
+    selector: Option<&str>,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, PatchError> {
+    let Some(selector) = selector.filter(|s| !s.trim().is_empty()) else {
+        return Ok(true);
+    };
+    let requirements = parse_label_selector(selector).map_err(|reason| PatchError::Selector {
+        field: field.to_string(),
+        reason: format!("{reason} in {selector:?}"),
+    })?;
+    Ok(requirements.iter().all(|r| r.matches(labels)))
+}
+
+/// One requirement of a label selector.
+#[derive(Debug, PartialEq)]
+enum Requirement {
+    Exists(String),
+    DoesNotExist(String),
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+impl Requirement {
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Requirement::Exists(key) => labels.contains_key(key),
+            Requirement::DoesNotExist(key) => !labels.contains_key(key),
+            Requirement::Equals(key, value) => labels.get(key) == Some(value),
+            Requirement::NotEquals(key, value) => labels.get(key) != Some(value),
+            Requirement::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
+            Requirement::NotIn(key, values) => !labels.get(key).is_some_and(|v| values.contains(v)),
+        }
+    }
+}
+
+/// Parses `a=b,c!=d,e in (f,g),h notin (i),j,!k`.
+fn parse_label_selector(text: &str) -> Result<Vec<Requirement>, String> {
+    let mut requirements = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let (requirement, remaining) = parse_requirement(rest)?;
+        requirements.push(requirement);
+        rest = remaining.trim_start();
+        if let Some(after_comma) = rest.strip_prefix(',') {
+            rest = after_comma.trim_start();
+            if rest.is_empty() {
+                return Err("trailing ','".to_string());
+            }
+        } else if !rest.is_empty() {
+            return Err(format!("unexpected {rest:?}"));
+        }
+    }
+    Ok(requirements)
+}
+
+fn is_key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/')
+}
+
+fn split_token(text: &str) -> (&str, &str) {
+    let end = text.find(|c: char| !is_key_char(c)).unwrap_or(text.len());
+    text.split_at(end)
+}
+
+fn parse_requirement(text: &str) -> Result<(Requirement, &str), String> {
+    if let Some(negated) = text.strip_prefix('!') {
+        let (key, rest) = split_token(negated.trim_start());
+        return valid_key(key).map(|key| (Requirement::DoesNotExist(key), rest));
+    }
+    let (key, rest) = split_token(text);
+    let key = valid_key(key)?;
+    let rest = rest.trim_start();
+    for (op, negate) in [("==", false), ("!=", true), ("=", false)] {
+        if let Some(after) = rest.strip_prefix(op) {
+            let (value, remaining) = split_token(after.trim_start());
+            let value = value.to_string();
+            return Ok((
+                if negate {
+                    Requirement::NotEquals(key, value)
+                } else {
+                    Requirement::Equals(key, value)
+                },
+                remaining,
+            ));
+        }
+    }
+    for (op, negate) in [("notin", true), ("in", false)] {
+        if let Some(after) = rest.strip_prefix(op)
+            && after.starts_with(|c: char| c.is_whitespace() || c == '(')
+        {
+            let after = after.trim_start();
+            let inner = after.strip_prefix('(').ok_or("expected '(' after set operator")?;
+            let close = inner.find(')').ok_or("missing ')'")?;
+            let values: Vec<String> = inner[..close].split(',').map(|v| v.trim().to_string()).collect();
+            if values.iter().any(|v| !v.chars().all(is_key_char)) {
+                return Err(format!("invalid value in set {:?}", &inner[..close]));
+            }
+            let remaining = &inner[close + 1..];
+            return Ok((
+                if negate {
+                    Requirement::NotIn(key, values)
+                } else {
+                    Requirement::In(key, values)
+                },
+                remaining,
+            ));
+        }
+    }
+    Ok((Requirement::Exists(key), rest))
+}
+
+fn valid_key(key: &str) -> Result<String, String> {
+    if key.is_empty() {
+        Err("expected a label key".to_string())
+    } else {
+        Ok(key.to_string())
+    }
+}

@@ -1,0 +1,233 @@
+//! Resources with kustomize's identity bookkeeping (original id, earlier ids, applied
+//! prefixes/suffixes, generator state) and the ordered resource map.
+
+use serde_json::{Map, Value};
+
+use super::BuildError;
+
+/// A resource id: group/version/kind plus name and namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ResId {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+impl ResId {
+    /// The id of an object as it is now.
+    pub fn of(obj: &Map<String, Value>) -> ResId {
+        let (group, version) = split_api_version(str_at(obj, &["apiVersion"]));
+        ResId {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: str_at(obj, &["kind"]).to_string(),
+            name: str_at(obj, &["metadata", "name"]).to_string(),
+            namespace: str_at(obj, &["metadata", "namespace"]).to_string(),
+        }
+    }
+
+    /// Same kind and name and the same effective namespace (empty means `default` for
+    /// namespaced kinds), as kustomize's `ResId.Equals`.
+    pub fn same_as(&self, other: &ResId) -> bool {
+        self.group == other.group
+            && self.version == other.version
+            && self.kind == other.kind
+            && self.name == other.name
+            && self.effective_namespace() == other.effective_namespace()
+    }
+
+    /// The namespace used for comparisons: `default` when empty for namespaced kinds, and a
+    /// fixed marker for cluster-scoped kinds.
+    pub fn effective_namespace(&self) -> &str {
+        if is_cluster_scoped(&self.group, &self.kind) {
+            "~cluster"
+        } else if self.namespace.is_empty() {
+            "default"
+        } else {
+            &self.namespace
+        }
+    }
+}
+
+impl std::fmt::Display for ResId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() { "[noGrp]" } else { &self.group };
+        let ns = if self.namespace.is_empty() { "[noNs]" } else { &self.namespace };
+        write!(f, "{}.{}.{}/{}.{}", self.kind, self.version, group, self.name, ns)
+    }
+}
+
+/// Splits `apps/v1` into (`apps`, `v1`) and `v1` into (``, `v1`).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.rsplit_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+/// The string at a path of object keys, or "" when absent or not a string.
+pub fn str_at<'a>(obj: &'a Map<String, Value>, path: &[&str]) -> &'a str {
+    let mut cur = obj;
+    for (i, key) in path.iter().enumerate() {
+        match cur.get(*key) {
+            Some(Value::Object(m)) if i + 1 < path.len() => cur = m,
+            Some(Value::String(s)) if i + 1 == path.len() => return s,
+            _ => return "",
+        }
+    }
+    ""
+}
+
+/// Kinds the Kubernetes 1.21.2 schema (kustomize's builtin) knows as cluster-scoped.
+/// Anything else, CRD kinds included, is treated as namespaced, as kustomize does.
+pub fn is_cluster_scoped(group: &str, kind: &str) -> bool {
+    const CLUSTER: &[(&str, &str)] = &[
+        ("", "Namespace"),
+        ("", "Node"),
+        ("", "PersistentVolume"),
+        ("", "ComponentStatus"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("storage.k8s.io", "StorageClass"),
+        ("storage.k8s.io", "CSIDriver"),
+        ("storage.k8s.io", "CSINode"),
+        ("storage.k8s.io", "VolumeAttachment"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        ("apiregistration.k8s.io", "APIService"),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        ("node.k8s.io", "RuntimeClass"),
+        ("policy", "PodSecurityPolicy"),
+        ("extensions", "PodSecurityPolicy"),
+        ("certificates.k8s.io", "CertificateSigningRequest"),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+        ("networking.k8s.io", "IngressClass"),
+        ("authentication.k8s.io", "TokenReview"),
+        ("authorization.k8s.io", "SelfSubjectAccessReview"),
+        ("authorization.k8s.io", "SelfSubjectRulesReview"),
+        ("authorization.k8s.io", "SubjectAccessReview"),
+    ];
+    CLUSTER.iter().any(|(g, k)| *g == group && *k == kind)
+}
+
+/// How a generated ConfigMap/Secret still has to be finished at the top level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generated {
+    /// Append the content hash to the name once all transformers ran.
+    pub hash_suffix: bool,
+}
+
+/// One object plus the history kustomize keeps about it.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    pub obj: Map<String, Value>,
+    /// The id when the object was loaded or generated.
+    pub orig: ResId,
+    /// Ids it had before each rename or namespace change, oldest first.
+    pub prev: Vec<ResId>,
+    /// Prefixes and suffixes applied so far (the nameReference "context").
+    pub prefixes: Vec<String>,
+    pub suffixes: Vec<String>,
+    pub generated: Option<Generated>,
+}
+
+impl Resource {
+    /// A freshly loaded object.
+    pub fn new(obj: Map<String, Value>) -> Self {
+        Resource { orig: ResId::of(&obj), obj, prev: Vec::new(), prefixes: Vec::new(), suffixes: Vec::new(), generated: None }
+    }
+
+    /// The current id.
+    pub fn id(&self) -> ResId {
+        ResId::of(&self.obj)
+    }
+
+    /// Whether any id this object ever had (original, earlier, current) satisfies `pred`.
+    pub fn any_id(&self, pred: impl Fn(&ResId) -> bool) -> bool {
+        pred(&self.orig) || self.prev.iter().any(&pred) || pred(&self.id())
+    }
+
+    /// Current metadata, created when missing.
+    pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+        let meta = self.obj.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
+        }
+        meta.as_object_mut().expect("made an object above")
+    }
+
+    /// Renames the object, remembering the old id.
+    pub fn set_name(&mut self, name: String) {
+        let old = self.id();
+        if old.name != name {
+            self.prev.push(old);
+            self.metadata_mut().insert("name".into(), Value::String(name));
+        }
+    }
+
+    /// Moves the object to a namespace, remembering the old id.
+    pub fn set_namespace(&mut self, namespace: &str) {
+        let old = self.id();
+        if old.namespace != namespace {
+            self.prev.push(old);
+            self.metadata_mut().insert("namespace".into(), Value::String(namespace.to_string()));
+        }
+    }
+}
+
+/// Resources in accumulation (FIFO) order.
+#[derive(Clone, Debug, Default)]
+pub struct ResMap {
+    pub resources: Vec<Resource>,
+}
+
+impl ResMap {
+    /// Appends, refusing a second object with the same current id.
+    pub fn append(&mut self, res: Resource, file: &str) -> Result<(), BuildError> {
+        let id = res.id();
+        if self.resources.iter().any(|r| r.id().same_as(&id)) {
+            return Err(BuildError::DuplicateId { file: file.to_string(), id: id.to_string() });
+        }
+        self.resources.push(res);
+        Ok(())
+    }
+
+    /// Appends every resource of `other`.
+    pub fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
+        other.resources.into_iter().try_for_each(|r| self.append(r, file))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn res(v: Value) -> Resource {
+        Resource::new(v.as_object().unwrap().clone())
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused_with_the_id() {
+        let mut m = ResMap::default();
+        m.append(res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})), "a.yaml").unwrap();
+        let err = m
+            .append(res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})), "b.yaml")
+            .unwrap_err();
+        assert_eq!(err.to_string(), "b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/a.default");
+        assert_eq!(m.resources.len(), 1, "the map is unchanged");
+    }
+
+    #[test]
+    fn renames_keep_history() {
+        let mut r = res(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}}));
+        r.set_name("p-a".into());
+        assert!(r.any_id(|id| id.name == "a"));
+        assert_eq!(r.id().name, "p-a");
+        assert_eq!(r.id().group, "apps");
+    }
+}

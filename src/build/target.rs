@@ -1,0 +1,275 @@
+//! Accumulation of one kustomization and its bases, generators, components and
+//! transformers (kustomize's KustTarget), plus the steps done once at the top level.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::BuildError;
+use super::generate::{self, GenKind};
+use super::kustomization::{FILE_NAMES, Kind, Kustomization};
+use super::loader::Loader;
+use super::resmap::{ResMap, Resource};
+use super::transform::{self, fieldspecs};
+use super::{nameref, yaml};
+
+/// Annotation marking objects that configure the build and are not part of its output.
+const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
+
+/// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
+pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Vec<Value>, BuildError> {
+    let dir = if dir.is_absolute() { dir.to_path_buf() } else { loader.root().join(dir) };
+    let dir = loader.resolve(&dir, &dir)?;
+    let mut map = ResMap::default();
+    let mut visiting = Vec::new();
+    accumulate(loader, &dir, override_text, Kind::Kustomization, &mut visiting, &mut map)?;
+    for res in &mut map.resources {
+        if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
+            let name = format!("{}-{}", res.id().name, generate::content_hash(&res.obj));
+            res.set_name(name);
+        }
+    }
+    nameref::fix(&mut map)?;
+    let mut out = Vec::with_capacity(map.resources.len());
+    for res in map.resources {
+        let local = res.obj.get("metadata").and_then(|m| m.get("annotations")).and_then(|a| a.get(LOCAL_CONFIG)).is_some();
+        if local {
+            continue;
+        }
+        let id = res.id();
+        for (field, value) in [("apiVersion", &res.obj.get("apiVersion")), ("kind", &res.obj.get("kind"))] {
+            if value.and_then(Value::as_str).is_none_or(str::is_empty) {
+                return Err(BuildError::MissingField { id: id.to_string(), field });
+            }
+        }
+        if id.name.is_empty() {
+            return Err(BuildError::MissingField { id: id.to_string(), field: "metadata.name" });
+        }
+        out.push(Value::Object(res.obj));
+    }
+    Ok(out)
+}
+
+/// Finds the kustomization file of `dir`; more than one recognised name is an error.
+fn kustomization_file(loader: &Loader, dir: &Path) -> Result<PathBuf, BuildError> {
+    let found: Vec<PathBuf> = FILE_NAMES.iter().map(|n| dir.join(n)).filter(|p| loader.is_file(p)).collect();
+    match found.len() {
+        1 => Ok(found.into_iter().next().expect("one element")),
+        0 => Err(BuildError::Kustomization {
+            file: loader.show(dir),
+            message: format!("unable to find one of {} in directory", FILE_NAMES.map(|n| format!("'{n}'")).join(", ")),
+        }),
+        _ => Err(BuildError::Kustomization { file: loader.show(dir), message: "found multiple kustomization files".into() }),
+    }
+}
+
+fn is_remote(entry: &str) -> bool {
+    entry.contains("://") || entry.starts_with("git@") || entry.starts_with("github.com/") || entry.starts_with("gitlab.com/")
+}
+
+fn accumulate(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+    expected: Kind,
+    visiting: &mut Vec<PathBuf>,
+    map: &mut ResMap,
+) -> Result<(), BuildError> {
+    if visiting.iter().any(|v| v.starts_with(dir)) {
+        return Err(BuildError::Cycle { path: loader.display(dir) });
+    }
+    let (file, text) = match override_text {
+        Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
+        None => {
+            let file = kustomization_file(loader, dir)?;
+            let text = loader.read_text(&file, &file)?;
+            (file, text)
+        }
+    };
+    let shown = loader.show(&file);
+    let (k, kind) = Kustomization::parse(&text, &shown)?;
+    if kind != expected {
+        let want = if expected == Kind::Component { "Component" } else { "Kustomization" };
+        return Err(BuildError::Kustomization { file: shown, message: format!("expected kind '{want}' here (resources take Kustomizations, components take Components)") });
+    }
+    visiting.push(dir.to_path_buf());
+    let result = accumulate_body(loader, dir, &file, &shown, &k, visiting, map);
+    visiting.pop();
+    result
+}
+
+fn accumulate_body(
+    loader: &Loader,
+    dir: &Path,
+    file: &Path,
+    shown: &str,
+    k: &Kustomization,
+    visiting: &mut Vec<PathBuf>,
+    map: &mut ResMap,
+) -> Result<(), BuildError> {
+    for entry in &k.resources {
+        let path = dir.join(entry);
+        if loader.is_file(&path) {
+            let text = loader.read_text(&path, file)?;
+            let origin = loader.show(&path);
+            for obj in yaml::parse_resources(&text, &origin)? {
+                if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    let name = super::resmap::str_at(&obj, &["metadata", "name"]);
+                    return Err(BuildError::Kustomization { file: origin, message: format!("missing kind in object '{name}'") });
+                }
+                map.append(Resource::new(obj), &origin)?;
+            }
+        } else if loader.is_dir(&path) {
+            let sub_dir = loader.resolve(&path, file)?;
+            let mut sub = ResMap::default();
+            accumulate(loader, &sub_dir, None, Kind::Kustomization, visiting, &mut sub)?;
+            map.append_all(sub, shown)?;
+        } else if is_remote(entry) {
+            return Err(BuildError::Remote { file: shown.to_string(), url: entry.clone() });
+        } else {
+            // Surfaces "outside the root" or "missing" with the referring file.
+            loader.resolve(&path, file)?;
+        }
+    }
+    let ctx = generate::Context { loader, dir, file };
+    for args in &k.config_map_generator {
+        generate::run(&ctx, map, GenKind::ConfigMap, args, k.generator_options.as_ref())?;
+    }
+    for args in &k.secret_generator {
+        generate::run(&ctx, map, GenKind::Secret, args, k.generator_options.as_ref())?;
+    }
+    for entry in &k.components {
+        let path = dir.join(entry);
+        if is_remote(entry) {
+            return Err(BuildError::Remote { file: shown.to_string(), url: entry.clone() });
+        }
+        let comp_dir = loader.resolve(&path, file)?;
+        accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
+    }
+    run_transformers(k, shown, map)
+}
+
+/// kustomize's builtin transformer order.
+fn run_transformers(k: &Kustomization, file: &str, map: &mut ResMap) -> Result<(), BuildError> {
+    for (field, empty) in [
+        ("patchesStrategicMerge", k.patches_strategic_merge.is_empty()),
+        ("patches", k.patches.is_empty()),
+        ("patchesJson6902", k.patches_json6902.is_empty()),
+    ] {
+        if !empty {
+            return Err(BuildError::Unsupported { file: file.to_string(), field: field.to_string() });
+        }
+    }
+    if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
+        transform::namespace::apply(map, ns);
+    }
+    transform::names::apply(map, k.name_prefix.as_deref().unwrap_or(""), k.name_suffix.as_deref().unwrap_or(""));
+    for label in &k.labels {
+        let mut specs = if label.include_selectors {
+            fieldspecs::common_labels()
+        } else if label.include_templates {
+            let mut s = fieldspecs::metadata_labels();
+            s.extend(fieldspecs::template_labels());
+            s
+        } else {
+            fieldspecs::metadata_labels()
+        };
+        specs.extend(label.fields.iter().cloned());
+        transform::labels::apply(map, &label.pairs, &specs, file, "labels")?;
+    }
+    transform::labels::apply(map, &k.common_labels, &fieldspecs::common_labels(), file, "commonLabels")?;
+    transform::labels::apply(map, &k.common_annotations, &fieldspecs::common_annotations(), file, "commonAnnotations")?;
+    for replica in &k.replicas {
+        transform::replicas::apply(map, replica, file)?;
+    }
+    for image in &k.images {
+        transform::images::apply(map, image, file)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::build::{BuildError, BuildOptions, build};
+
+    fn write(root: &Path, files: &[(&str, &str)]) {
+        for (path, text) in files {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+    }
+
+    fn build_err(files: &[(&str, &str)], dir: &str) -> BuildError {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), files);
+        build(tmp.path(), Path::new(dir), &BuildOptions::new()).unwrap_err()
+    }
+
+    #[test]
+    fn a_cycle_of_bases_fails() {
+        let err = build_err(&[("a/kustomization.yaml", "resources: [../b]\n"), ("b/kustomization.yaml", "resources: [../a]\n")], "a");
+        assert_eq!(err.to_string(), "cycle detected: candidate root 'a' contains a visited root");
+    }
+
+    #[test]
+    fn duplicate_ids_across_files_fail_naming_the_id() {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n";
+        let err = build_err(&[("app/kustomization.yaml", "resources: [a.yaml, b.yaml]\n"), ("app/a.yaml", cm), ("app/b.yaml", cm)], "app");
+        assert_eq!(err.to_string(), "app/b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/same.[noNs]");
+    }
+
+    #[test]
+    fn a_missing_resource_names_the_kustomization() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [nope.yaml]\n")], "app");
+        assert_eq!(err.to_string(), "app/nope.yaml: no such file or directory (referenced from app/kustomization.yaml)");
+    }
+
+    #[test]
+    fn a_base_outside_the_root_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), &[("root/app/kustomization.yaml", "resources: [../../outside]\n"), ("outside/kustomization.yaml", "resources: []\n")]);
+        let err = build(&tmp.path().join("root"), Path::new("app"), &BuildOptions::new()).unwrap_err();
+        assert!(matches!(err, BuildError::OutsideRoot { .. }), "{err}");
+        assert!(err.to_string().ends_with("outside: path is outside the artifact root (security constraint)"), "{err}");
+    }
+
+    #[test]
+    fn malformed_yaml_in_a_resource_names_file_and_line() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [d.yaml]\n"), ("app/d.yaml", "kind: A\nmetadata:\n  name: [x\n")], "app");
+        assert!(matches!(&err, BuildError::Yaml { file, line, .. } if file == "app/d.yaml" && *line >= 3), "{err}");
+    }
+
+    #[test]
+    fn an_oversized_resource_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), &[("app/kustomization.yaml", "resources: [big.yaml]\n"), ("app/big.yaml", &"#".repeat(200))]);
+        let options = BuildOptions { max_file_bytes: 100, ..BuildOptions::new() };
+        let err = build(tmp.path(), Path::new("app"), &options).unwrap_err();
+        assert_eq!(err.to_string(), "app/big.yaml: file is larger than the limit of 100 bytes");
+    }
+
+    #[test]
+    fn a_non_object_document_is_refused() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [l.yaml]\n"), ("app/l.yaml", "- a\n")], "app");
+        assert_eq!(err.to_string(), "app/l.yaml: document 1 is not an object (found a list)");
+    }
+
+    #[test]
+    fn remote_bases_are_refused() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [https://example.com/x.yaml]\n")], "app");
+        assert_eq!(err.to_string(), "app/kustomization.yaml: remote resource 'https://example.com/x.yaml' is not supported (remote bases are disabled)");
+    }
+
+    #[test]
+    fn the_override_replaces_the_kustomization_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n";
+        write(tmp.path(), &[("app/kustomization.yaml", "resources: [nope.yaml]\n"), ("app/cm.yaml", cm)]);
+        let options = BuildOptions { kustomization_override: Some("resources: [cm.yaml]\nnamespace: x\n".into()), ..BuildOptions::new() };
+        let objs = build(tmp.path(), Path::new("app"), &options).unwrap();
+        assert_eq!(objs, vec![serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})]);
+    }
+}

@@ -1,0 +1,27 @@
+//! namePrefix / nameSuffix. References to renamed objects are fixed later by nameref.
+
+use crate::build::resmap::ResMap;
+
+/// Kinds kustomize never prefixes or suffixes.
+fn skipped(group: &str, kind: &str) -> bool {
+    kind == "CustomResourceDefinition" || kind == "Namespace" || (group == "apiregistration.k8s.io" && kind == "APIService")
+}
+
+/// Adds `prefix` and `suffix` (either may be empty) to every object's name.
+pub fn apply(map: &mut ResMap, prefix: &str, suffix: &str) {
+    for res in &mut map.resources {
+        let id = res.id();
+        if skipped(&id.group, &id.kind) {
+            continue;
+        }
+        if !prefix.is_empty() {
+            res.set_name(format!("{prefix}{}", id.name));
+            res.prefixes.push(prefix.to_string());
+        }
+        if !suffix.is_empty() {
+            let current = res.id().name;
+            res.set_name(format!("{current}{suffix}"));
+            res.suffixes.push(suffix.to_string());
+        }
+    }
+}

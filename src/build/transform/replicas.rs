@@ -1,0 +1,34 @@
+//! `replicas:`: sets spec/replicas on workloads by name (current or any earlier name).
+
+use serde_json::Value;
+
+use crate::build::BuildError;
+use crate::build::kustomization::Replica;
+use crate::build::resmap::ResMap;
+
+const KINDS: &[&str] = &["Deployment", "ReplicationController", "ReplicaSet", "StatefulSet"];
+
+/// Applies one `replicas` entry; an entry that names no object is an error, as in kustomize.
+pub fn apply(map: &mut ResMap, replica: &Replica, file: &str) -> Result<(), BuildError> {
+    let mut matched = false;
+    for res in &mut map.resources {
+        if !res.any_id(|id| id.name == replica.name) {
+            continue;
+        }
+        matched = true;
+        if KINDS.contains(&res.id().kind.as_str()) {
+            let spec = res.obj.entry("spec").or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(spec) = spec {
+                spec.insert("replicas".into(), Value::from(replica.count));
+            }
+        }
+    }
+    if !matched {
+        return Err(BuildError::Transform {
+            file: file.into(),
+            field: "replicas".into(),
+            message: format!("resource with name {} does not match a config with the following GVK {:?}", replica.name, KINDS),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! Conformance: builds every case under tests/kustomize/ with this engine and with the real
+//! kustomize (`$E2E_BIN/kustomize`), and compares the results semantically (same objects in
+//! the same order, values compared as parsed YAML). See tests/kustomize/README.md.
+//! The artifact root of every build is tests/kustomize, so cases may share files.
+//!
+//! Flux builds in FIFO order while the kustomize CLI sorts by default, so the oracle runs on
+//! a copy of the case whose root kustomization gets `sortOptions: {order: fifo}` (unless the
+//! case sets its own sortOptions).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use kustomize_controller::build::{self, BuildOptions, yaml};
+use serde_json::Value;
+
+fn main() -> ExitCode {
+    let Some(bin) = std::env::var_os("E2E_BIN") else {
+        eprintln!("conformance: E2E_BIN is not set (it must point at the directory holding the kustomize oracle; see e2e/controlplane/build.sh)");
+        return ExitCode::FAILURE;
+    };
+    let kustomize = PathBuf::from(bin).join("kustomize");
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let cases_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kustomize");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&cases_dir)
+        .expect("tests/kustomize exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .filter(|p| filter.is_empty() || filter.iter().any(|f| p.file_name().unwrap().to_string_lossy().contains(f.as_str())))
+        .collect();
+    cases.sort();
+    // Cases may share files with sibling cases, so the oracle gets a copy of the whole tree.
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let copy = tmp.path().join("kustomize");
+    copy_tree(&cases_dir, &copy).expect("copying tests/kustomize");
+    let (mut passed, mut failed) = (0, Vec::new());
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        match run_case(&kustomize, &cases_dir, &copy, case) {
+            Ok(()) => passed += 1,
+            Err(why) => {
+                println!("FAIL {name}: {why}\n");
+                failed.push(name);
+            }
+        }
+    }
+    println!("conformance: {passed} passed, {} failed", failed.len());
+    if !failed.is_empty() {
+        println!("failed: {}", failed.join(" "));
+        return ExitCode::FAILURE;
+    }
+    if passed == 0 {
+        println!("conformance: no cases found in {}", cases_dir.display());
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The directory to build inside a case: `path:` from case.yaml, else the case itself.
+fn build_dir(case: &Path) -> Result<PathBuf, String> {
+    let spec = case.join("case.yaml");
+    if !spec.exists() {
+        return Ok(case.to_path_buf());
+    }
+    let text = std::fs::read_to_string(&spec).map_err(|e| e.to_string())?;
+    let v: Value = serde_yaml::from_str(&text).map_err(|e| format!("case.yaml: {e}"))?;
+    Ok(case.join(v.get("path").and_then(Value::as_str).unwrap_or(".")))
+}
+
+fn run_case(kustomize: &Path, cases_dir: &Path, copy: &Path, case: &Path) -> Result<(), String> {
+    let dir = build_dir(case)?;
+    let rel = dir.strip_prefix(cases_dir).map_err(|_| "case.yaml path leaves the corpus".to_string())?;
+    let oracle = run_oracle(kustomize, &copy.join(rel))?;
+    let ours = build::build(cases_dir, &dir, &BuildOptions::new());
+    let expect_error = std::fs::read_to_string(case.join("expect-error.txt")).ok().map(|s| s.lines().next().unwrap_or("").to_string());
+    match (oracle, ours) {
+        (Err(theirs), Err(_)) => match expect_error {
+            Some(want) if !theirs.contains(&want) => Err(format!("kustomize failed, but without '{want}': {theirs}")),
+            _ => Ok(()),
+        },
+        (Err(theirs), Ok(_)) => Err(format!("kustomize failed but this engine succeeded; kustomize said: {}", theirs.trim())),
+        (Ok(_), Err(ours)) => Err(format!("this engine failed: {ours}")),
+        (Ok(_), Ok(_)) if expect_error.is_some() => Err("expect-error.txt is present but kustomize succeeded".into()),
+        (Ok(theirs), Ok(ours)) => compare(&theirs, &ours),
+    }
+}
+
+/// Runs kustomize on `copy_dir` (in the copy of the corpus) with FIFO order forced.
+fn run_oracle(kustomize: &Path, copy_dir: &Path) -> Result<Result<Vec<Value>, String>, String> {
+    let mut restore = None;
+    for name in ["kustomization.yaml", "kustomization.yml", "Kustomization"] {
+        let file = copy_dir.join(name);
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            if !text.contains("sortOptions") && !text.contains("kind: Component") {
+                std::fs::write(&file, format!("{}\nsortOptions:\n  order: fifo\n", text.trim_end())).map_err(|e| e.to_string())?;
+                restore = Some((file, text));
+            }
+            break;
+        }
+    }
+    let out = Command::new(kustomize)
+        .args(["build", "--load-restrictor", "LoadRestrictionsNone"])
+        .arg(&copy_dir)
+        .output()
+        .map_err(|e| format!("running {}: {e}", kustomize.display()));
+    if let Some((file, text)) = restore {
+        std::fs::write(file, text).map_err(|e| e.to_string())?;
+    }
+    let out = out?;
+    if !out.status.success() {
+        return Ok(Err(String::from_utf8_lossy(&out.stderr).into_owned()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    yaml::parse_documents(&text, "kustomize output").map(Ok).map_err(|e| e.to_string())
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        let ty = entry.file_type()?;
+        if ty.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn compare(theirs: &[Value], ours: &[Value]) -> Result<(), String> {
+    // Round-trip ours through YAML text so both sides get the same scalar handling.
+    let ours = yaml::parse_documents(&build::to_yaml(ours), "engine output").map_err(|e| e.to_string())?;
+    if theirs == ours.as_slice() {
+        return Ok(());
+    }
+    let ids = |v: &[Value]| v.iter().map(id).collect::<Vec<_>>();
+    if ids(theirs) != ids(&ours) {
+        return Err(format!("objects differ:\n  kustomize: {:?}\n  engine:    {:?}", ids(theirs), ids(&ours)));
+    }
+    let (t, o) = theirs.iter().zip(&ours).find(|(t, o)| t != o).expect("some object differs");
+    let diff = similar::TextDiff::from_lines(&build::to_yaml(std::slice::from_ref(t)), &build::to_yaml(std::slice::from_ref(o)))
+        .unified_diff()
+        .header("kustomize", "engine")
+        .to_string();
+    Err(format!("{} differs:\n{diff}", id(t)))
+}
+
+fn id(v: &Value) -> String {
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    format!("{}/{}/{}", s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+}
