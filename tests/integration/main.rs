@@ -4,5 +4,7 @@
 mod support;
 
 mod applier;
+mod controller;
 mod foundation;
 mod health;
+mod source;

@@ -9,6 +9,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
 use tokio::sync::OnceCell;
 
+pub mod artifacts;
+
 /// A client for the control plane named by `KUBECONFIG`. There is no fallback and no skip: a
 /// missing control plane fails the test, loudly.
 pub async fn client() -> Client {
@@ -127,3 +129,4 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
         .expect("run kubectl")
 }
 pub mod applier;
+pub mod controller;
