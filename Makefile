@@ -66,3 +66,8 @@ demo: cluster-up
 	echo "Try:  eval \$$(make -s cluster-env) && kubectl get crd,ks -A"; \
 	echo "Stop: make demo-down"
 demo-down: cluster-down
+
+# Applier benchmark on the development control plane (`make cluster-up`), or the one KUBECONFIG names.
+.PHONY: bench-apply
+bench-apply:
+	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) run --quiet --example bench_apply -- $(BENCH_SIZES)

@@ -184,12 +184,15 @@ pub fn immutable_field(status: &kube::core::Status) -> Option<String> {
     Some(field.to_string())
 }
 
+fn namespace_missing(status: &kube::core::Status) -> bool {
+    status.code == 404 && status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
+}
+
 /// True when a dry-run failed only because something this apply creates does not exist yet.
 fn missing_dependency(status: &kube::core::Status, desired: &Desired, batch: &Batch) -> bool {
     let msg = status.message.to_ascii_lowercase();
-    let details_kind = status.details.as_ref().map(|d| d.kind.as_str()).unwrap_or_default();
     let kind_key = format!("{}/{}", desired.kind.resource.group, desired.kind.resource.kind);
-    (status.code == 404 && details_kind == "namespaces" && batch.namespaces.contains(&desired.object.namespace))
+    (namespace_missing(status) && batch.namespaces.contains(&desired.object.namespace))
         || (status.code == 404 && batch.pending_kinds.contains(&kind_key))
         || msg.contains("failed calling webhook")
         || (msg.contains("serviceaccount") && msg.contains("not found"))
@@ -609,12 +612,15 @@ impl Applier {
                         Ok(_) => Ok(Plan::Recreate),
                     };
                 }
-                return Err(err(transport_kind(&e), api_message("dry-run failed", &e)));
+                // a namespace nobody in this apply creates may still come from elsewhere
+                // (another Kustomization): worth a retry, not a fix of the manifest
+                let kind = if namespace_missing(status) { FailureKind::MissingDependency } else { transport_kind(&e) };
+                return Err(err(kind, api_message("dry-run failed", &e)));
             }
         };
         let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
-        if !patched && live.is_some() && !has_drifted(live.as_ref(), &dry, &ignored) {
-            return Ok(Plan::Unchanged { live: live.expect("checked") });
+        if let Some(current) = live.as_ref().filter(|l| !patched && !has_drifted(Some(l), &dry, &ignored)) {
+            return Ok(Plan::Unchanged { live: current.clone() });
         }
         Ok(Plan::Apply { live, ignored })
     }
@@ -891,6 +897,48 @@ mod tests {
         assert_eq!(immutable_field(&s), None);
         let s = status(409, "Conflict", "Apply failed with 1 conflict", vec![]);
         assert_eq!(immutable_field(&s), None);
+    }
+
+    fn desired(api_version: &str, kind: &str, ns: &str) -> Desired {
+        let resolved = ResolvedKind {
+            resource: ApiResource {
+                group: group_of(api_version).into(),
+                version: "v1".into(),
+                api_version: api_version.into(),
+                kind: kind.into(),
+                plural: format!("{}s", kind.to_lowercase()),
+            },
+            namespaced: true,
+        };
+        Desired {
+            obj: json!({}),
+            object: ObjectRef::new(group_of(api_version), kind, ns, "x"),
+            api_version: api_version.into(),
+            kind: resolved,
+            stage: Stage::Rest,
+            print: String::new(),
+        }
+    }
+
+    // Status shapes the API server returns (checked against kube-apiserver 1.35 in the
+    // integration tests for the namespace, CRD and webhook cases).
+    #[test]
+    fn dependency_failures_are_deferred_only_when_this_apply_provides_the_dependency() {
+        let batch = Batch { namespaces: ["apps".to_string()].into(), pending_kinds: ["example.com/Widget".to_string()].into() };
+        let mut ns_missing = status(404, "NotFound", "namespaces \"apps\" not found", vec![]);
+        ns_missing.details.as_mut().unwrap().kind = "namespaces".into();
+        assert!(missing_dependency(&ns_missing, &desired("v1", "ConfigMap", "apps"), &batch));
+        assert!(!missing_dependency(&ns_missing, &desired("v1", "ConfigMap", "other"), &batch));
+        assert!(namespace_missing(&ns_missing));
+        let no_kind = status(404, "NotFound", "the server could not find the requested resource", vec![]);
+        assert!(missing_dependency(&no_kind, &desired("example.com/v1", "Widget", "apps"), &batch));
+        assert!(!missing_dependency(&no_kind, &desired("example.com/v1", "Gadget", "apps"), &batch));
+        let webhook = status(500, "InternalError", "Internal error occurred: failed calling webhook \"guard\": no endpoints", vec![]);
+        assert!(missing_dependency(&webhook, &desired("v1", "ConfigMap", "x"), &batch));
+        let sa = status(403, "Forbidden", "pods \"p\" is forbidden: error looking up service account x/sa: serviceaccount \"sa\" not found", vec![]);
+        assert!(missing_dependency(&sa, &desired("v1", "Pod", "x"), &batch));
+        let invalid = status(422, "Invalid", "ConfigMap \"x\" is invalid: data: Invalid value", vec![]);
+        assert!(!missing_dependency(&invalid, &desired("v1", "ConfigMap", "apps"), &batch));
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]
         }
         ops.push(json!({"op": "replace", "path": "/metadata/managedFields", "value": kept}));
     }
-    (!ops.is_empty()).then(|| Value::Array(ops))
+    (!ops.is_empty()).then_some(Value::Array(ops))
 }
 
 /// True when a manager other than ours owns the field at `pointer` with an Apply operation:

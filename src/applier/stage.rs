@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn kind_order_within_a_stage_follows_flux() {
-        let mut objects = vec![
+        let mut objects = [
             ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "v"),
             ("example.com/v1", "Widget", "a", "w"),
             ("apps/v1", "Deployment", "a", "d"),
