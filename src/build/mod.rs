@@ -16,6 +16,7 @@ pub mod kustomization;
 pub mod loader;
 pub mod nameref;
 pub mod patch;
+pub mod patches;
 pub mod resmap;
 pub mod target;
 pub mod transform;

@@ -136,8 +136,16 @@ pub struct Resource {
 }
 
 impl Resource {
-    /// A freshly loaded object.
-    pub fn new(obj: Map<String, Value>) -> Self {
+    /// A freshly loaded object. Null `metadata.labels`/`annotations` are dropped, as
+    /// kustomize does when it reads an object.
+    pub fn new(mut obj: Map<String, Value>) -> Self {
+        if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+            for key in ["labels", "annotations"] {
+                if meta.get(key).is_some_and(Value::is_null) {
+                    meta.remove(key);
+                }
+            }
+        }
         Resource { orig: ResId::of(&obj), obj, prev: Vec::new(), prefixes: Vec::new(), suffixes: Vec::new(), generated: None }
     }
 

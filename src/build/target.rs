@@ -11,7 +11,7 @@ use super::kustomization::{FILE_NAMES, Kind, Kustomization};
 use super::loader::Loader;
 use super::resmap::{ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, yaml};
+use super::{nameref, patches, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -146,20 +146,14 @@ fn accumulate_body(
         let comp_dir = loader.resolve(&path, file)?;
         accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
     }
-    run_transformers(k, shown, map)
+    let patch_ctx = patches::Context { loader, dir, file };
+    run_transformers(k, &patch_ctx, shown, map)
 }
 
 /// kustomize's builtin transformer order.
-fn run_transformers(k: &Kustomization, file: &str, map: &mut ResMap) -> Result<(), BuildError> {
-    for (field, empty) in [
-        ("patchesStrategicMerge", k.patches_strategic_merge.is_empty()),
-        ("patches", k.patches.is_empty()),
-        ("patchesJson6902", k.patches_json6902.is_empty()),
-    ] {
-        if !empty {
-            return Err(BuildError::Unsupported { file: file.to_string(), field: field.to_string() });
-        }
-    }
+fn run_transformers(k: &Kustomization, patch_ctx: &patches::Context<'_>, file: &str, map: &mut ResMap) -> Result<(), BuildError> {
+    patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
+    patches::patches(patch_ctx, map, &k.patches)?;
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
     }
@@ -179,6 +173,7 @@ fn run_transformers(k: &Kustomization, file: &str, map: &mut ResMap) -> Result<(
     }
     transform::labels::apply(map, &k.common_labels, &fieldspecs::common_labels(), file, "commonLabels")?;
     transform::labels::apply(map, &k.common_annotations, &fieldspecs::common_annotations(), file, "commonAnnotations")?;
+    patches::json6902(patch_ctx, map, &k.patches_json6902)?;
     for replica in &k.replicas {
         transform::replicas::apply(map, replica, file)?;
     }

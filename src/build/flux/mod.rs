@@ -1,1 +1,172 @@
-//! Flux's layer around a kustomize build.
+//! Flux's layer around a kustomize build: the generated or overlaid root kustomization,
+//! post-build substitution and `commonMetadata`, in the order kustomize-controller runs
+//! them.
+
+mod envsubst;
+pub mod generate;
+pub mod substitute;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+pub use envsubst::EnvsubstError;
+pub use generate::GenerateError;
+pub use substitute::{SubstituteError, SubstituteOptions, merge_vars};
+
+use super::{BuildError, BuildOptions};
+use crate::api::KustomizationSpec;
+use crate::api::conditions::reason::BUILD_FAILED;
+use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
+
+/// The objects as the controller applies them, and the digest of the build output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Built {
+    pub objects: Vec<Value>,
+    /// `sha256:<hex>` of the multi-document YAML after substitution (before
+    /// `commonMetadata`, which Flux applies later, at apply time). Our YAML printer is not
+    /// byte-identical to kustomize's, so the value differs from Flux's for the same input.
+    pub digest: String,
+}
+
+/// Why a Flux build failed; every variant maps to the `BuildFailed` reason, with Flux's
+/// message formats.
+#[derive(Debug, Error)]
+pub enum FluxBuildError {
+    #[error(transparent)]
+    Generate(#[from] GenerateError),
+    #[error("kustomize build failed: {0}")]
+    Build(#[from] BuildError),
+    #[error("post build failed for '{id}': envsubst error: {source}")]
+    PostBuild { id: String, source: SubstituteError },
+}
+
+impl FluxBuildError {
+    /// Whether retrying the same revision can succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            FluxBuildError::Generate(err) => err.is_transient(),
+            FluxBuildError::Build(err) => err.is_transient(),
+            FluxBuildError::PostBuild { .. } => false,
+        }
+    }
+
+    /// The Ready condition reason.
+    pub fn reason(&self) -> &'static str {
+        BUILD_FAILED
+    }
+}
+
+/// Builds `dir` (inside the artifact `root`) as Flux does for `spec`: root kustomization
+/// with overrides, kustomize build, post-build substitution with `vars` (already merged,
+/// see [`merge_vars`]) when `spec.postBuild` is set, then `commonMetadata`.
+pub fn build(
+    root: &Path,
+    dir: &Path,
+    spec: &KustomizationSpec,
+    vars: &BTreeMap<String, String>,
+    options: &BuildOptions,
+) -> Result<Built, FluxBuildError> {
+    let loader = super::loader::Loader::new(root, options.max_file_bytes)?;
+    let dir = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        loader.root().join(dir)
+    };
+    let kustomization = generate::root_kustomization(&loader, &dir, spec)?;
+    let options = BuildOptions {
+        kustomization_override: Some(kustomization),
+        ..options.clone()
+    };
+    let mut objects = super::build(root, &dir, &options)?;
+    if let Some(post_build) = &spec.post_build {
+        let substitute_options = SubstituteOptions {
+            strict: true,
+            always: post_build.substitute_strategy == Some(SubstituteStrategy::Always),
+        };
+        for object in &mut objects {
+            *object = substitute::substitute(object, vars, substitute_options).map_err(|source| {
+                FluxBuildError::PostBuild {
+                    id: resource_id(object),
+                    source,
+                }
+            })?;
+        }
+    }
+    // Flux digests the build output, then decodes it (which drops what it cannot apply).
+    let digest = format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(super::to_yaml(&objects).as_bytes()))
+    );
+    objects.retain(is_applicable);
+    if let Some(common) = &spec.common_metadata {
+        objects
+            .iter_mut()
+            .for_each(|object| apply_common_metadata(object, common));
+    }
+    Ok(Built { objects, digest })
+}
+
+/// kustomize's resource id as Flux prints it: `Kind.version.group/name`, with `[noGrp]`
+/// for the core group.
+fn resource_id(object: &Value) -> String {
+    let text = |value: &Value| value.as_str().unwrap_or("").to_string();
+    let api_version = text(&object["apiVersion"]);
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+    let or = |value: &str, missing: &str| {
+        if value.is_empty() {
+            missing.to_string()
+        } else {
+            value.to_string()
+        }
+    };
+    format!(
+        "{}.{}.{}/{}",
+        or(&text(&object["kind"]), "[noKind]"),
+        or(version, "[noVer]"),
+        or(group, "[noGrp]"),
+        text(&object["metadata"]["name"])
+    )
+}
+
+/// Flux drops documents that are not objects it can apply: those without apiVersion, kind
+/// or name, and kustomization files that ended up among the resources.
+fn is_applicable(object: &Value) -> bool {
+    let present = |value: &Value| value.as_str().is_some_and(|s| !s.is_empty());
+    let is_kustomization = object["apiVersion"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("kustomize.config.k8s.io/"))
+        && object["kind"].as_str() == Some("Kustomization");
+    present(&object["apiVersion"])
+        && present(&object["kind"])
+        && present(&object["metadata"]["name"])
+        && !is_kustomization
+}
+
+/// `spec.commonMetadata`: labels and annotations on metadata only, overriding same keys.
+fn apply_common_metadata(object: &mut Value, common: &CommonMetadata) {
+    for (field, entries) in [("labels", &common.labels), ("annotations", &common.annotations)] {
+        let Some(entries) = entries.as_ref().filter(|e| !e.is_empty()) else {
+            continue;
+        };
+        let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let map = metadata
+            .entry(field)
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !map.is_object() {
+            *map = Value::Object(Default::default());
+        }
+        let map = map.as_object_mut().expect("made an object");
+        for (key, value) in entries {
+            map.insert(key.clone(), Value::String(value.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

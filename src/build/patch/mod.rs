@@ -9,7 +9,6 @@ pub mod schema;
 mod selector;
 mod smp;
 
-use serde::Deserialize;
 use serde_json::Value;
 use thiserror::Error;
 
@@ -75,13 +74,8 @@ fn parse_kind(text: &str) -> Result<PatchKind, String> {
     if text.trim().is_empty() {
         return Err("the patch is empty".to_string());
     }
-    let mut documents = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
-        let value = Value::deserialize(document).map_err(|err| err.to_string())?;
-        if !value.is_null() {
-            documents.push(value);
-        }
-    }
+    // The engine's YAML layer, so that scalars in patches resolve as kyaml resolves them.
+    let documents = super::yaml::parse_documents(text, "patch").map_err(|err| err.to_string())?;
     match documents.as_slice() {
         [Value::Array(ops)] => {
             if ops.iter().all(|op| op.get("op").is_some_and(Value::is_string)) {
