@@ -10,24 +10,24 @@
 //! are collected during the pass and emitted at the end, only for real changes.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
-use kube::ResourceExt;
-use sha2::{Digest, Sha256};
+use kube::{Client, ResourceExt};
 use tracing::Instrument;
 
 use crate::api::conditions::{keys, reason, READY};
-use crate::api::kustomization::KustomizationStatus;
+use crate::api::kustomization::{KustomizationStatus, SubstituteKind};
 use crate::api::{duration, Kustomization, ResourceInventory};
 use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{Action as ChangeAction, Applier, ApplyError, ApplyRequest, ChangeSet, Owner, PruneError};
-use crate::build::{self, BuildError};
+use crate::build::flux as flux_build;
+use crate::build::BuildOptions;
 use crate::health::{self, HealthError, WaitTarget};
 use crate::kube_ext::ResourceResolver;
 use crate::source::{get_artifact, resolve_path, SourceError};
@@ -281,15 +281,20 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let client = ctx.clients.for_kustomization(&ks).await.map_err(|e| client_failure(e, retry))?;
 
     // Build (CPU-bound: off the async workers).
+    let vars = substitution_vars(&ctx.client, &ks).await.map_err(|message| {
+        let failure = StepFailure::new(reason::BUILD_FAILED, message, retry);
+        status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
+        failure
+    })?;
     let build_started = Instant::now();
-    let root = tree.root().to_path_buf();
-    let built = tokio::task::spawn_blocking(move || build_manifests(&root, &dir))
+    let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
+    let built = tokio::task::spawn_blocking(move || flux_build::build(&root, &dir, &build_spec, &vars, &BuildOptions::new()))
         .await
-        .map_err(|e| StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry))?
-        .map_err(|e| StepFailure::new(e.reason(), e.to_string(), retry))
-        .map_err(|f| {
-            status::mark_failed(&mut pass.status, &pass.stamp, &f.failed);
-            f
+        .map_err(|e| StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry))
+        .and_then(|built| built.map_err(|e| StepFailure::new(e.reason(), e.to_string(), retry)))
+        .map_err(|failure| {
+            status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
+            failure
         })?;
     drop(tree);
     let built_revision = BuiltRevision {
@@ -459,17 +464,41 @@ fn prune_failure(
     failure
 }
 
-/// The built manifests and their digest (the history key).
-struct Built {
-    objects: Vec<serde_json::Value>,
-    digest: String,
-}
-
-/// Builds `dir` with the kustomize engine; the digest is over the multi-document YAML.
-fn build_manifests(root: &Path, dir: &Path) -> Result<Built, BuildError> {
-    let objects = build::build(root, dir, &build::BuildOptions::new())?;
-    let digest = format!("sha256:{}", hex::encode(Sha256::digest(build::to_yaml(&objects).as_bytes())));
-    Ok(Built { objects, digest })
+/// The variables of `postBuild`: `substituteFrom` in order (later ones win), then the inline
+/// `substitute` over all. Read with the controller's identity; values are never logged.
+async fn substitution_vars(client: &Client, ks: &Kustomization) -> Result<BTreeMap<String, String>, String> {
+    let Some(post_build) = &ks.spec.post_build else { return Ok(BTreeMap::new()) };
+    let namespace = ks.namespace().unwrap_or_default();
+    let mut sources = Vec::new();
+    for reference in &post_build.substitute_from {
+        let (kind, found) = match reference.kind {
+            SubstituteKind::ConfigMap => (
+                "ConfigMap",
+                Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+                    .get_opt(&reference.name)
+                    .await
+                    .map(|cm| cm.map(|cm| cm.data.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>())),
+            ),
+            SubstituteKind::Secret => (
+                "Secret",
+                Api::<Secret>::namespaced(client.clone(), &namespace).get_opt(&reference.name).await.map(|secret| {
+                    secret.map(|s| {
+                        let data = s.data.unwrap_or_default().into_iter();
+                        data.map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect::<BTreeMap<_, _>>()
+                    })
+                }),
+            ),
+        };
+        match found {
+            Ok(Some(data)) => sources.push(data),
+            Ok(None) if reference.optional => {}
+            Ok(None) => {
+                return Err(format!("substitute from '{kind}/{}' error: {kind} '{namespace}/{}' not found", reference.name, reference.name));
+            }
+            Err(error) => return Err(format!("substitute from '{kind}/{}' error: {error}", reference.name)),
+        }
+    }
+    Ok(flux_build::merge_vars(sources, post_build.substitute.as_ref()))
 }
 
 /// Writes the status when it differs from the stored one in more than times and counters.
