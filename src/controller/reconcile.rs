@@ -259,8 +259,11 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     }
 
     // New work: say so before the (possibly long) rest of the pass.
+    // (A retry of the same revision and generation is not new work: Ready already records the
+    // generation the last attempt saw.)
+    let attempted_generation = status::find(&pass.old.conditions, READY).and_then(|c| c.observed_generation);
     let new_work = pass.old.last_attempted_revision.as_deref() != Some(artifact.revision.as_str())
-        || pass.old.observed_generation != pass.stamp.generation;
+        || attempted_generation != Some(pass.stamp.generation);
     status::mark_progress(&mut pass.status, &pass.stamp, Progress::Fetching, &artifact.revision, spec.timeout());
     if new_work {
         write_status(ctx, &ks, &pass.status).await.map_err(|e| StepFailure {

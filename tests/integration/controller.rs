@@ -34,9 +34,9 @@ fn config_maps(entries: &[(&str, &str)]) -> String {
         .join("---\n")
 }
 
-fn spec(extra: serde_json::Value) -> serde_json::Value {
+fn spec(namespace: &str, extra: serde_json::Value) -> serde_json::Value {
     let mut spec = json!({
-        "interval": "10m", "prune": true, "timeout": "30s",
+        "interval": "10m", "prune": true, "timeout": "30s", "targetNamespace": namespace,
         "sourceRef": {"kind": "GitRepository", "name": "repo"},
     });
     if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
@@ -71,7 +71,7 @@ async fn create_update_prune_and_broken_revisions() {
     // Create: Ready=True with Flux's message, the inventory, owner labels and events.
     let objects = config_maps(&[("a", "one"), ("b", "one")]);
     publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
-    apply_kustomization(&client, n, "app", spec(json!({}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({}))).await;
     let ks = wait_ready(&client, &controller, n, "app", "True", &format!("Applied revision: {REV1}")).await;
     let ready = condition(&ks, "Ready").unwrap();
     assert_eq!(ready.reason, "ReconciliationSucceeded");
@@ -148,7 +148,7 @@ async fn missing_source_retries_then_recovers() {
     let n = ns.name.as_str();
     let controller = ControllerProcess::start(n, &[]);
     crate::support::artifacts::source_crds(&client).await;
-    apply_kustomization(&client, n, "app", spec(json!({"retryInterval": "2s"}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"retryInterval": "2s"}))).await;
     let ks = wait_ready(&client, &controller, n, "app", "False", "").await;
     assert_eq!(condition(&ks, "Ready").unwrap().reason, "ArtifactFailed");
     assert!(condition(&ks, "Ready").unwrap().message.contains("repo"), "names the source");
@@ -169,12 +169,12 @@ async fn depends_on_waits_for_the_dependency() {
     publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
 
     // The dependent first: it waits, saying why, and applies nothing.
-    apply_kustomization(&client, n, "app", spec(json!({"dependsOn": [{"name": "infra"}], "prune": false}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"dependsOn": [{"name": "infra"}], "prune": false}))).await;
     let ks = wait_ready(&client, &controller, n, "app", "False", &format!("dependency '{n}/infra'")).await;
     assert_eq!(condition(&ks, "Ready").unwrap().reason, "DependencyNotReady");
     assert!(ks.status.unwrap().inventory.is_none(), "nothing applied while waiting");
 
-    apply_kustomization(&client, n, "infra", spec(json!({}))).await;
+    apply_kustomization(&client, n, "infra", spec(n, json!({}))).await;
     let infra = wait_ready(&client, &controller, n, "infra", "True", "Applied revision").await;
     let app = wait_ready(&client, &controller, n, "app", "True", "Applied revision").await;
     let ready_at = |ks: &Kustomization| condition(ks, "Ready").unwrap().last_transition_time.0;
@@ -201,11 +201,11 @@ async fn suspend_resume_and_requested_at() {
         }
     };
     publish_rev(REV1, "one").await;
-    apply_kustomization(&client, n, "app", spec(json!({}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({}))).await;
     wait_ready(&client, &controller, n, "app", "True", REV1).await;
 
     // Suspended: the status follows the new generation, a new revision is not applied.
-    apply_kustomization(&client, n, "app", spec(json!({"suspend": true}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"suspend": true}))).await;
     let api = Api::<Kustomization>::namespaced(client.clone(), n);
     eventually("suspension observed", Duration::from_secs(30), || async {
         let ks = api.get("app").await.ok()?;
@@ -218,7 +218,7 @@ async fn suspend_resume_and_requested_at() {
     assert_eq!(api.get("app").await.unwrap().status.unwrap().last_applied_revision.as_deref(), Some(REV1));
 
     // Resumed: the new revision is applied.
-    apply_kustomization(&client, n, "app", spec(json!({"suspend": false}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"suspend": false}))).await;
     wait_ready(&client, &controller, n, "app", "True", REV2).await;
     assert_eq!(config_map_value(&client, n, "a").await.as_deref(), Some("two"));
 
@@ -242,12 +242,12 @@ async fn deletion_prunes_or_orphans_by_policy() {
     let kept = config_maps(&[("kept", "x")]);
     publish(&client, &server, n, "pruned", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &pruned)]).await;
     publish(&client, &server, n, "kept", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &kept)]).await;
-    apply_kustomization(&client, n, "pruned", spec(json!({"sourceRef": {"kind": "GitRepository", "name": "pruned"}}))).await;
+    apply_kustomization(&client, n, "pruned", spec(n, json!({"sourceRef": {"kind": "GitRepository", "name": "pruned"}}))).await;
     apply_kustomization(
         &client,
         n,
         "kept",
-        spec(json!({"sourceRef": {"kind": "GitRepository", "name": "kept"}, "deletionPolicy": "Orphan"})),
+        spec(n, json!({"sourceRef": {"kind": "GitRepository", "name": "kept"}, "deletionPolicy": "Orphan"})),
     )
     .await;
     wait_ready(&client, &controller, n, "pruned", "True", REV1).await;
@@ -285,7 +285,7 @@ async fn a_quiet_interval_writes_nothing_and_emits_nothing() {
     let controller = ControllerProcess::start(n, &["--interval-jitter-percentage=0"]);
     let objects = config_maps(&[("a", "one")]);
     publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
-    apply_kustomization(&client, n, "app", spec(json!({"interval": "1s"}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"interval": "1s"}))).await;
     let ks = wait_ready(&client, &controller, n, "app", "True", REV1).await;
     // Let the first pass's events land before counting.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -338,7 +338,7 @@ async fn impersonation_denied_for_a_forbidden_kind_applies_nothing() {
     let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  key: value\n";
     let objects = format!("{}---\n{secret}", config_maps(&[("a", "one")]));
     publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
-    apply_kustomization(&client, n, "app", spec(json!({"serviceAccountName": "deployer"}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"serviceAccountName": "deployer"}))).await;
     let ks = wait_ready(&client, &controller, n, "app", "False", "").await;
     let ready = condition(&ks, "Ready").unwrap();
     assert_eq!(ready.reason, "ReconciliationFailed", "{ready:?}");
@@ -371,7 +371,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
 
     let objects = config_maps(&[("a", "one")]);
     publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
-    apply_kustomization(&client, n, "app", spec(json!({}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({}))).await;
     wait_ready(&client, &first, n, "app", "True", REV1).await;
     assert!(!second.logs().contains("\"name\":\"app\""), "the standby replica does not reconcile");
     assert_eq!(holder().await.as_deref(), Some("replica-1"));
