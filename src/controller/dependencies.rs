@@ -13,8 +13,9 @@ use crate::health::cel::{eval_ready_expr, CelError};
 /// Why a dependency holds this Kustomization back. Messages are Flux's.
 #[derive(Debug, thiserror::Error)]
 pub enum DependencyError {
+    /// The message is the API server's, as in Flux.
     #[error("dependency '{0}' not found: {1}")]
-    NotFound(String, #[source] kube::Error),
+    NotFound(String, String),
     #[error("dependency '{0}' is not ready")]
     NotReady(String),
     #[error("dependency '{0}' revision is not up to date")]
@@ -94,7 +95,13 @@ pub async fn check_dependencies(client: &Client, ks: &Kustomization, revision: &
         let dep = Api::<Kustomization>::namespaced(client.clone(), &namespace)
             .get(&name)
             .await
-            .map_err(|e| DependencyError::NotFound(format!("{namespace}/{name}"), e))?;
+            .map_err(|e| {
+                let message = match e {
+                    kube::Error::Api(status) => status.message,
+                    other => other.to_string(),
+                };
+                DependencyError::NotFound(format!("{namespace}/{name}"), message)
+            })?;
         check_dependency(ks, dependency, &dep, revision)?;
     }
     Ok(())

@@ -165,16 +165,27 @@ async fn depends_on_waits_for_the_dependency() {
     let (client, ns, server) = setup("kc-deps").await;
     let n = ns.name.as_str();
     let controller = ControllerProcess::start(n, &[]);
-    let objects = config_maps(&[("a", "one")]);
-    publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
+    let (infra, app) = (config_maps(&[("infra", "one")]), config_maps(&[("app", "one")]));
+    let files = [
+        ("infra/kustomization.yaml", KUSTOMIZATION),
+        ("infra/objects.yaml", infra.as_str()),
+        ("app/kustomization.yaml", KUSTOMIZATION),
+        ("app/objects.yaml", app.as_str()),
+    ];
+    publish(&client, &server, n, "repo", REV1, &files).await;
 
     // The dependent first: it waits, saying why, and applies nothing.
-    apply_kustomization(&client, n, "app", spec(n, json!({"dependsOn": [{"name": "infra"}], "prune": false}))).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"dependsOn": [{"name": "infra"}], "path": "./app"}))).await;
     let ks = wait_ready(&client, &controller, n, "app", "False", &format!("dependency '{n}/infra'")).await;
     assert_eq!(condition(&ks, "Ready").unwrap().reason, "DependencyNotReady");
+    assert_eq!(
+        condition(&ks, "Ready").unwrap().message,
+        format!("dependency '{n}/infra' not found: kustomizations.kustomize.toolkit.fluxcd.io \"infra\" not found")
+    );
+    assert_eq!(config_map_value(&client, n, "app").await, None);
     assert!(ks.status.unwrap().inventory.is_none(), "nothing applied while waiting");
 
-    apply_kustomization(&client, n, "infra", spec(n, json!({}))).await;
+    apply_kustomization(&client, n, "infra", spec(n, json!({"path": "./infra"}))).await;
     let infra = wait_ready(&client, &controller, n, "infra", "True", "Applied revision").await;
     let app = wait_ready(&client, &controller, n, "app", "True", "Applied revision").await;
     let ready_at = |ks: &Kustomization| condition(ks, "Ready").unwrap().last_transition_time.0;
