@@ -312,6 +312,10 @@ async fn a_quiet_interval_writes_nothing_and_emits_nothing() {
     assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "no status write");
     assert_eq!(events_about(&client, n, "app").await.len(), events_before, "no event");
     assert_eq!(ks.status.unwrap().history, after.status.unwrap().history);
+
+    // SIGTERM stops the controller cleanly.
+    let mut controller = controller;
+    assert!(controller.terminate().success(), "graceful shutdown:\n{}", controller.logs());
     ns.delete().await;
 }
 
@@ -397,5 +401,32 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     let objects = config_maps(&[("a", "two")]);
     publish(&client, &server, n, "repo", REV2, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
     wait_ready(&client, &second, n, "app", "True", REV2).await;
+    ns.delete().await;
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata:\n      labels: {app: web}\n      annotations: {fake-kubelet.e2e/behavior: BEHAVIOR}\n    spec:\n      containers: [{name: web, image: nginx}]\n";
+
+#[tokio::test]
+async fn wait_reports_health_and_unhealthy_rollouts_fail() {
+    let (client, ns, server) = setup("kc-health").await;
+    let n = ns.name.as_str();
+    let controller = ControllerProcess::start(n, &[]);
+    let healthy = DEPLOYMENT.replace("      annotations: {fake-kubelet.e2e/behavior: BEHAVIOR}\n", "");
+    publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &healthy)]).await;
+    apply_kustomization(&client, n, "app", spec(n, json!({"wait": true}))).await;
+    let ks = wait_ready(&client, &controller, n, "app", "True", REV1).await;
+    let health = condition(&ks, "Healthy").expect("Healthy is set when wait is on");
+    assert_eq!((health.status.as_str(), health.reason.as_str()), ("True", "Succeeded"));
+    assert!(health.message.starts_with("Health check passed in "), "{}", health.message);
+
+    // A rollout whose pods never become ready: HealthCheckFailed, Healthy=False.
+    let stuck = DEPLOYMENT.replace("BEHAVIOR", "never-ready");
+    publish(&client, &server, n, "repo", REV2, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &stuck)]).await;
+    let ks = wait_ready(&client, &controller, n, "app", "False", "Deployment").await;
+    assert_eq!(condition(&ks, "Ready").unwrap().reason, "HealthCheckFailed");
+    assert_eq!(condition(&ks, "Healthy").unwrap().status, "False");
+    let status = ks.status.unwrap();
+    assert_eq!(status.last_applied_revision.as_deref(), Some(REV1), "not applied until healthy");
+    assert_eq!(status.history[0].last_reconciled_status, "HealthCheckFailed");
     ns.delete().await;
 }
