@@ -289,7 +289,6 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
         failure
     })?;
-    let build_started = Instant::now();
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let built = tokio::task::spawn_blocking(move || flux_build::build(&root, &dir, &build_spec, &vars, &BuildOptions::new()))
         .await
@@ -304,7 +303,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         digest: built.digest.clone(),
         revision: artifact.revision.clone(),
         origin_revision: pass.origin_revision.clone(),
-        duration: build_started.elapsed(),
+        duration: Duration::ZERO,
     };
     pass.step(Progress::DetectingDrift);
 
@@ -328,7 +327,9 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         revision: &artifact.revision,
         digest: &built.digest,
     };
-    let changes = applier.apply(request).await.map_err(|e| apply_failure(pass, e, &built_revision, retry))?;
+    let applied_changes = applier.apply(request).await;
+    pass.stamp.now = Timestamp::now();
+    let changes = applied_changes.map_err(|e| apply_failure(pass, e, &built_revision, retry))?;
     record_changes(pass, ctx, &changes);
 
     // Inventory and prune.
@@ -348,10 +349,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     if !targets.is_empty() {
         pass.step(Progress::HealthChecks);
         let started = Instant::now();
-        if let Err(error) = health::wait(&resolver, &targets, &exprs, spec.timeout(), std::future::pending()).await {
+        let waited = health::wait(&resolver, &targets, &exprs, spec.timeout(), std::future::pending()).await;
+        pass.stamp.now = Timestamp::now();
+        if let Err(error) = waited {
             let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
             failure.failed.unhealthy = !matches!(error, HealthError::Canceled);
-            failure.failed.build = Some(built_revision);
+            failure.failed.build = Some(BuiltRevision { duration: pass.started.elapsed(), ..built_revision });
             failure.failed.inventory = Some(std::mem::take(&mut inventory));
             status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
             return Err(failure);
@@ -442,7 +445,7 @@ fn client_failure(error: ClientError, retry: Duration) -> StepFailure {
 
 fn apply_failure(pass: &mut Pass, error: ApplyError, built: &BuiltRevision, retry: Duration) -> StepFailure {
     let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
-    failure.failed.build = Some(built.clone());
+    failure.failed.build = Some(BuiltRevision { duration: pass.started.elapsed(), ..built.clone() });
     status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
     failure
 }
@@ -461,7 +464,7 @@ fn prune_failure(
         inventory.entries.extend(pending.iter().cloned());
     }
     let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
-    failure.failed.build = Some(built.clone());
+    failure.failed.build = Some(BuiltRevision { duration: pass.started.elapsed(), ..built.clone() });
     failure.failed.inventory = Some(inventory);
     status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
     failure
