@@ -71,3 +71,9 @@ demo-down: cluster-down
 .PHONY: bench-apply
 bench-apply:
 	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) run --quiet --example bench_apply -- $(BENCH_SIZES)
+
+# Controller benchmark (issue 7): 100 Kustomizations of 10 objects each, nothing to all Ready.
+.PHONY: bench-controller
+bench-controller:
+	@$(CARGO) build --quiet --bin kustomize-controller
+	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) run --quiet --example bench_controller -- 100 10
