@@ -75,7 +75,8 @@ impl ReconcileError {
 pub async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let namespace = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
-    let span = tracing::info_span!("reconcile", namespace = %namespace, name = %name, revision = tracing::field::Empty);
+    // `kustomization`, not `name`: the JSON formatter writes the span's own name under `name`.
+    let span = tracing::info_span!("reconcile", namespace = %namespace, kustomization = %name, revision = tracing::field::Empty);
     let labels = ObjectLabels { kind: "Kustomization".into(), name: name.clone(), namespace: namespace.clone() };
     let started = Instant::now();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -187,14 +188,15 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
     }
     match outcome {
         Ok(()) => {
+            let message = format!(
+                "Reconciliation finished in {}, next run in {}",
+                duration::format(pass.started.elapsed()),
+                duration::format(ks.spec.interval())
+            );
+            tracing::info!("{message}");
             if written && ready_changed(&pass.old, &pass.status) {
                 let mut metadata = metadata;
                 metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
-                let message = format!(
-                    "Reconciliation finished in {}, next run in {}",
-                    duration::format(pass.started.elapsed()),
-                    duration::format(ks.spec.interval())
-                );
                 ctx.notifier.emit(&ks, &Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata)).await;
             }
             let random: f64 = rand::random();

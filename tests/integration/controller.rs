@@ -388,7 +388,11 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     publish(&client, &server, n, "repo", REV1, &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)]).await;
     apply_kustomization(&client, n, "app", spec(n, json!({}))).await;
     wait_ready(&client, &first, n, "app", "True", REV1).await;
-    assert!(!second.logs().contains("\"name\":\"app\""), "the standby replica does not reconcile");
+    eventually("the leader logs its reconcile", Duration::from_secs(10), || async {
+        first.logs().contains("\"kustomization\":\"app\"").then_some(())
+    })
+    .await;
+    assert!(!second.logs().contains("\"kustomization\":\"app\""), "the standby replica does not reconcile");
     assert_eq!(holder().await.as_deref(), Some("replica-1"));
 
     // The leader dies without releasing the Lease: the standby takes over once it expires.
