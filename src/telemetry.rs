@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -36,11 +36,19 @@ pub enum LogEncoding {
 /// Installs the global subscriber. Span fields (namespace, name, revision of the
 /// Kustomization being reconciled) are carried into every JSON line.
 pub fn init_logs(level: &str, encoding: LogEncoding) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn")));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn"))
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match encoding {
-        Encoding::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).try_init(),
+        Encoding::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
         Encoding::Console => builder.try_init(),
     };
 }
@@ -131,14 +139,24 @@ impl Default for Metrics {
             reconcile_condition.clone(),
         );
         let reconciles = Family::default();
-        registry.register("kustomize_controller_reconciles", "Reconciles by result", reconciles.clone());
+        registry.register(
+            "kustomize_controller_reconciles",
+            "Reconciles by result",
+            reconciles.clone(),
+        );
         let applied_objects = Family::default();
         registry.register(
             "kustomize_controller_applied_objects",
             "Objects changed by apply and prune, by action",
             applied_objects.clone(),
         );
-        Self { registry, reconcile_duration, reconcile_condition, reconciles, applied_objects }
+        Self {
+            registry,
+            reconcile_duration,
+            reconcile_condition,
+            reconciles,
+            applied_objects,
+        }
     }
 }
 
@@ -149,8 +167,14 @@ impl Metrics {
     }
 
     pub fn record_reconcile(&self, object: &ObjectLabels, elapsed: Duration, result: ReconcileResult) {
-        self.reconcile_duration.get_or_create(object).observe(elapsed.as_secs_f64());
-        self.reconciles.get_or_create(&ResultLabels { result: result.label().into() }).inc();
+        self.reconcile_duration
+            .get_or_create(object)
+            .observe(elapsed.as_secs_f64());
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                result: result.label().into(),
+            })
+            .inc();
     }
 
     /// Sets the Ready condition gauge: 1 for the current status, 0 for the others (as Flux).
@@ -161,16 +185,25 @@ impl Metrics {
                 kind: object.kind.clone(),
                 name: object.name.clone(),
                 namespace: object.namespace.clone(),
-                condition: ConditionKey { r#type: "Ready".into(), status: candidate.into() },
+                condition: ConditionKey {
+                    r#type: "Ready".into(),
+                    status: candidate.into(),
+                },
             };
             let current = status.unwrap_or("Deleted") == candidate;
-            self.reconcile_condition.get_or_create(&labels).set(i64::from(current));
+            self.reconcile_condition
+                .get_or_create(&labels)
+                .set(i64::from(current));
         }
     }
 
     /// Counts applied or pruned objects by action (`created`, `configured`, `deleted`, ...).
     pub fn record_action(&self, action: &str, count: u64) {
-        self.applied_objects.get_or_create(&ActionLabels { action: action.into() }).inc_by(count);
+        self.applied_objects
+            .get_or_create(&ActionLabels {
+                action: action.into(),
+            })
+            .inc_by(count);
     }
 
     /// The OpenMetrics text exposition.
@@ -201,7 +234,9 @@ impl Collector for ApiRequests {
         )?;
         for (verb, count) in by_verb {
             let labels = [("verb".to_string(), verb)];
-            metric.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(&count, None)?;
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&count, None)?;
         }
         Ok(())
     }
@@ -233,7 +268,9 @@ pub fn parse_listen_addr(addr: &str) -> Result<SocketAddr, std::net::AddrParseEr
 /// Serves `/metrics` (when `metrics` is set), `/healthz` and `/readyz` on one listener.
 pub async fn serve(listener: TcpListener, metrics: Option<Arc<Metrics>>, readiness: Readiness) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
         let metrics = metrics.clone();
         let readiness = readiness.clone();
         tokio::spawn(async move {
@@ -241,12 +278,18 @@ pub async fn serve(listener: TcpListener, metrics: Option<Arc<Metrics>>, readine
                 let response = route(&request, metrics.as_deref(), &readiness);
                 async move { Ok::<_, Infallible>(response) }
             });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         });
     }
 }
 
-fn route(request: &Request<Incoming>, metrics: Option<&Metrics>, readiness: &Readiness) -> Response<Full<Bytes>> {
+fn route(
+    request: &Request<Incoming>,
+    metrics: Option<&Metrics>,
+    readiness: &Readiness,
+) -> Response<Full<Bytes>> {
     let text = |status: StatusCode, body: String, content_type: &str| {
         let mut response = Response::new(Full::new(Bytes::from(body)));
         *response.status_mut() = status;
@@ -274,15 +317,25 @@ mod tests {
 
     #[test]
     fn go_style_addresses_listen_on_all_interfaces() {
-        assert_eq!(parse_listen_addr(":8080").unwrap(), "0.0.0.0:8080".parse().unwrap());
-        assert_eq!(parse_listen_addr("127.0.0.1:9440").unwrap(), "127.0.0.1:9440".parse().unwrap());
+        assert_eq!(
+            parse_listen_addr(":8080").unwrap(),
+            "0.0.0.0:8080".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_addr("127.0.0.1:9440").unwrap(),
+            "127.0.0.1:9440".parse().unwrap()
+        );
         assert!(parse_listen_addr("8080").is_err());
     }
 
     #[test]
     fn metrics_use_fluxs_names_and_labels() {
         let metrics = Metrics::default();
-        let object = ObjectLabels { kind: "Kustomization".into(), name: "apps".into(), namespace: "flux-system".into() };
+        let object = ObjectLabels {
+            kind: "Kustomization".into(),
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        };
         metrics.record_reconcile(&object, Duration::from_millis(300), ReconcileResult::Success);
         metrics.record_ready(&object, Some("True"));
         metrics.record_action("created", 2);
@@ -299,7 +352,13 @@ mod tests {
             text.contains(r#"gotk_reconcile_condition{kind="Kustomization",name="apps",namespace="flux-system",type="Ready",status="False"} 0"#),
             "{text}"
         );
-        assert!(text.contains(r#"kustomize_controller_reconciles_total{result="success"} 1"#), "{text}");
-        assert!(text.contains(r#"kustomize_controller_applied_objects_total{action="created"} 2"#), "{text}");
+        assert!(
+            text.contains(r#"kustomize_controller_reconciles_total{result="success"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kustomize_controller_applied_objects_total{action="created"} 2"#),
+            "{text}"
+        );
     }
 }

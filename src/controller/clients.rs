@@ -31,7 +31,12 @@ pub enum ClientError {
 
 /// The ServiceAccount to impersonate, if any.
 pub fn service_account(ks: &Kustomization, default: Option<&str>) -> Option<String> {
-    ks.spec.service_account_name.as_deref().or(default).filter(|sa| !sa.is_empty()).map(str::to_string)
+    ks.spec
+        .service_account_name
+        .as_deref()
+        .or(default)
+        .filter(|sa| !sa.is_empty())
+        .map(str::to_string)
 }
 
 /// The user name Kubernetes gives a ServiceAccount.
@@ -50,7 +55,11 @@ pub struct ClientFactory {
 
 impl ClientFactory {
     pub fn new(client: Client, config: Config, default_service_account: Option<String>) -> Self {
-        Self { client, config, default_service_account: default_service_account.filter(|s| !s.is_empty()) }
+        Self {
+            client,
+            config,
+            default_service_account: default_service_account.filter(|s| !s.is_empty()),
+        }
     }
 
     /// The ServiceAccount this Kustomization acts as, if any.
@@ -73,9 +82,10 @@ impl ClientFactory {
                     None => KUBECONFIG_KEYS.to_vec(),
                 };
                 let data = secret.data.unwrap_or_default();
-                let bytes = keys.iter().find_map(|key| data.get(*key)).ok_or_else(|| {
-                    ClientError::MissingKey(secret_name.clone(), keys[0].to_string())
-                })?;
+                let bytes = keys
+                    .iter()
+                    .find_map(|key| data.get(*key))
+                    .ok_or_else(|| ClientError::MissingKey(secret_name.clone(), keys[0].to_string()))?;
                 remote_config(&secret_name, &bytes.0).await?
             }
             None => self.config.clone(),
@@ -92,9 +102,14 @@ impl ClientFactory {
     /// Whether the ServiceAccount this Kustomization impersonates exists. Deletion skips pruning
     /// when it does not, rather than failing forever.
     pub async fn service_account_exists(&self, ks: &Kustomization) -> Result<bool, kube::Error> {
-        let Some(sa) = self.service_account(ks) else { return Ok(true) };
+        let Some(sa) = self.service_account(ks) else {
+            return Ok(true);
+        };
         let namespace = ks.namespace().unwrap_or_default();
-        Ok(Api::<ServiceAccount>::namespaced(self.client.clone(), &namespace).get_opt(&sa).await?.is_some())
+        Ok(Api::<ServiceAccount>::namespaced(self.client.clone(), &namespace)
+            .get_opt(&sa)
+            .await?
+            .is_some())
     }
 }
 
@@ -102,9 +117,13 @@ impl ClientFactory {
 /// host, so they are refused (Flux allows them only behind `--insecure-kubeconfig-exec`).
 async fn remote_config(secret_name: &str, bytes: &[u8]) -> Result<Config, ClientError> {
     let text = String::from_utf8_lossy(bytes);
-    let kubeconfig =
-        Kubeconfig::from_yaml(&text).map_err(|e| ClientError::InvalidKubeConfig(secret_name.to_string(), e.to_string()))?;
-    if kubeconfig.auth_infos.iter().any(|a| a.auth_info.as_ref().is_some_and(|i| i.exec.is_some())) {
+    let kubeconfig = Kubeconfig::from_yaml(&text)
+        .map_err(|e| ClientError::InvalidKubeConfig(secret_name.to_string(), e.to_string()))?;
+    if kubeconfig
+        .auth_infos
+        .iter()
+        .any(|a| a.auth_info.as_ref().is_some_and(|i| i.exec.is_some()))
+    {
         return Err(ClientError::ExecNotAllowed(secret_name.to_string()));
     }
     Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -128,10 +147,19 @@ mod tests {
 
     #[test]
     fn spec_service_account_wins_over_the_default() {
-        assert_eq!(service_account(&ks(Some("deployer")), Some("fallback")).as_deref(), Some("deployer"));
-        assert_eq!(service_account(&ks(None), Some("fallback")).as_deref(), Some("fallback"));
+        assert_eq!(
+            service_account(&ks(Some("deployer")), Some("fallback")).as_deref(),
+            Some("deployer")
+        );
+        assert_eq!(
+            service_account(&ks(None), Some("fallback")).as_deref(),
+            Some("fallback")
+        );
         assert_eq!(service_account(&ks(None), None), None);
-        assert_eq!(impersonated_user("team-a", "deployer"), "system:serviceaccount:team-a:deployer");
+        assert_eq!(
+            impersonated_user("team-a", "deployer"),
+            "system:serviceaccount:team-a:deployer"
+        );
     }
 
     #[tokio::test]
@@ -145,8 +173,15 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 "#;
         let err = remote_config("team-a/remote", exec.as_bytes()).await.unwrap_err();
-        assert_eq!(err.to_string(), "kubeconfig in secret 'team-a/remote' uses an exec credential plugin, which is not allowed");
+        assert_eq!(
+            err.to_string(),
+            "kubeconfig in secret 'team-a/remote' uses an exec credential plugin, which is not allowed"
+        );
         let err = remote_config("team-a/remote", b"{not yaml").await.unwrap_err();
-        assert!(err.to_string().starts_with("invalid kubeconfig in secret 'team-a/remote'"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid kubeconfig in secret 'team-a/remote'"),
+            "{err}"
+        );
     }
 }

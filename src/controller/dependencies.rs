@@ -3,12 +3,12 @@
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 
+use crate::api::Kustomization;
 use crate::api::conditions::READY;
 use crate::api::kustomization::DependencyReference;
-use crate::api::Kustomization;
 
 use super::status;
-use crate::health::cel::{eval_ready_expr, CelError};
+use crate::health::cel::{CelError, eval_ready_expr};
 
 /// Why a dependency holds this Kustomization back. Messages are Flux's.
 #[derive(Debug, thiserror::Error)]
@@ -38,21 +38,37 @@ impl DependencyError {
 
 /// `<namespace>/<name>` of a dependency; the namespace defaults to the Kustomization's.
 pub fn dependency_key(ks: &Kustomization, dependency: &DependencyReference) -> (String, String) {
-    let namespace = dependency.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| ks.namespace().unwrap_or_default());
+    let namespace = dependency
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| ks.namespace().unwrap_or_default());
     (namespace, dependency.name.clone())
 }
 
 /// The source a Kustomization reads, as `(kind, namespace, name)` with the namespace defaulted.
 pub fn source_key(ks: &Kustomization) -> (&'static str, String, String) {
     let source = &ks.spec.source_ref;
-    let namespace = source.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| ks.namespace().unwrap_or_default());
+    let namespace = source
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| ks.namespace().unwrap_or_default());
     (source.kind.as_str(), namespace, source.name.clone())
 }
 
 /// Flux's built-in readiness check of one dependency: Ready=True for its current generation
 /// and, when both read the same source, already at the revision about to be applied.
-pub fn check_ready(ks: &Kustomization, dependency: &Kustomization, revision: &str) -> Result<(), DependencyError> {
-    let key = format!("{}/{}", dependency.namespace().unwrap_or_default(), dependency.name_any());
+pub fn check_ready(
+    ks: &Kustomization,
+    dependency: &Kustomization,
+    revision: &str,
+) -> Result<(), DependencyError> {
+    let key = format!(
+        "{}/{}",
+        dependency.namespace().unwrap_or_default(),
+        dependency.name_any()
+    );
     let Some(dep_status) = dependency.status.as_ref().filter(|s| !s.conditions.is_empty()) else {
         return Err(DependencyError::NotReady(key));
     };
@@ -60,7 +76,9 @@ pub fn check_ready(ks: &Kustomization, dependency: &Kustomization, revision: &st
     if !observed || !status::is_true(&dep_status.conditions, READY) {
         return Err(DependencyError::NotReady(key));
     }
-    if source_key(ks) == source_key(dependency) && dep_status.last_applied_revision.as_deref() != Some(revision) {
+    if source_key(ks) == source_key(dependency)
+        && dep_status.last_applied_revision.as_deref() != Some(revision)
+    {
         return Err(DependencyError::RevisionNotUpToDate(key));
     }
     Ok(())
@@ -77,7 +95,11 @@ pub fn check_dependency(
     let Some(expr) = reference.ready_expr.as_deref().filter(|e| !e.is_empty()) else {
         return check_ready(ks, dependency, revision);
     };
-    let key = format!("{}/{}", dependency.namespace().unwrap_or_default(), dependency.name_any());
+    let key = format!(
+        "{}/{}",
+        dependency.namespace().unwrap_or_default(),
+        dependency.name_any()
+    );
     let as_value = |k: &Kustomization| serde_json::to_value(k).unwrap_or_default();
     match eval_ready_expr(expr, &as_value(ks), &as_value(dependency)) {
         Ok(true) => Ok(()),
@@ -89,7 +111,11 @@ pub fn check_dependency(
 
 /// Checks every dependency in order, stopping at the first that is not ready. Dependencies are
 /// read from the API server, not a cache, so they are found across shards.
-pub async fn check_dependencies(client: &Client, ks: &Kustomization, revision: &str) -> Result<(), DependencyError> {
+pub async fn check_dependencies(
+    client: &Client,
+    ks: &Kustomization,
+    revision: &str,
+) -> Result<(), DependencyError> {
     for dependency in &ks.spec.depends_on {
         let (namespace, name) = dependency_key(ks, dependency);
         let dep = Api::<Kustomization>::namespaced(client.clone(), &namespace)
@@ -113,7 +139,12 @@ mod tests {
 
     use super::*;
 
-    fn ks(name: &str, source: serde_json::Value, generation: i64, status: serde_json::Value) -> Kustomization {
+    fn ks(
+        name: &str,
+        source: serde_json::Value,
+        generation: i64,
+        status: serde_json::Value,
+    ) -> Kustomization {
         serde_json::from_value(json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
             "metadata": {"name": name, "namespace": "apps", "generation": generation},
@@ -131,11 +162,30 @@ mod tests {
 
     #[test]
     fn namespace_defaults_to_the_kustomizations() {
-        let me = ks("app", json!({"kind": "GitRepository", "name": "repo"}), 1, json!({}));
-        let plain = DependencyReference { name: "infra".into(), namespace: None, ready_expr: None };
-        let other = DependencyReference { name: "infra".into(), namespace: Some("ops".into()), ready_expr: None };
-        assert_eq!(dependency_key(&me, &plain), ("apps".to_string(), "infra".to_string()));
-        assert_eq!(dependency_key(&me, &other), ("ops".to_string(), "infra".to_string()));
+        let me = ks(
+            "app",
+            json!({"kind": "GitRepository", "name": "repo"}),
+            1,
+            json!({}),
+        );
+        let plain = DependencyReference {
+            name: "infra".into(),
+            namespace: None,
+            ready_expr: None,
+        };
+        let other = DependencyReference {
+            name: "infra".into(),
+            namespace: Some("ops".into()),
+            ready_expr: None,
+        };
+        assert_eq!(
+            dependency_key(&me, &plain),
+            ("apps".to_string(), "infra".to_string())
+        );
+        assert_eq!(
+            dependency_key(&me, &other),
+            ("ops".to_string(), "infra".to_string())
+        );
     }
 
     #[test]
@@ -149,9 +199,26 @@ mod tests {
             namespace: None,
             ready_expr: Some(expr.into()),
         };
-        assert!(check_dependency(&me, &reference("dep.status.lastAppliedRevision == 'r1'"), &dep, "r1").is_ok());
-        let err = check_dependency(&me, &reference("dep.metadata.name == self.metadata.name"), &dep, "r1").unwrap_err();
-        assert_eq!(err.to_string(), "dependency 'apps/infra' is not ready according to readyExpr eval");
+        assert!(
+            check_dependency(
+                &me,
+                &reference("dep.status.lastAppliedRevision == 'r1'"),
+                &dep,
+                "r1"
+            )
+            .is_ok()
+        );
+        let err = check_dependency(
+            &me,
+            &reference("dep.metadata.name == self.metadata.name"),
+            &dep,
+            "r1",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dependency 'apps/infra' is not ready according to readyExpr eval"
+        );
         let err = check_dependency(&me, &reference("dep.status.("), &dep, "r1").unwrap_err();
         assert!(err.is_terminal(), "{err}");
     }
@@ -161,13 +228,34 @@ mod tests {
         let repo = json!({"kind": "GitRepository", "name": "repo"});
         let me = ks("app", repo.clone(), 1, json!({}));
         let cases = [
-            ("no conditions", ks("infra", repo.clone(), 1, json!({"observedGeneration": 1})), Some("dependency 'apps/infra' is not ready")),
-            ("old generation", ks("infra", repo.clone(), 2, ready(1, "r1")), Some("dependency 'apps/infra' is not ready")),
-            ("same source, old revision", ks("infra", repo.clone(), 1, ready(1, "r0")), Some("dependency 'apps/infra' revision is not up to date")),
-            ("same source, same revision", ks("infra", repo.clone(), 1, ready(1, "r1")), None),
+            (
+                "no conditions",
+                ks("infra", repo.clone(), 1, json!({"observedGeneration": 1})),
+                Some("dependency 'apps/infra' is not ready"),
+            ),
+            (
+                "old generation",
+                ks("infra", repo.clone(), 2, ready(1, "r1")),
+                Some("dependency 'apps/infra' is not ready"),
+            ),
+            (
+                "same source, old revision",
+                ks("infra", repo.clone(), 1, ready(1, "r0")),
+                Some("dependency 'apps/infra' revision is not up to date"),
+            ),
+            (
+                "same source, same revision",
+                ks("infra", repo.clone(), 1, ready(1, "r1")),
+                None,
+            ),
             (
                 "other source, other revision",
-                ks("infra", json!({"kind": "GitRepository", "name": "other"}), 1, ready(1, "x")),
+                ks(
+                    "infra",
+                    json!({"kind": "GitRepository", "name": "other"}),
+                    1,
+                    ready(1, "x"),
+                ),
                 None,
             ),
         ];

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_util::client::legacy::{connect::HttpConnector, Client as HttpClient};
+use hyper_util::client::legacy::{Client as HttpClient, connect::HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
@@ -66,17 +66,31 @@ pub struct Notice {
 
 impl Notice {
     pub fn info(reason: &str, message: impl Into<String>, metadata: BTreeMap<String, String>) -> Self {
-        Self { severity: Severity::Info, reason: reason.to_string(), message: message.into(), metadata }
+        Self {
+            severity: Severity::Info,
+            reason: reason.to_string(),
+            message: message.into(),
+            metadata,
+        }
     }
 
     pub fn error(reason: &str, message: impl Into<String>, metadata: BTreeMap<String, String>) -> Self {
-        Self { severity: Severity::Error, reason: reason.to_string(), message: message.into(), metadata }
+        Self {
+            severity: Severity::Error,
+            reason: reason.to_string(),
+            message: message.into(),
+            metadata,
+        }
     }
 }
 
 /// The metadata Flux attaches to an event: revisions (when known) and the Kustomization's
 /// `event.toolkit.fluxcd.io/*` annotations.
-pub fn metadata(ks: &Kustomization, revision: Option<&str>, origin_revision: Option<&str>) -> BTreeMap<String, String> {
+pub fn metadata(
+    ks: &Kustomization,
+    revision: Option<&str>,
+    origin_revision: Option<&str>,
+) -> BTreeMap<String, String> {
     let mut metadata: BTreeMap<String, String> = ks
         .annotations()
         .iter()
@@ -102,7 +116,14 @@ pub fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, now: Time
             annotations: (!notice.metadata.is_empty()).then(|| notice.metadata.clone()),
             ..ObjectMeta::default()
         },
-        action: Some(if notice.severity == Severity::Error { "ReconcileFailed" } else { "Reconcile" }.to_string()),
+        action: Some(
+            if notice.severity == Severity::Error {
+                "ReconcileFailed"
+            } else {
+                "Reconcile"
+            }
+            .to_string(),
+        ),
         reason: Some(notice.reason.clone()),
         note: Some(truncate(&notice.message, MAX_NOTE_BYTES)),
         type_: Some(notice.severity.event_type().to_string()),
@@ -115,8 +136,20 @@ pub fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, now: Time
 }
 
 /// The JSON body notification-controller expects (Flux's `eventv1.Event`).
-pub fn forward_payload(ks: &Kustomization, notice: &Notice, instance: &str, now: Timestamp) -> serde_json::Value {
-    let ObjectReference { api_version, kind, name, namespace, uid, .. } = ks.object_ref(&());
+pub fn forward_payload(
+    ks: &Kustomization,
+    notice: &Notice,
+    instance: &str,
+    now: Timestamp,
+) -> serde_json::Value {
+    let ObjectReference {
+        api_version,
+        kind,
+        name,
+        namespace,
+        uid,
+        ..
+    } = ks.object_ref(&());
     let resource_version = ks.resource_version();
     json!({
         "involvedObject": {
@@ -157,7 +190,11 @@ impl Notifier {
         let forward = events_addr
             .filter(|addr| !addr.is_empty())
             .map(|addr| (addr, HttpClient::builder(TokioExecutor::new()).build_http()));
-        Self { client, instance, forward }
+        Self {
+            client,
+            instance,
+            forward,
+        }
     }
 
     /// Emits a notice. Delivery failures are logged, never fatal: an event is not worth a
@@ -236,7 +273,10 @@ mod tests {
         let metadata = metadata(&ks(), Some("main@sha1:1f3c"), Some(""));
         let expected = BTreeMap::from([
             ("event.toolkit.fluxcd.io/team".to_string(), "web".to_string()),
-            ("kustomize.toolkit.fluxcd.io/revision".to_string(), "main@sha1:1f3c".to_string()),
+            (
+                "kustomize.toolkit.fluxcd.io/revision".to_string(),
+                "main@sha1:1f3c".to_string(),
+            ),
         ]);
         assert_eq!(metadata, expected);
     }
@@ -245,7 +285,11 @@ mod tests {
     fn forwarded_event_has_fluxs_shape() {
         // Reference A.3.
         let meta = BTreeMap::from([(REVISION_KEY.to_string(), "main@sha1:1f3c".to_string())]);
-        let notice = Notice::info("Progressing", "Service/apps/web created\nDeployment/apps/web created", meta);
+        let notice = Notice::info(
+            "Progressing",
+            "Service/apps/web created\nDeployment/apps/web created",
+            meta,
+        );
         let payload = forward_payload(&ks(), &notice, "kc-0", now());
         assert_eq!(
             payload,
@@ -274,6 +318,9 @@ mod tests {
         assert_eq!(event.metadata.namespace.as_deref(), Some("flux-system"));
         assert_eq!(event.note.as_ref().unwrap().len(), MAX_NOTE_BYTES);
         assert_eq!(event.regarding.unwrap().name.as_deref(), Some("apps"));
-        assert_eq!(event.reporting_controller.as_deref(), Some("kustomize-controller"));
+        assert_eq!(
+            event.reporting_controller.as_deref(),
+            Some("kustomize-controller")
+        );
     }
 }

@@ -12,9 +12,9 @@ use crate::applier::{Applier, Owner, PruneError};
 use crate::kube_ext::ResourceResolver;
 use crate::telemetry::ObjectLabels;
 
+use super::Context;
 use super::events::{self, Notice};
 use super::status;
-use super::Context;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizeError {
@@ -37,19 +37,28 @@ pub fn inventory_lines(inventory: &ResourceInventory) -> String {
     inventory
         .entries
         .iter()
-        .map(|entry| entry.object_ref().map_or_else(|_| entry.id.clone(), |object| object.to_string()))
+        .map(|entry| {
+            entry
+                .object_ref()
+                .map_or_else(|_| entry.id.clone(), |object| object.to_string())
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 /// The finalizer's cleanup branch. Idempotent: a retry after a partial delete deletes the rest.
 pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeError> {
-    let labels = ObjectLabels { kind: "Kustomization".into(), name: ks.name_any(), namespace: ks.namespace().unwrap_or_default() };
+    let labels = ObjectLabels {
+        kind: "Kustomization".into(),
+        name: ks.name_any(),
+        namespace: ks.namespace().unwrap_or_default(),
+    };
     ctx.metrics.record_ready(&labels, None);
     let status = ks.status.clone().unwrap_or_default();
     let inventory = status.inventory.clone().unwrap_or_default();
     // Events on this path carry the last Ready reason, as Flux's do.
-    let reason = status::find(&status.conditions, READY).map_or("Finalized".to_string(), |c| c.reason.clone());
+    let reason =
+        status::find(&status.conditions, READY).map_or("Finalized".to_string(), |c| c.reason.clone());
     let metadata = events::metadata(ks, status.last_applied_revision.as_deref(), None);
     if inventory.entries.is_empty() {
         return Ok(());
@@ -61,7 +70,9 @@ pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeEr
             if ks.spec.suspend { ", suspended" } else { "" },
             inventory_lines(&inventory)
         );
-        ctx.notifier.emit(ks, &Notice::info(&reason, message, metadata)).await;
+        ctx.notifier
+            .emit(ks, &Notice::info(&reason, message, metadata))
+            .await;
         return Ok(());
     }
 
@@ -73,7 +84,9 @@ pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeEr
                 tracing::warn!(%error, "cannot reach the objects of a deleted Kustomization");
             }
             let message = format!("unable to prune objects: \n{}", inventory_lines(&inventory));
-            ctx.notifier.emit(ks, &Notice::error(&reason, message, metadata)).await;
+            ctx.notifier
+                .emit(ks, &Notice::error(&reason, message, metadata))
+                .await;
             return Ok(());
         }
     };
@@ -86,10 +99,15 @@ pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeEr
     };
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
     let policy = ks.spec.deletion_policy();
-    match applier.finalize(&owner, &inventory, policy, ks.spec.prune, ks.spec.timeout()).await {
+    match applier
+        .finalize(&owner, &inventory, policy, ks.spec.prune, ks.spec.timeout())
+        .await
+    {
         Ok(changes) => {
             if !changes.is_empty() {
-                ctx.notifier.emit(ks, &Notice::info(&reason, changes.to_string(), metadata)).await;
+                ctx.notifier
+                    .emit(ks, &Notice::info(&reason, changes.to_string(), metadata))
+                    .await;
             }
             Ok(())
         }
@@ -100,7 +118,12 @@ pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeEr
             Ok(())
         }
         Err(error) => {
-            ctx.notifier.emit(ks, &Notice::error(&reason, "pruning for deleted resource failed", metadata)).await;
+            ctx.notifier
+                .emit(
+                    ks,
+                    &Notice::error(&reason, "pruning for deleted resource failed", metadata),
+                )
+                .await;
             Err(FinalizeError::Prune(error))
         }
     }
@@ -135,7 +158,11 @@ mod tests {
             (true, Some("Orphan"), false),
         ];
         for (prune, policy, expected) in cases {
-            assert_eq!(deletes_objects(&ks(prune, policy)), expected, "prune={prune} policy={policy:?}");
+            assert_eq!(
+                deletes_objects(&ks(prune, policy)),
+                expected,
+                "prune={prune} policy={policy:?}"
+            );
         }
     }
 
@@ -143,10 +170,19 @@ mod tests {
     fn left_behind_objects_are_listed_by_subject() {
         let inventory = ResourceInventory {
             entries: vec![
-                ResourceRef { id: "_team-a__Namespace".into(), v: "v1".into() },
-                ResourceRef { id: "team-a_web_apps_Deployment".into(), v: "v1".into() },
+                ResourceRef {
+                    id: "_team-a__Namespace".into(),
+                    v: "v1".into(),
+                },
+                ResourceRef {
+                    id: "team-a_web_apps_Deployment".into(),
+                    v: "v1".into(),
+                },
             ],
         };
-        assert_eq!(inventory_lines(&inventory), "Namespace/team-a\nDeployment/team-a/web");
+        assert_eq!(
+            inventory_lines(&inventory),
+            "Namespace/team-a\nDeployment/team-a/web"
+        );
     }
 }

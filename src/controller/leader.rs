@@ -6,8 +6,8 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
 use kube::Client;
+use kube::api::{Api, PostParams};
 
 /// What a candidate should do with the Lease as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +23,9 @@ pub enum Decision {
 /// Decides from the Lease spec. A holder whose last renewal is older than the lease duration
 /// it announced has lost the Lease.
 pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
-    let Some(spec) = spec else { return Decision::TakeOver };
+    let Some(spec) = spec else {
+        return Decision::TakeOver;
+    };
     match spec.holder_identity.as_deref() {
         None | Some("") => Decision::TakeOver,
         Some(holder) if holder == identity => Decision::Renew,
@@ -33,7 +35,11 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decis
                 Some(MicroTime(renewed)) => renewed.as_second() + duration < now.as_second(),
                 None => true,
             };
-            if expired { Decision::TakeOver } else { Decision::Wait }
+            if expired {
+                Decision::TakeOver
+            } else {
+                Decision::Wait
+            }
         }
     }
 }
@@ -58,7 +64,14 @@ impl LeaderElector {
         renew_deadline: Duration,
         retry_period: Duration,
     ) -> Self {
-        Self { api: Api::namespaced(client, namespace), name, identity, lease_duration, renew_deadline, retry_period }
+        Self {
+            api: Api::namespaced(client, namespace),
+            name,
+            identity,
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        }
     }
 
     /// Returns once this replica holds the Lease.
@@ -99,7 +112,9 @@ impl LeaderElector {
 
     /// Gives the Lease up so another replica can take over at once.
     pub async fn release(&self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else { return };
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else {
+            return;
+        };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
             return;
@@ -116,13 +131,20 @@ impl LeaderElector {
     async fn try_hold(&self) -> Result<bool, kube::Error> {
         let now = Timestamp::now();
         let existing = self.api.get_opt(&self.name).await?;
-        let decision = decide(existing.as_ref().and_then(|l| l.spec.as_ref()), &self.identity, now);
+        let decision = decide(
+            existing.as_ref().and_then(|l| l.spec.as_ref()),
+            &self.identity,
+            now,
+        );
         let seconds = i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX);
         match (decision, existing) {
             (Decision::Wait, _) => Ok(false),
             (_, None) => {
                 let lease = Lease {
-                    metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        ..ObjectMeta::default()
+                    },
                     spec: Some(LeaseSpec {
                         holder_identity: Some(self.identity.clone()),
                         lease_duration_seconds: Some(seconds),
@@ -176,11 +198,27 @@ mod tests {
         let now = Timestamp::from_second(1000).unwrap();
         assert_eq!(decide(None, "me", now), Decision::TakeOver);
         assert_eq!(decide(Some(&lease(None, 990, 35)), "me", now), Decision::TakeOver);
-        assert_eq!(decide(Some(&lease(Some("me"), 990, 35)), "me", now), Decision::Renew);
-        assert_eq!(decide(Some(&lease(Some("other"), 990, 35)), "me", now), Decision::Wait);
-        assert_eq!(decide(Some(&lease(Some("other"), 965, 35)), "me", now), Decision::Wait, "exactly at expiry");
-        assert_eq!(decide(Some(&lease(Some("other"), 964, 35)), "me", now), Decision::TakeOver);
+        assert_eq!(
+            decide(Some(&lease(Some("me"), 990, 35)), "me", now),
+            Decision::Renew
+        );
+        assert_eq!(
+            decide(Some(&lease(Some("other"), 990, 35)), "me", now),
+            Decision::Wait
+        );
+        assert_eq!(
+            decide(Some(&lease(Some("other"), 965, 35)), "me", now),
+            Decision::Wait,
+            "exactly at expiry"
+        );
+        assert_eq!(
+            decide(Some(&lease(Some("other"), 964, 35)), "me", now),
+            Decision::TakeOver
+        );
         // A released Lease (holder cleared) is free at once.
-        assert_eq!(decide(Some(&lease(Some(""), 999, 1)), "me", now), Decision::TakeOver);
+        assert_eq!(
+            decide(Some(&lease(Some(""), 999, 1)), "me", now),
+            Decision::TakeOver
+        );
     }
 }

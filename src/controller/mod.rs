@@ -22,15 +22,15 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use crate::api::conditions::{keys, READY};
+use crate::api::Kustomization;
+use crate::api::conditions::{READY, keys};
 use crate::api::kustomization::SourceKind;
 use crate::api::source::artifact_of;
-use crate::api::Kustomization;
 use crate::applier::{Applier, ApplierOptions};
-use crate::kube_ext::{counting_client, ResourceResolver};
+use crate::kube_ext::{ResourceResolver, counting_client};
 use crate::source::{Fetcher, FetcherConfig};
 use crate::telemetry::{self, Metrics, Readiness};
 
@@ -132,7 +132,11 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     let ctx = Arc::new(Context {
         applier: Applier::new(resolver.clone(), applier_options(&options)),
         resolver,
-        clients: ClientFactory::new(client.clone(), config, Some(options.default_service_account.clone())),
+        clients: ClientFactory::new(
+            client.clone(),
+            config,
+            Some(options.default_service_account.clone()),
+        ),
         notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),
         fetcher,
         metrics,
@@ -178,7 +182,10 @@ async fn serve_http(addr: &str, metrics: Option<Arc<Metrics>>, readiness: Readin
     let socket = telemetry::parse_listen_addr(addr).map_err(|_| RunError::Address(addr.to_string()))?;
     let listener = tokio::net::TcpListener::bind(socket)
         .await
-        .map_err(|source| RunError::Listen { addr: addr.to_string(), source })?;
+        .map_err(|source| RunError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
     tokio::spawn(telemetry::serve(listener, metrics, readiness));
     Ok(())
 }
@@ -210,7 +217,9 @@ async fn shutdown_signal() {
 fn trigger_hash(ks: &Kustomization) -> Option<u64> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     ks.metadata.generation.hash(&mut hasher);
-    ks.annotations().get(keys::REQUESTED_AT_ANNOTATION).hash(&mut hasher);
+    ks.annotations()
+        .get(keys::REQUESTED_AT_ANNOTATION)
+        .hash(&mut hasher);
     ks.finalizers().hash(&mut hasher);
     ks.metadata.deletion_timestamp.is_some().hash(&mut hasher);
     Some(hasher.finish())
@@ -231,14 +240,21 @@ pub fn kustomizations_for_source(
     kind: SourceKind,
     source: &DynamicObject,
 ) -> Vec<ObjectRef<Kustomization>> {
-    let Some(artifact) = artifact_of(source).ok().flatten() else { return Vec::new() };
-    let key = (kind.as_str(), source.namespace().unwrap_or_default(), source.name_any());
+    let Some(artifact) = artifact_of(source).ok().flatten() else {
+        return Vec::new();
+    };
+    let key = (
+        kind.as_str(),
+        source.namespace().unwrap_or_default(),
+        source.name_any(),
+    );
     kustomizations
         .iter()
         .filter(|ks| dependencies::source_key(ks) == key)
         .filter(|ks| {
             let status = ks.status.as_ref();
-            let attempted = status.and_then(|s| s.last_attempted_revision.as_deref()) == Some(artifact.revision.as_str());
+            let attempted =
+                status.and_then(|s| s.last_attempted_revision.as_deref()) == Some(artifact.revision.as_str());
             let ready = status.is_some_and(|s| status::is_true(&s.conditions, READY));
             !(attempted && ready)
         })
@@ -268,7 +284,11 @@ async fn run_controller(ctx: Arc<Context>) {
         .with_config(ControllerConfig::default().concurrency(options.concurrent));
 
     // ExternalArtifact stays behind Flux's (default-off) feature gate.
-    for kind in [SourceKind::GitRepository, SourceKind::OCIRepository, SourceKind::Bucket] {
+    for kind in [
+        SourceKind::GitRepository,
+        SourceKind::OCIRepository,
+        SourceKind::Bucket,
+    ] {
         let resource = kind.api_resource();
         let api: Api<DynamicObject> = if options.watch_all_namespaces {
             Api::all_with(ctx.client.clone(), &resource)
@@ -314,7 +334,8 @@ fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context
 pub fn backoff(failures: u32) -> Duration {
     let base = Duration::from_millis(750);
     let max = Duration::from_secs(15 * 60);
-    base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(20))).min(max)
+    base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(20)))
+        .min(max)
 }
 
 /// The interval with Flux's jitter: uniformly within ± `percent` %.
@@ -371,14 +392,32 @@ mod tests {
                 "reason": "ReconciliationSucceeded", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
         };
         let all = [
-            ks("old", json!({"kind": "GitRepository", "name": "repo"}), ready_at("main@sha1:1")),
-            ks("current", json!({"kind": "GitRepository", "name": "repo"}), ready_at("main@sha1:2")),
-            ks("cross-ns", json!({"kind": "GitRepository", "name": "repo", "namespace": "apps"}), json!({})),
+            ks(
+                "old",
+                json!({"kind": "GitRepository", "name": "repo"}),
+                ready_at("main@sha1:1"),
+            ),
+            ks(
+                "current",
+                json!({"kind": "GitRepository", "name": "repo"}),
+                ready_at("main@sha1:2"),
+            ),
+            ks(
+                "cross-ns",
+                json!({"kind": "GitRepository", "name": "repo", "namespace": "apps"}),
+                json!({}),
+            ),
             ks("other-kind", json!({"kind": "Bucket", "name": "repo"}), json!({})),
-            ks("other-name", json!({"kind": "GitRepository", "name": "other"}), json!({})),
+            ks(
+                "other-name",
+                json!({"kind": "GitRepository", "name": "other"}),
+                json!({}),
+            ),
         ];
-        let names: Vec<_> =
-            kustomizations_for_source(&all, SourceKind::GitRepository, &source).into_iter().map(|r| r.name).collect();
+        let names: Vec<_> = kustomizations_for_source(&all, SourceKind::GitRepository, &source)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
         assert_eq!(names, ["old", "cross-ns"]);
     }
 
@@ -391,7 +430,8 @@ mod tests {
         assert_eq!(trigger_hash(&base), trigger_hash(&status_only));
 
         let mut requested = (*base).clone();
-        requested.metadata.annotations = Some([(keys::REQUESTED_AT_ANNOTATION.to_string(), "1".to_string())].into());
+        requested.metadata.annotations =
+            Some([(keys::REQUESTED_AT_ANNOTATION.to_string(), "1".to_string())].into());
         assert_ne!(trigger_hash(&base), trigger_hash(&requested));
 
         let mut new_generation = (*base).clone();

@@ -12,7 +12,9 @@ fn go_duration(text: &str) -> Result<Duration, String> {
 fn jitter_percentage(text: &str) -> Result<u8, String> {
     match text.parse::<u8>() {
         Ok(p) if p < 100 => Ok(p),
-        _ => Err(format!("--interval-jitter-percentage must be a number between 0 and 99, got '{text}'")),
+        _ => Err(format!(
+            "--interval-jitter-percentage must be a number between 0 and 99, got '{text}'"
+        )),
     }
 }
 
@@ -85,14 +87,22 @@ pub struct RunOptions {
     #[arg(long = "log-encoding", value_enum, default_value = "json")]
     pub log_encoding: LogEncoding,
     /// The namespace the controller runs in (the Lease lives there).
-    #[arg(long = "runtime-namespace", env = "RUNTIME_NAMESPACE", default_value = "flux-system")]
+    #[arg(
+        long = "runtime-namespace",
+        env = "RUNTIME_NAMESPACE",
+        default_value = "flux-system"
+    )]
     pub runtime_namespace: String,
 }
 
 impl RunOptions {
     /// The custom stage kinds, without the empty entry an empty flag yields.
     pub fn custom_stage_kinds(&self) -> Vec<String> {
-        self.custom_apply_stage_kinds.iter().filter(|k| !k.is_empty()).cloned().collect()
+        self.custom_apply_stage_kinds
+            .iter()
+            .filter(|k| !k.is_empty())
+            .cloned()
+            .collect()
     }
 
     /// The Lease name: Flux's, suffixed by a hash of the shard selector so shards elect apart.
@@ -121,7 +131,9 @@ mod tests {
     }
 
     fn parse(args: &[&str]) -> RunOptions {
-        Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).unwrap().run
+        Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+            .unwrap()
+            .run
     }
 
     #[test]
@@ -131,7 +143,10 @@ mod tests {
         assert_eq!(o.requeue_dependency, Duration::from_secs(30));
         assert_eq!(o.interval_jitter_percentage, 5);
         assert!(o.watch_all_namespaces);
-        assert_eq!((o.metrics_addr.as_str(), o.health_addr.as_str()), (":8080", ":9440"));
+        assert_eq!(
+            (o.metrics_addr.as_str(), o.health_addr.as_str()),
+            (":8080", ":9440")
+        );
         assert_eq!(o.leader_election_lease_duration, Duration::from_secs(35));
         assert_eq!(o.log_encoding, LogEncoding::Json);
         assert!(o.custom_stage_kinds().is_empty());
@@ -149,18 +164,30 @@ mod tests {
         ]);
         assert!(!o.watch_all_namespaces);
         assert_eq!(o.requeue_dependency, Duration::from_secs(5));
-        assert_eq!(o.custom_stage_kinds(), ["rbac.authorization.k8s.io/Role", "ServiceAccount"]);
+        assert_eq!(
+            o.custom_stage_kinds(),
+            ["rbac.authorization.k8s.io/Role", "ServiceAccount"]
+        );
         assert_eq!(o.artifact_fetch_retries, 2);
         // The lease name is Flux's plus the first 8 hex digits of sha256(selector).
         let expected = &hex::encode(sha2::Sha256::digest(b"sharding.fluxcd.io/key=shard1"))[..8];
-        assert_eq!(o.lease_name(), format!("kustomize-controller-leader-election-{expected}"));
+        assert_eq!(
+            o.lease_name(),
+            format!("kustomize-controller-leader-election-{expected}")
+        );
     }
 
     #[test]
     fn bad_values_name_the_flag() {
-        let err = Cli::try_parse_from(["run", "--interval-jitter-percentage=100"]).err().unwrap().to_string();
+        let err = Cli::try_parse_from(["run", "--interval-jitter-percentage=100"])
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("--interval-jitter-percentage"), "{err}");
-        let err = Cli::try_parse_from(["run", "--requeue-dependency=soon"]).err().unwrap().to_string();
+        let err = Cli::try_parse_from(["run", "--requeue-dependency=soon"])
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("invalid duration 'soon'"), "{err}");
     }
 }

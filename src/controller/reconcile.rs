@@ -13,31 +13,33 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Client, ResourceExt};
 use tracing::Instrument;
 
-use crate::api::conditions::{keys, reason, READY};
+use crate::api::conditions::{READY, keys, reason};
 use crate::api::kustomization::{KustomizationStatus, SubstituteKind};
-use crate::api::{duration, Kustomization, ResourceInventory};
+use crate::api::{Kustomization, ResourceInventory, duration};
 use crate::applier::inventory::{inventory_of, stale};
-use crate::applier::{Action as ChangeAction, Applier, ApplyError, ApplyRequest, ChangeSet, Owner, PruneError};
-use crate::build::flux as flux_build;
+use crate::applier::{
+    Action as ChangeAction, Applier, ApplyError, ApplyRequest, ChangeSet, Owner, PruneError,
+};
 use crate::build::BuildOptions;
+use crate::build::flux as flux_build;
 use crate::health::{self, HealthError, WaitTarget};
 use crate::kube_ext::ResourceResolver;
-use crate::source::{get_artifact, resolve_path, SourceError};
+use crate::source::{SourceError, get_artifact, resolve_path};
 use crate::telemetry::{ObjectLabels, ReconcileResult};
 
 use super::clients::ClientError;
-use super::dependencies::{check_dependencies, DependencyError};
+use super::dependencies::{DependencyError, check_dependencies};
 use super::events::{self, Notice};
 use super::status::{self, Applied, BuiltRevision, Failed, Progress, Stamp};
-use super::{finalize, jittered, Context};
+use super::{Context, finalize, jittered};
 
 /// Errors that leave the driver as errors (the rest become a status and a requeue).
 #[derive(Debug, thiserror::Error)]
@@ -61,9 +63,8 @@ impl ReconcileError {
         match self {
             Self::Terminal(_) => true,
             Self::Finalizer(error) => match error.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
-                    e.is_terminal()
-                }
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.is_terminal(),
                 _ => false,
             },
             _ => false,
@@ -77,15 +78,20 @@ pub async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Acti
     let name = ks.name_any();
     // `kustomization`, not `name`: the JSON formatter writes the span's own name under `name`.
     let span = tracing::info_span!("reconcile", namespace = %namespace, kustomization = %name, revision = tracing::field::Empty);
-    let labels = ObjectLabels { kind: "Kustomization".into(), name: name.clone(), namespace: namespace.clone() };
+    let labels = ObjectLabels {
+        kind: "Kustomization".into(),
+        name: name.clone(),
+        namespace: namespace.clone(),
+    };
     let started = Instant::now();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, keys::FINALIZER, ks, |event| async {
         match event {
             FinalizerEvent::Apply(ks) => reconcile_apply(ks, &ctx).await,
-            FinalizerEvent::Cleanup(ks) => {
-                finalize::cleanup(&ks, &ctx).await.map(|()| Action::await_change()).map_err(ReconcileError::from)
-            }
+            FinalizerEvent::Cleanup(ks) => finalize::cleanup(&ks, &ctx)
+                .await
+                .map(|()| Action::await_change())
+                .map_err(ReconcileError::from),
         }
     })
     .instrument(span)
@@ -96,7 +102,8 @@ pub async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Acti
         Err(_) => (ReconcileResult::Failure, true),
     };
     ctx.failure_count(&format!("{namespace}/{name}"), failed);
-    ctx.metrics.record_reconcile(&labels, started.elapsed(), result_label);
+    ctx.metrics
+        .record_reconcile(&labels, started.elapsed(), result_label);
     result
 }
 
@@ -115,7 +122,14 @@ struct StepFailure {
 impl StepFailure {
     fn new(reason: &'static str, message: String, requeue: Duration) -> Self {
         Self {
-            failed: Failed { reason, message, terminal: false, build: None, inventory: None, unhealthy: false },
+            failed: Failed {
+                reason,
+                message,
+                terminal: false,
+                build: None,
+                inventory: None,
+                unhealthy: false,
+            },
             requeue: Some(requeue),
             notify: true,
             notice: None,
@@ -139,20 +153,32 @@ struct Pass {
 
 impl Pass {
     fn metadata(&self) -> BTreeMap<String, String> {
-        events::metadata(&self.ks, self.revision.as_deref(), self.origin_revision.as_deref())
+        events::metadata(
+            &self.ks,
+            self.revision.as_deref(),
+            self.origin_revision.as_deref(),
+        )
     }
 
     fn step(&mut self, step: Progress) {
         if let Some(revision) = &self.revision {
             let timeout = self.ks.spec.timeout();
-            status::mark_reconciling(&mut self.status.conditions, &self.stamp, reason::PROGRESSING, &step.message(revision, timeout));
+            status::mark_reconciling(
+                &mut self.status.conditions,
+                &self.stamp,
+                reason::PROGRESSING,
+                &step.message(revision, timeout),
+            );
         }
     }
 }
 
 async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action, ReconcileError> {
     let old = ks.status.clone().unwrap_or_default();
-    let stamp = Stamp { generation: ks.metadata.generation.unwrap_or_default(), now: Timestamp::now() };
+    let stamp = Stamp {
+        generation: ks.metadata.generation.unwrap_or_default(),
+        now: Timestamp::now(),
+    };
     let requested_at = ks.annotations().get(keys::REQUESTED_AT_ANNOTATION).cloned();
     let mut pass = Pass {
         ks: ks.clone(),
@@ -177,14 +203,23 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
     status::keep_transition_times(&pass.old, &mut pass.status);
     let written = write_if_changed(ctx, &pass).await?;
     let ready = status::find(&pass.status.conditions, READY).map(|c| c.status.clone());
-    let labels = ObjectLabels { kind: "Kustomization".into(), name: ks.name_any(), namespace: ks.namespace().unwrap_or_default() };
+    let labels = ObjectLabels {
+        kind: "Kustomization".into(),
+        name: ks.name_any(),
+        namespace: ks.namespace().unwrap_or_default(),
+    };
     ctx.metrics.record_ready(&labels, ready.as_deref());
 
     // Events: change-set lines always (they are changes); outcome events only when the
     // status says something new, so a quiet interval emits nothing.
     let metadata = pass.metadata();
     if !pass.changes.is_empty() {
-        ctx.notifier.emit(&ks, &Notice::info(reason::PROGRESSING, pass.changes.join("\n"), metadata.clone())).await;
+        ctx.notifier
+            .emit(
+                &ks,
+                &Notice::info(reason::PROGRESSING, pass.changes.join("\n"), metadata.clone()),
+            )
+            .await;
     }
     match outcome {
         Ok(()) => {
@@ -197,10 +232,19 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
             if written && ready_changed(&pass.old, &pass.status) {
                 let mut metadata = metadata;
                 metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
-                ctx.notifier.emit(&ks, &Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata)).await;
+                ctx.notifier
+                    .emit(
+                        &ks,
+                        &Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata),
+                    )
+                    .await;
             }
             let random: f64 = rand::random();
-            Ok(Action::requeue(jittered(ks.spec.interval(), ctx.options.interval_jitter_percentage, random)))
+            Ok(Action::requeue(jittered(
+                ks.spec.interval(),
+                ctx.options.interval_jitter_percentage,
+                random,
+            )))
         }
         Err(failure) => {
             tracing::info!(reason = failure.failed.reason, message = %failure.failed.message, "reconciliation failed");
@@ -208,7 +252,8 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
                 if let Some(notice) = failure.notice {
                     ctx.notifier.emit(&ks, &notice).await;
                 } else if failure.notify {
-                    let notice = Notice::error(failure.failed.reason, failure.failed.message.clone(), metadata);
+                    let notice =
+                        Notice::error(failure.failed.reason, failure.failed.message.clone(), metadata);
                     ctx.notifier.emit(&ks, &notice).await;
                 }
             }
@@ -255,9 +300,9 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
 
     // dependsOn.
     if !spec.depends_on.is_empty() {
-        check_dependencies(&ctx.client, &ks, &artifact.revision).await.map_err(|e| {
-            dependency_failure(pass, e, requeue_dependency)
-        })?;
+        check_dependencies(&ctx.client, &ks, &artifact.revision)
+            .await
+            .map_err(|e| dependency_failure(pass, e, requeue_dependency))?;
     }
 
     // New work: say so before the (possibly long) rest of the pass.
@@ -266,24 +311,45 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let attempted_generation = status::find(&pass.old.conditions, READY).and_then(|c| c.observed_generation);
     let new_work = pass.old.last_attempted_revision.as_deref() != Some(artifact.revision.as_str())
         || attempted_generation != Some(pass.stamp.generation);
-    status::mark_progress(&mut pass.status, &pass.stamp, Progress::Fetching, &artifact.revision, spec.timeout());
+    status::mark_progress(
+        &mut pass.status,
+        &pass.stamp,
+        Progress::Fetching,
+        &artifact.revision,
+        spec.timeout(),
+    );
     if new_work {
-        write_status(ctx, &ks, &pass.status).await.map_err(|e| StepFailure {
-            requeue: None,
-            error: Some(e),
-            ..StepFailure::new(reason::RECONCILIATION_FAILED, "failed to update status".into(), Duration::ZERO)
-        })?;
+        write_status(ctx, &ks, &pass.status)
+            .await
+            .map_err(|e| StepFailure {
+                requeue: None,
+                error: Some(e),
+                ..StepFailure::new(
+                    reason::RECONCILIATION_FAILED,
+                    "failed to update status".into(),
+                    Duration::ZERO,
+                )
+            })?;
     }
 
     // Fetch.
     let retry = spec.retry_interval();
-    let tree = ctx.fetcher.fetch(&artifact).await.map_err(|e| source_failure(pass, e, requeue_dependency))?;
-    let dir = resolve_path(tree.root(), spec.path.as_deref()).map_err(|e| source_failure(pass, e, requeue_dependency))?;
+    let tree = ctx
+        .fetcher
+        .fetch(&artifact)
+        .await
+        .map_err(|e| source_failure(pass, e, requeue_dependency))?;
+    let dir = resolve_path(tree.root(), spec.path.as_deref())
+        .map_err(|e| source_failure(pass, e, requeue_dependency))?;
     pass.status.last_attempted_revision = Some(artifact.revision.clone());
     pass.step(Progress::Building);
 
     // The client objects are applied with.
-    let client = ctx.clients.for_kustomization(&ks).await.map_err(|e| client_failure(e, retry))?;
+    let client = ctx
+        .clients
+        .for_kustomization(&ks)
+        .await
+        .map_err(|e| client_failure(e, retry))?;
 
     // Build (CPU-bound: off the async workers).
     let vars = substitution_vars(&ctx.client, &ks).await.map_err(|message| {
@@ -292,14 +358,16 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         failure
     })?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
-    let built = tokio::task::spawn_blocking(move || flux_build::build(&root, &dir, &build_spec, &vars, &BuildOptions::new()))
-        .await
-        .map_err(|e| StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry))
-        .and_then(|built| built.map_err(|e| StepFailure::new(e.reason(), e.to_string(), retry)))
-        .map_err(|failure| {
-            status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-            failure
-        })?;
+    let built = tokio::task::spawn_blocking(move || {
+        flux_build::build(&root, &dir, &build_spec, &vars, &BuildOptions::new())
+    })
+    .await
+    .map_err(|e| StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry))
+    .and_then(|built| built.map_err(|e| StepFailure::new(e.reason(), e.to_string(), retry)))
+    .map_err(|failure| {
+        status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
+        failure
+    })?;
     drop(tree);
     let built_revision = BuiltRevision {
         digest: built.digest.clone(),
@@ -351,12 +419,22 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     if !targets.is_empty() {
         pass.step(Progress::HealthChecks);
         let started = Instant::now();
-        let waited = health::wait(&resolver, &targets, &exprs, spec.timeout(), std::future::pending()).await;
+        let waited = health::wait(
+            &resolver,
+            &targets,
+            &exprs,
+            spec.timeout(),
+            std::future::pending(),
+        )
+        .await;
         pass.stamp.now = Timestamp::now();
         if let Err(error) = waited {
             let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
             failure.failed.unhealthy = !matches!(error, HealthError::Canceled);
-            failure.failed.build = Some(BuiltRevision { duration: pass.started.elapsed(), ..built_revision });
+            failure.failed.build = Some(BuiltRevision {
+                duration: pass.started.elapsed(),
+                ..built_revision
+            });
             failure.failed.inventory = Some(std::mem::take(&mut inventory));
             status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
             return Err(failure);
@@ -379,12 +457,20 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
 /// Whether this Kustomization applies with the controller's own client.
 pub fn uses_own_client(spec: &crate::api::KustomizationSpec, ctx: &Context) -> bool {
     spec.kube_config.is_none()
-        && spec.service_account_name.as_deref().unwrap_or_default().is_empty()
+        && spec
+            .service_account_name
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
         && ctx.options.default_service_account.is_empty()
 }
 
 /// The objects to wait for: everything applied with `wait`, else `healthChecks`.
-fn health_targets(spec: &crate::api::KustomizationSpec, ks: &Kustomization, changes: &ChangeSet) -> Vec<WaitTarget> {
+fn health_targets(
+    spec: &crate::api::KustomizationSpec,
+    ks: &Kustomization,
+    changes: &ChangeSet,
+) -> Vec<WaitTarget> {
     if spec.wait {
         return changes
             .entries
@@ -401,14 +487,22 @@ fn health_targets(spec: &crate::api::KustomizationSpec, ks: &Kustomization, chan
         .iter()
         .map(|check| {
             let namespace = check.namespace.clone().unwrap_or_else(|| own_namespace.clone());
-            WaitTarget::new(check.api_version.as_deref().unwrap_or("v1"), &check.kind, Some(&namespace), &check.name)
+            WaitTarget::new(
+                check.api_version.as_deref().unwrap_or("v1"),
+                &check.kind,
+                Some(&namespace),
+                &check.name,
+            )
         })
         .collect()
 }
 
 fn record_changes(pass: &mut Pass, ctx: &Context, changes: &ChangeSet) {
     for entry in &changes.entries {
-        if matches!(entry.action, ChangeAction::Created | ChangeAction::Configured | ChangeAction::Deleted) {
+        if matches!(
+            entry.action,
+            ChangeAction::Created | ChangeAction::Configured | ChangeAction::Deleted
+        ) {
             pass.changes.push(entry.to_string());
             ctx.metrics.record_action(&entry.action.to_string(), 1);
         }
@@ -430,9 +524,20 @@ fn source_failure(pass: &mut Pass, error: SourceError, requeue_dependency: Durat
 }
 
 fn dependency_failure(pass: &mut Pass, error: DependencyError, requeue_dependency: Duration) -> StepFailure {
-    let mut failure = StepFailure::new(reason::DEPENDENCY_NOT_READY, error.to_string(), requeue_dependency);
-    let message = format!("Dependencies do not meet ready condition, retrying in {}", duration::format(requeue_dependency));
-    failure.notice = Some(Notice::info(reason::DEPENDENCY_NOT_READY_EVENT, message, pass.metadata()));
+    let mut failure = StepFailure::new(
+        reason::DEPENDENCY_NOT_READY,
+        error.to_string(),
+        requeue_dependency,
+    );
+    let message = format!(
+        "Dependencies do not meet ready condition, retrying in {}",
+        duration::format(requeue_dependency)
+    );
+    failure.notice = Some(Notice::info(
+        reason::DEPENDENCY_NOT_READY_EVENT,
+        message,
+        pass.metadata(),
+    ));
     status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
     failure
 }
@@ -447,7 +552,10 @@ fn client_failure(error: ClientError, retry: Duration) -> StepFailure {
 
 fn apply_failure(pass: &mut Pass, error: ApplyError, built: &BuiltRevision, retry: Duration) -> StepFailure {
     let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
-    failure.failed.build = Some(BuiltRevision { duration: pass.started.elapsed(), ..built.clone() });
+    failure.failed.build = Some(BuiltRevision {
+        duration: pass.started.elapsed(),
+        ..built.clone()
+    });
     status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
     failure
 }
@@ -466,7 +574,10 @@ fn prune_failure(
         inventory.entries.extend(pending.iter().cloned());
     }
     let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
-    failure.failed.build = Some(BuiltRevision { duration: pass.started.elapsed(), ..built.clone() });
+    failure.failed.build = Some(BuiltRevision {
+        duration: pass.started.elapsed(),
+        ..built.clone()
+    });
     failure.failed.inventory = Some(inventory);
     status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
     failure
@@ -475,7 +586,9 @@ fn prune_failure(
 /// The variables of `postBuild`: `substituteFrom` in order (later ones win), then the inline
 /// `substitute` over all. Read with the controller's identity; values are never logged.
 async fn substitution_vars(client: &Client, ks: &Kustomization) -> Result<BTreeMap<String, String>, String> {
-    let Some(post_build) = &ks.spec.post_build else { return Ok(BTreeMap::new()) };
+    let Some(post_build) = &ks.spec.post_build else {
+        return Ok(BTreeMap::new());
+    };
     let namespace = ks.namespace().unwrap_or_default();
     let mut sources = Vec::new();
     for reference in &post_build.substitute_from {
@@ -485,25 +598,44 @@ async fn substitution_vars(client: &Client, ks: &Kustomization) -> Result<BTreeM
                 Api::<ConfigMap>::namespaced(client.clone(), &namespace)
                     .get_opt(&reference.name)
                     .await
-                    .map(|cm| cm.map(|cm| cm.data.unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>())),
+                    .map(|cm| {
+                        cm.map(|cm| {
+                            cm.data
+                                .unwrap_or_default()
+                                .into_iter()
+                                .collect::<BTreeMap<_, _>>()
+                        })
+                    }),
             ),
             SubstituteKind::Secret => (
                 "Secret",
-                Api::<Secret>::namespaced(client.clone(), &namespace).get_opt(&reference.name).await.map(|secret| {
-                    secret.map(|s| {
-                        let data = s.data.unwrap_or_default().into_iter();
-                        data.map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect::<BTreeMap<_, _>>()
-                    })
-                }),
+                Api::<Secret>::namespaced(client.clone(), &namespace)
+                    .get_opt(&reference.name)
+                    .await
+                    .map(|secret| {
+                        secret.map(|s| {
+                            let data = s.data.unwrap_or_default().into_iter();
+                            data.map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                                .collect::<BTreeMap<_, _>>()
+                        })
+                    }),
             ),
         };
         match found {
             Ok(Some(data)) => sources.push(data),
             Ok(None) if reference.optional => {}
             Ok(None) => {
-                return Err(format!("substitute from '{kind}/{}' error: {kind} '{namespace}/{}' not found", reference.name, reference.name));
+                return Err(format!(
+                    "substitute from '{kind}/{}' error: {kind} '{namespace}/{}' not found",
+                    reference.name, reference.name
+                ));
             }
-            Err(error) => return Err(format!("substitute from '{kind}/{}' error: {error}", reference.name)),
+            Err(error) => {
+                return Err(format!(
+                    "substitute from '{kind}/{}' error: {error}",
+                    reference.name
+                ));
+            }
         }
     }
     Ok(flux_build::merge_vars(sources, post_build.substitute.as_ref()))
@@ -521,7 +653,11 @@ async fn write_if_changed(ctx: &Context, pass: &Pass) -> Result<bool, ReconcileE
 
 /// Server-side apply of the status subresource by `gotk-kustomize-controller`, forced: the
 /// controller owns these fields.
-pub async fn write_status(ctx: &Context, ks: &Kustomization, status: &KustomizationStatus) -> Result<(), ReconcileError> {
+pub async fn write_status(
+    ctx: &Context,
+    ks: &Kustomization,
+    status: &KustomizationStatus,
+) -> Result<(), ReconcileError> {
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ks.namespace().unwrap_or_default());
     let body = serde_json::json!({
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
@@ -529,7 +665,10 @@ pub async fn write_status(ctx: &Context, ks: &Kustomization, status: &Kustomizat
         "status": status,
     });
     let params = PatchParams::apply(keys::STATUS_FIELD_MANAGER).force();
-    match api.patch_status(&ks.name_any(), &params, &Patch::Apply(&body)).await {
+    match api
+        .patch_status(&ks.name_any(), &params, &Patch::Apply(&body))
+        .await
+    {
         Ok(_) => Ok(()),
         // Gone while we worked: nothing left to report on.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),

@@ -10,10 +10,10 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::conditions::{reason, HEALTHY, READY, RECONCILING, STALLED};
+use crate::api::ResourceInventory;
+use crate::api::conditions::{HEALTHY, READY, RECONCILING, STALLED, reason};
 use crate::api::duration;
 use crate::api::kustomization::{KustomizationStatus, Snapshot};
-use crate::api::ResourceInventory;
 
 /// Flux caps condition messages at this many bytes.
 const MAX_MESSAGE_BYTES: usize = 32768;
@@ -56,7 +56,10 @@ impl Progress {
             Self::DetectingDrift => "Detecting drift",
             Self::HealthChecks => "Running health checks",
         };
-        format!("{step} for revision {revision} with a timeout of {}", duration::format(timeout))
+        format!(
+            "{step} for revision {revision} with a timeout of {}",
+            duration::format(timeout)
+        )
     }
 }
 
@@ -71,7 +74,14 @@ pub fn health_passed_message(elapsed: Duration) -> String {
 }
 
 /// Sets (or replaces) a condition with Flux's setter semantics.
-pub fn set_condition(conditions: &mut Vec<Condition>, stamp: &Stamp, type_: &str, status: &str, reason: &str, message: &str) {
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    stamp: &Stamp,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) {
     let message = cap_message(message);
     let unchanged = |c: &Condition| c.status == status && c.reason == reason && c.message == message;
     let last_transition_time = match conditions.iter().find(|c| c.type_ == type_) {
@@ -145,9 +155,27 @@ fn sort_conditions(conditions: &mut [Condition]) {
 
 /// The progress status written when a reconcile starts new work (a new revision or a new
 /// generation): Ready=Unknown and Reconciling=True saying which step runs.
-pub fn mark_progress(status: &mut KustomizationStatus, stamp: &Stamp, step: Progress, revision: &str, timeout: Duration) {
-    set_condition(&mut status.conditions, stamp, READY, UNKNOWN, reason::PROGRESSING, "Reconciliation in progress");
-    mark_reconciling(&mut status.conditions, stamp, reason::PROGRESSING, &step.message(revision, timeout));
+pub fn mark_progress(
+    status: &mut KustomizationStatus,
+    stamp: &Stamp,
+    step: Progress,
+    revision: &str,
+    timeout: Duration,
+) {
+    set_condition(
+        &mut status.conditions,
+        stamp,
+        READY,
+        UNKNOWN,
+        reason::PROGRESSING,
+        "Reconciliation in progress",
+    );
+    mark_reconciling(
+        &mut status.conditions,
+        stamp,
+        reason::PROGRESSING,
+        &step.message(revision, timeout),
+    );
 }
 
 /// Flux's end-of-reconcile bookkeeping (`finalizeStatus`).
@@ -189,7 +217,14 @@ pub struct Applied {
 /// Records a fully successful reconcile.
 pub fn mark_applied(status: &mut KustomizationStatus, stamp: &Stamp, applied: &Applied) {
     if let Some(elapsed) = applied.health {
-        set_condition(&mut status.conditions, stamp, HEALTHY, TRUE, reason::SUCCEEDED, &health_passed_message(elapsed));
+        set_condition(
+            &mut status.conditions,
+            stamp,
+            HEALTHY,
+            TRUE,
+            reason::SUCCEEDED,
+            &health_passed_message(elapsed),
+        );
     } else {
         delete_condition(&mut status.conditions, HEALTHY);
     }
@@ -244,25 +279,49 @@ pub struct BuiltRevision {
 
 /// Records a failed reconcile.
 pub fn mark_failed(status: &mut KustomizationStatus, stamp: &Stamp, failed: &Failed) {
-    set_condition(&mut status.conditions, stamp, READY, FALSE, failed.reason, &failed.message);
+    set_condition(
+        &mut status.conditions,
+        stamp,
+        READY,
+        FALSE,
+        failed.reason,
+        &failed.message,
+    );
     if failed.terminal {
         mark_stalled(&mut status.conditions, stamp, failed.reason, &failed.message);
         // Flux observes the generation on terminal errors: retrying it cannot help.
         status.observed_generation = stamp.generation;
     }
     if failed.unhealthy {
-        set_condition(&mut status.conditions, stamp, HEALTHY, FALSE, reason::HEALTH_CHECK_FAILED, &failed.message);
+        set_condition(
+            &mut status.conditions,
+            stamp,
+            HEALTHY,
+            FALSE,
+            reason::HEALTH_CHECK_FAILED,
+            &failed.message,
+        );
     }
     if let Some(inventory) = &failed.inventory {
         status.inventory = Some(inventory.clone());
     }
     if let Some(build) = &failed.build {
         let metadata = snapshot_metadata(&build.revision, build.origin_revision.as_deref());
-        upsert_history(&mut status.history, stamp, &build.digest, failed.reason, metadata, build.duration);
+        upsert_history(
+            &mut status.history,
+            stamp,
+            &build.digest,
+            failed.reason,
+            metadata,
+            build.duration,
+        );
     }
 }
 
-fn snapshot_metadata(revision: &str, origin_revision: Option<&str>) -> std::collections::BTreeMap<String, String> {
+fn snapshot_metadata(
+    revision: &str,
+    origin_revision: Option<&str>,
+) -> std::collections::BTreeMap<String, String> {
     let mut metadata = std::collections::BTreeMap::from([("revision".to_string(), revision.to_string())]);
     if let Some(origin) = origin_revision.filter(|o| !o.is_empty()) {
         metadata.insert("originRevision".to_string(), origin.to_string());
@@ -282,7 +341,10 @@ pub fn upsert_history(
 ) {
     let now = stamp.time();
     let elapsed = duration::format(elapsed);
-    let entry = match history.iter().position(|s| s.digest == digest && s.last_reconciled_status == status) {
+    let entry = match history
+        .iter()
+        .position(|s| s.digest == digest && s.last_reconciled_status == status)
+    {
         Some(index) => {
             let mut entry = history.remove(index);
             entry.last_reconciled = now;
@@ -311,7 +373,10 @@ pub fn upsert_history(
 pub fn keep_transition_times(stored: &KustomizationStatus, status: &mut KustomizationStatus) {
     for condition in &mut status.conditions {
         if let Some(before) = find(&stored.conditions, &condition.type_) {
-            if before.status == condition.status && before.reason == condition.reason && before.message == condition.message {
+            if before.status == condition.status
+                && before.reason == condition.reason
+                && before.message == condition.message
+            {
                 condition.last_transition_time = before.last_transition_time.clone();
             }
         }
@@ -346,7 +411,10 @@ mod tests {
     use crate::api::ResourceRef;
 
     fn stamp(generation: i64, second: i64) -> Stamp {
-        Stamp { generation, now: Timestamp::from_second(1_767_225_600 + second).unwrap() }
+        Stamp {
+            generation,
+            now: Timestamp::from_second(1_767_225_600 + second).unwrap(),
+        }
     }
 
     fn types(conditions: &[Condition]) -> Vec<&str> {
@@ -369,7 +437,10 @@ mod tests {
             Progress::DetectingDrift.message("r", Duration::from_secs(3600)),
             "Detecting drift for revision r with a timeout of 1h0m0s"
         );
-        assert_eq!(applied_message(rev), "Applied revision: main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812");
+        assert_eq!(
+            applied_message(rev),
+            "Applied revision: main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812"
+        );
     }
 
     #[test]
@@ -384,11 +455,17 @@ mod tests {
         assert_eq!(conditions[0].observed_generation, Some(2));
 
         // Each of status, reason and message moves the time (stricter than metav1).
-        for (second, (status, reason, message)) in
-            [(20, (FALSE, "A", "m")), (30, (FALSE, "B", "m")), (40, (FALSE, "B", "n"))]
-        {
+        for (second, (status, reason, message)) in [
+            (20, (FALSE, "A", "m")),
+            (30, (FALSE, "B", "m")),
+            (40, (FALSE, "B", "n")),
+        ] {
             set_condition(&mut conditions, &stamp(2, second), READY, status, reason, message);
-            assert_eq!(conditions[0].last_transition_time, stamp(2, second).time(), "{status} {reason} {message}");
+            assert_eq!(
+                conditions[0].last_transition_time,
+                stamp(2, second).time(),
+                "{status} {reason} {message}"
+            );
         }
         assert_eq!(conditions.len(), 1);
     }
@@ -397,14 +474,31 @@ mod tests {
     fn times_are_truncated_to_seconds() {
         let now = Timestamp::from_millisecond(1_767_225_600_750).unwrap();
         let mut conditions = Vec::new();
-        set_condition(&mut conditions, &Stamp { generation: 1, now }, READY, TRUE, "A", "m");
-        assert_eq!(conditions[0].last_transition_time.0.to_string(), "2026-01-01T00:00:00Z");
+        set_condition(
+            &mut conditions,
+            &Stamp { generation: 1, now },
+            READY,
+            TRUE,
+            "A",
+            "m",
+        );
+        assert_eq!(
+            conditions[0].last_transition_time.0.to_string(),
+            "2026-01-01T00:00:00Z"
+        );
     }
 
     #[test]
     fn long_messages_are_cut_to_32768_bytes_ending_in_dots() {
         let mut conditions = Vec::new();
-        set_condition(&mut conditions, &stamp(1, 0), READY, FALSE, "A", &"x".repeat(40_000));
+        set_condition(
+            &mut conditions,
+            &stamp(1, 0),
+            READY,
+            FALSE,
+            "A",
+            &"x".repeat(40_000),
+        );
         let message = &conditions[0].message;
         assert_eq!(message.len(), 32768);
         assert!(message.ends_with("x..."));
@@ -430,7 +524,10 @@ mod tests {
         set_condition(&mut conditions, &stamp(1, 0), RECONCILING, TRUE, "A", "m");
         set_condition(&mut conditions, &stamp(1, 0), STALLED, TRUE, "A", "m");
         // The rest: newest observedGeneration first, then by type.
-        assert_eq!(types(&conditions), [STALLED, RECONCILING, READY, "Omega", HEALTHY, "Zeta"]);
+        assert_eq!(
+            types(&conditions),
+            [STALLED, RECONCILING, READY, "Omega", HEALTHY, "Zeta"]
+        );
     }
 
     #[test]
@@ -448,7 +545,10 @@ mod tests {
             revision: revision.into(),
             origin_revision: None,
             inventory: ResourceInventory {
-                entries: vec![ResourceRef { id: "apps_web__Service".into(), v: "v1".into() }],
+                entries: vec![ResourceRef {
+                    id: "apps_web__Service".into(),
+                    v: "v1".into(),
+                }],
             },
             digest: digest.into(),
             health: None,
@@ -461,7 +561,13 @@ mod tests {
         // Reference A.1: Ready=True with the revision, no Reconciling, observedGeneration set.
         let rev = "main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812";
         let mut status = KustomizationStatus::default();
-        mark_progress(&mut status, &stamp(3, 0), Progress::Fetching, rev, Duration::from_secs(270));
+        mark_progress(
+            &mut status,
+            &stamp(3, 0),
+            Progress::Fetching,
+            rev,
+            Duration::from_secs(270),
+        );
         assert_eq!(types(&status.conditions), [RECONCILING, READY]);
         assert_eq!(status.conditions[1].status, UNKNOWN);
         assert_eq!(status.conditions[1].message, "Reconciliation in progress");
@@ -473,16 +579,25 @@ mod tests {
 
         assert_eq!(types(&status.conditions), [READY, HEALTHY]);
         let ready = &status.conditions[0];
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), (TRUE, "ReconciliationSucceeded"));
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            (TRUE, "ReconciliationSucceeded")
+        );
         assert_eq!(ready.message, format!("Applied revision: {rev}"));
         assert_eq!(ready.observed_generation, Some(3));
-        assert_eq!(status.conditions[1].message, "Health check passed in 5.012345678s");
+        assert_eq!(
+            status.conditions[1].message,
+            "Health check passed in 5.012345678s"
+        );
         assert_eq!(status.conditions[1].reason, "Succeeded");
         assert_eq!(status.observed_generation, 3);
         assert_eq!(status.last_applied_revision.as_deref(), Some(rev));
         assert_eq!(status.last_attempted_revision.as_deref(), Some(rev));
         assert_eq!(status.last_handled_reconcile_at.as_deref(), Some("1767225600"));
-        assert_eq!(status.inventory.as_ref().unwrap().entries[0].id, "apps_web__Service");
+        assert_eq!(
+            status.inventory.as_ref().unwrap().entries[0].id,
+            "apps_web__Service"
+        );
         let snapshot = &status.history[0];
         assert_eq!(snapshot.last_reconciled_status, "ReconciliationSucceeded");
         assert_eq!(snapshot.last_reconciled_duration, "7.2s");
@@ -499,7 +614,13 @@ mod tests {
         finalize_status(&mut status, &stamp(2, 0), None);
         let inventory = status.inventory.clone();
 
-        mark_progress(&mut status, &stamp(2, 10), Progress::DetectingDrift, "r2", Duration::from_secs(270));
+        mark_progress(
+            &mut status,
+            &stamp(2, 10),
+            Progress::DetectingDrift,
+            "r2",
+            Duration::from_secs(270),
+        );
         let failed = Failed {
             reason: reason::RECONCILIATION_FAILED,
             message: "Deployment/apps/web dry-run failed (Invalid): spec.template: Required value".into(),
@@ -519,22 +640,42 @@ mod tests {
         assert_eq!(types(&status.conditions), [RECONCILING, READY]);
         let reconciling = &status.conditions[0];
         assert_eq!(reconciling.reason, "ProgressingWithRetry");
-        assert_eq!(reconciling.message, "Detecting drift for revision r2 with a timeout of 4m30s");
+        assert_eq!(
+            reconciling.message,
+            "Detecting drift for revision r2 with a timeout of 4m30s"
+        );
         assert_eq!(status.conditions[1].reason, "ReconciliationFailed");
         assert_eq!(status.observed_generation, 2, "not advanced on ordinary failures");
         assert_eq!(status.inventory, inventory);
         assert_eq!(status.last_applied_revision.as_deref(), Some("r1"));
-        let history: Vec<_> = status.history.iter().map(|s| (s.digest.as_str(), s.last_reconciled_status.as_str())).collect();
-        assert_eq!(history, [("sha256:b", "ReconciliationFailed"), ("sha256:a", "ReconciliationSucceeded")]);
+        let history: Vec<_> = status
+            .history
+            .iter()
+            .map(|s| (s.digest.as_str(), s.last_reconciled_status.as_str()))
+            .collect();
+        assert_eq!(
+            history,
+            [
+                ("sha256:b", "ReconciliationFailed"),
+                ("sha256:a", "ReconciliationSucceeded")
+            ]
+        );
     }
 
     #[test]
     fn terminal_failure_stalls_and_observes_the_generation() {
         let mut status = KustomizationStatus::default();
-        mark_progress(&mut status, &stamp(4, 0), Progress::Fetching, "r", Duration::from_secs(30));
+        mark_progress(
+            &mut status,
+            &stamp(4, 0),
+            Progress::Fetching,
+            "r",
+            Duration::from_secs(30),
+        );
         let failed = Failed {
             reason: reason::ACCESS_DENIED,
-            message: "can't access 'GitRepository/other/repo', cross-namespace references have been blocked".into(),
+            message: "can't access 'GitRepository/other/repo', cross-namespace references have been blocked"
+                .into(),
             terminal: true,
             build: None,
             inventory: None,
@@ -555,10 +696,20 @@ mod tests {
         finalize_status(&mut stored, &stamp(1, 0), None);
 
         let mut status = stored.clone();
-        mark_progress(&mut status, &stamp(1, 60), Progress::Fetching, "r1", Duration::from_secs(30));
+        mark_progress(
+            &mut status,
+            &stamp(1, 60),
+            Progress::Fetching,
+            "r1",
+            Duration::from_secs(30),
+        );
         mark_applied(&mut status, &stamp(1, 61), &applied("r1", "sha256:a"));
         finalize_status(&mut status, &stamp(1, 61), None);
-        assert_eq!(status.conditions[0].last_transition_time, stamp(1, 61).time(), "the setter saw Unknown -> True");
+        assert_eq!(
+            status.conditions[0].last_transition_time,
+            stamp(1, 61).time(),
+            "the setter saw Unknown -> True"
+        );
         keep_transition_times(&stored, &mut status);
         assert_eq!(status.conditions[0].last_transition_time, stamp(1, 0).time());
 
@@ -581,18 +732,42 @@ mod tests {
     fn history_bumps_same_digest_and_status_and_keeps_five() {
         let mut history = Vec::new();
         for (second, digest) in [(0, "a"), (1, "b"), (2, "a")] {
-            upsert_history(&mut history, &stamp(1, second), digest, "ReconciliationSucceeded", Default::default(), Duration::from_secs(1));
+            upsert_history(
+                &mut history,
+                &stamp(1, second),
+                digest,
+                "ReconciliationSucceeded",
+                Default::default(),
+                Duration::from_secs(1),
+            );
         }
-        let view: Vec<_> = history.iter().map(|s| (s.digest.as_str(), s.total_reconciliations)).collect();
+        let view: Vec<_> = history
+            .iter()
+            .map(|s| (s.digest.as_str(), s.total_reconciliations))
+            .collect();
         assert_eq!(view, [("a", 2), ("b", 1)]);
         assert_eq!(history[0].first_reconciled, stamp(1, 0).time());
         assert_eq!(history[0].last_reconciled, stamp(1, 2).time());
 
         // Same digest, other status: a new entry.
-        upsert_history(&mut history, &stamp(1, 3), "a", "HealthCheckFailed", Default::default(), Duration::from_secs(1));
+        upsert_history(
+            &mut history,
+            &stamp(1, 3),
+            "a",
+            "HealthCheckFailed",
+            Default::default(),
+            Duration::from_secs(1),
+        );
         assert_eq!(history.len(), 3);
         for (second, digest) in [(4, "c"), (5, "d"), (6, "e"), (7, "f")] {
-            upsert_history(&mut history, &stamp(1, second), digest, "ReconciliationSucceeded", Default::default(), Duration::from_secs(1));
+            upsert_history(
+                &mut history,
+                &stamp(1, second),
+                digest,
+                "ReconciliationSucceeded",
+                Default::default(),
+                Duration::from_secs(1),
+            );
         }
         let digests: Vec<_> = history.iter().map(|s| s.digest.as_str()).collect();
         assert_eq!(digests, ["f", "e", "d", "c", "a"]);

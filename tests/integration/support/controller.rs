@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::Client;
-use kustomize_controller::api::kustomization::SourceKind;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
-use serde_json::{json, Value};
+use kustomize_controller::api::kustomization::SourceKind;
+use serde_json::{Value, json};
 
-use super::artifacts::{self, test_archive, ArtifactServer, Reply};
+use super::artifacts::{self, ArtifactServer, Reply, test_archive};
 use super::eventually;
 
 /// A controller process watching only `namespace` (RUNTIME_NAMESPACE with
@@ -25,7 +25,11 @@ pub struct ControllerProcess {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl ControllerProcess {
@@ -53,7 +57,11 @@ impl ControllerProcess {
             .stderr(log_file)
             .spawn()
             .expect("start the controller binary");
-        Self { child, metrics_port, log }
+        Self {
+            child,
+            metrics_port,
+            log,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -62,7 +70,10 @@ impl ControllerProcess {
 
     /// SIGTERM, as Kubernetes stops a pod; waits for the exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         self.child.wait().expect("wait for the controller")
     }
 
@@ -74,7 +85,9 @@ impl ControllerProcess {
     /// The value of a metric line starting with `prefix`, from /metrics.
     pub async fn metric(&self, prefix: &str) -> Option<f64> {
         let text = http_get(self.metrics_port, "/metrics").await?;
-        text.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
 }
 
@@ -88,7 +101,10 @@ impl Drop for ControllerProcess {
 async fn http_get(port: u16, path: &str) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
     let mut out = String::new();
     stream.read_to_string(&mut out).await.ok()?;
     Some(out)
@@ -103,13 +119,22 @@ pub async fn publish(
     revision: &str,
     files: &[(&'static str, &str)],
 ) {
-    let members: Vec<_> = files.iter().map(|(path, content)| test_archive::file(path, content)).collect();
+    let members: Vec<_> = files
+        .iter()
+        .map(|(path, content)| test_archive::file(path, content))
+        .collect();
     let bytes = test_archive::tar_gz(&members);
     let path = format!("/{namespace}/{repo}/{}.tar.gz", revision.replace([':', '@'], "-"));
     let url = server.route(&path, Reply::Serve(bytes.clone()));
     artifacts::source_crds(client).await;
-    artifacts::publish_artifact(client, SourceKind::GitRepository, namespace, repo, artifacts::artifact_json(&url, revision, &bytes))
-        .await;
+    artifacts::publish_artifact(
+        client,
+        SourceKind::GitRepository,
+        namespace,
+        repo,
+        artifacts::artifact_json(&url, revision, &bytes),
+    )
+    .await;
 }
 
 /// Creates or updates a Kustomization with server-side apply.
@@ -120,17 +145,30 @@ pub async fn apply_kustomization(client: &Client, namespace: &str, name: &str, s
         "spec": spec,
     });
     Api::<Kustomization>::namespaced(client.clone(), namespace)
-        .patch(name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(object))
+        .patch(
+            name,
+            &PatchParams::apply("e2e-tests").force(),
+            &Patch::Apply(object),
+        )
         .await
         .unwrap_or_else(|e| panic!("apply Kustomization {namespace}/{name}: {e}"));
 }
 
 pub async fn get_kustomization(client: &Client, namespace: &str, name: &str) -> Option<Kustomization> {
-    Api::<Kustomization>::namespaced(client.clone(), namespace).get_opt(name).await.ok().flatten()
+    Api::<Kustomization>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
 }
 
 pub fn condition(ks: &Kustomization, type_: &str) -> Option<Condition> {
-    ks.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_).cloned()
+    ks.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
 }
 
 /// Waits until Ready has this status and a message containing `message`; returns the object.
@@ -155,15 +193,27 @@ pub async fn wait_ready(
     match found {
         Ok(ks) => ks,
         Err(_) => {
-            let last = get_kustomization(client, namespace, name).await.and_then(|k| k.status);
-            panic!("timed out waiting for {what}; last status: {last:?}\ncontroller log:\n{}", controller.logs())
+            let last = get_kustomization(client, namespace, name)
+                .await
+                .and_then(|k| k.status);
+            panic!(
+                "timed out waiting for {what}; last status: {last:?}\ncontroller log:\n{}",
+                controller.logs()
+            )
         }
     }
 }
 
 /// events.k8s.io Events about `name` in `namespace`, as (type, reason, note, annotations).
-pub async fn events_about(client: &Client, namespace: &str, name: &str) -> Vec<(String, String, String, Value)> {
-    let events = Api::<Event>::namespaced(client.clone(), namespace).list(&ListParams::default()).await.unwrap();
+pub async fn events_about(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Vec<(String, String, String, Value)> {
+    let events = Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
     events
         .items
         .into_iter()
