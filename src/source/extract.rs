@@ -29,7 +29,7 @@ pub struct ExtractLimits {
 
 impl Default for ExtractLimits {
     fn default() -> Self {
-        Self { max_bytes: 1 << 30, max_entries: 100_000 }
+        Self { max_bytes: 256 << 20, max_entries: 100_000 }
     }
 }
 

@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::cache::{ArtifactTree, TreeCache};
 use super::digest::{ArtifactDigest, Hasher};
-use super::{FetcherConfig, SourceError, extract, redact_url};
+use super::{FetcherConfig, SourceError, extract, override_host, redact_url};
 use crate::api::duration;
 use crate::api::source::Artifact;
 
@@ -62,7 +62,11 @@ impl FetchInner {
     }
 
     pub(crate) async fn fetch(&self, artifact: &Artifact) -> Result<ArtifactTree, SourceError> {
-        let url = redact_url(&artifact.url);
+        let raw_url = match &self.config.host_override {
+            Some(host) => override_host(&artifact.url, host),
+            None => artifact.url.clone(),
+        };
+        let url = redact_url(&raw_url);
         let digest = ArtifactDigest::parse(artifact.digest.as_deref().unwrap_or(""))
             .map_err(|source| SourceError::Verify { url: url.clone(), source })?;
         let limit = self.config.max_artifact_bytes;
@@ -75,7 +79,7 @@ impl FetchInner {
                     .prefix("download-")
                     .tempfile_in(self.cache.staging_dir())
                     .map_err(|source| SourceError::Storage { context: "create download file".into(), source })?;
-                self.download(&artifact.url, &url, &digest, staged.path()).await?;
+                self.download(&raw_url, &url, &digest, staged.path()).await?;
                 let archive = staged
                     .reopen()
                     .map_err(|source| SourceError::Storage { context: "reopen download file".into(), source })?;

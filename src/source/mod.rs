@@ -54,6 +54,9 @@ pub struct FetcherConfig {
     /// Time allowed between bytes: for the response headers and for each body chunk. A
     /// stalled server fails the attempt instead of hanging the reconcile.
     pub read_timeout: Duration,
+    /// Replaces `host[:port]` of every artifact URL (Flux's `SOURCE_CONTROLLER_LOCALHOST`), for
+    /// running the controller outside the cluster.
+    pub host_override: Option<String>,
 }
 
 impl Default for FetcherConfig {
@@ -69,6 +72,7 @@ impl Default for FetcherConfig {
             retry_wait_max: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
+            host_override: None,
         }
     }
 }
@@ -211,6 +215,14 @@ impl Fetcher {
     }
 }
 
+/// `url` with its `host[:port]` replaced by `host`; credentials and the rest are kept.
+pub(crate) fn override_host(url: &str, host: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (authority, path) = rest.find(['/', '?', '#']).map_or((rest, ""), |i| rest.split_at(i));
+    let userinfo = authority.rsplit_once('@').map(|(user, _)| format!("{user}@")).unwrap_or_default();
+    format!("{scheme}://{userinfo}{host}{path}")
+}
+
 /// The URL without credentials or query (which may carry tokens), for errors and logs.
 pub(crate) fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
@@ -246,6 +258,13 @@ mod tests {
             redact_url("http://source-controller.flux-system.svc/gitrepository/ns/app/1.tar.gz"),
             "http://source-controller.flux-system.svc/gitrepository/ns/app/1.tar.gz"
         );
+    }
+
+    #[test]
+    fn the_host_override_replaces_host_and_port_only() {
+        let url = "http://source-controller.flux-system.svc.cluster.local./gitrepository/ns/app/abc.tar.gz";
+        assert_eq!(override_host(url, "localhost:9090"), "http://localhost:9090/gitrepository/ns/app/abc.tar.gz");
+        assert_eq!(override_host("https://u:p@h:1?x=1", "l"), "https://u:p@l?x=1");
     }
 
     fn spec() -> KustomizationSpec {

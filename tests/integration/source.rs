@@ -184,6 +184,31 @@ async fn the_same_digest_is_downloaded_once() {
 }
 
 #[tokio::test]
+async fn the_host_override_sends_in_cluster_urls_to_a_local_server() {
+    let server = ArtifactServer::start().await;
+    let harness = Harness::new(|c| c.host_override = Some(server.authority()));
+    let archive = app_archive();
+    server.route("/gitrepository/ns/app/3.tar.gz", Reply::Serve(archive.clone()));
+    let in_cluster = "http://source-controller.flux-system.svc.cluster.local./gitrepository/ns/app/3.tar.gz";
+    let tree = harness.fetch(&artifact(in_cluster, &archive)).await.unwrap();
+    assert!(tree.root().join("deploy/cm.yaml").is_file());
+    assert_eq!(server.hits("/gitrepository/ns/app/3.tar.gz"), 1);
+}
+
+#[tokio::test]
+async fn dropping_the_fetcher_removes_its_cache_once_trees_are_released() {
+    let server = ArtifactServer::start().await;
+    let Harness { parent, fetcher } = Harness::new(|_| {});
+    let archive = app_archive();
+    let url = server.route("/app/4.tar.gz", Reply::Serve(archive.clone()));
+    let tree = fetcher.fetch(&artifact(&url, &archive)).await.unwrap();
+    drop(fetcher);
+    assert!(tree.root().join("deploy/cm.yaml").is_file(), "a tree in use outlives the fetcher");
+    drop(tree);
+    assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0, "cache directory removed");
+}
+
+#[tokio::test]
 async fn concurrent_first_fetches_download_once() {
     let server = ArtifactServer::start().await;
     let harness = Harness::new(|_| {});
@@ -290,6 +315,11 @@ async fn artifacts_over_the_size_limit_are_refused() {
         assert_eq!(err.to_string(), format!("failed to download archive from {url}: artifact is larger than the max download size of 1024 bytes"));
         harness.assert_clean();
     }
+    // A size published by the source is trusted to refuse before downloading anything.
+    let url = server.route("/announced.tar.gz", Reply::Serve(bytes.clone()));
+    let err = harness.fetch(&artifact(&url, &bytes)).await.unwrap_err();
+    assert!(matches!(err, SourceError::TooLarge { limit: 1024, .. }), "{err}");
+    assert_eq!(server.hits("/announced.tar.gz"), 0);
     // The extraction bound applies to what the archive expands to.
     let harness = Harness::new(|c| c.extract_limits.max_bytes = 8 * 1024);
     let bomb = tar_gz(&[Member::File("zeros.bin", vec![0; 1 << 20])]);

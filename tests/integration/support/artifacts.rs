@@ -73,6 +73,11 @@ impl ArtifactServer {
         format!("http://{}{path}", self.addr)
     }
 
+    /// `host:port` of the server.
+    pub fn authority(&self) -> String {
+        self.addr.to_string()
+    }
+
     /// Requests received for `path` so far.
     pub fn hits(&self, path: &str) -> usize {
         self.routes.lock().unwrap().hits.get(path).copied().unwrap_or(0)
