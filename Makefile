@@ -68,6 +68,7 @@ demo: cluster-up
 demo-down: cluster-down
 
 # Applier benchmark on the development control plane (`make cluster-up`), or the one KUBECONFIG names.
+BENCH_SIZES ?= 100 1000
 .PHONY: bench-apply
 bench-apply:
 	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) run --quiet --example bench_apply -- $(BENCH_SIZES)

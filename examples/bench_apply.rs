@@ -81,8 +81,21 @@ async fn main() {
             cs
         };
         let cold = run("cold apply", "rev1", objects(&ns, n, None), 3 * nf).await;
-        // let the deployment controller annotate and settle, then record the settled state
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // let the deployment controller annotate every Deployment (a write of its own that sends
+        // the object through one dry-run on the next fast path), then record the settled state
+        let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(editor.clone(), &ns);
+        let settle_deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let list = deployments.list(&Default::default()).await.expect("list deployments");
+            let settled = list.items.iter().all(|d| {
+                let annotated = d.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("deployment.kubernetes.io/revision"));
+                annotated && d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation
+            });
+            if settled || Instant::now() > settle_deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
         applier
             .apply(ApplyRequest { owner: owner.clone(), objects: objects(&ns, n, None), force: false, ignore: &[], revision: "rev1b", digest: "d" })
             .await

@@ -5,8 +5,9 @@
 //!    normalize, check namespaces; any error stops here;
 //! 2. fast path ([`super::fingerprint`]): objects whose desired and live fingerprints match the
 //!    last successful run are reported unchanged after one LIST per kind;
-//! 3. plan (no writes except the managed-fields cleanup): GET + server-side dry-run of every
-//!    other object, concurrently; a terminal error in any object stops here, so an invalid
+//! 3. plan (no writes except the managed-fields cleanup): read the live object (on a full run
+//!    from one owner-labelled LIST per kind, a GET only for objects not found there) and
+//!    server-side dry-run every other object, concurrently; a terminal error in any object stops here, so an invalid
 //!    object changes nothing; dry-runs that fail only because something in this apply does not
 //!    exist yet are deferred;
 //! 4. apply the drifted objects stage by stage; after the first stage wait until its CRDs are
@@ -248,13 +249,16 @@ impl Applier {
             }
         }
 
-        // plan everything else, concurrently; nothing is written unless all plans succeed
+        // plan everything else, concurrently; nothing is written unless all plans succeed. On a
+        // full run the live objects we own come from one LIST per kind instead of a GET each.
         let todo: Vec<usize> = (0..desired.len()).filter(|i| !outcomes.contains_key(i)).collect();
-        let plans: Vec<(usize, Result<Plan, ObjectError>)> = stream::iter(todo)
-            .map(|i| {
+        let mut prefetched =
+            if full { self.list_owned(&req.owner, &desired, todo.iter().copied(), false).await } else { HashMap::new() };
+        let plans: Vec<(usize, Result<Plan, ObjectError>)> = stream::iter(todo.into_iter().map(|i| (i, prefetched.remove(&i))))
+            .map(|(i, live)| {
                 let d = &desired[i];
                 let batch = &batch;
-                async move { (i, self.plan(d, req, batch).await) }
+                async move { (i, self.plan(d, req, batch, live).await) }
             })
             .buffered(self.options.concurrency.max(1))
             .collect()
@@ -327,7 +331,7 @@ impl Applier {
                 .map(|(i, _)| {
                     let batch = &batch;
                     let d = &desired[i];
-                    async move { (i, self.plan(d, req, batch).await) }
+                    async move { (i, self.plan(d, req, batch, None).await) }
                 })
                 .buffered(self.options.concurrency.max(1))
                 .collect()
@@ -493,53 +497,71 @@ impl Applier {
         if errors.is_empty() { Ok(out) } else { Err(errors) }
     }
 
-    /// Objects whose fingerprints match the last run, from one metadata LIST per kind
-    /// (per namespace when all objects of the kind share one), with the owner-label selector.
-    async fn fast_path(
+    /// Lists the live objects of `indices` that carry `owner`'s labels: one LIST per kind (per
+    /// namespace when all its objects share one), metadata only or full objects. A failed list
+    /// yields no entries for its objects, which then take the per-object path.
+    async fn list_owned(
         &self,
         owner: &Owner,
         desired: &[Desired],
-        previous: &HashMap<String, ObjectPrint>,
-    ) -> Vec<(usize, (Action, Option<String>))> {
+        indices: impl Iterator<Item = usize>,
+        metadata_only: bool,
+    ) -> HashMap<usize, Value> {
         let mut by_kind: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, d) in desired.iter().enumerate() {
-            if previous.get(&d.object.id()).is_some_and(|p| p.desired == d.print) {
-                by_kind.entry(d.kind.resource.api_version.clone() + "/" + &d.kind.resource.plural).or_default().push(i);
-            }
+        for i in indices {
+            let kind = &desired[i].kind.resource;
+            by_kind.entry(format!("{}/{}", kind.api_version, kind.plural)).or_default().push(i);
         }
         let selector = format!("{}={},{}={}", keys::NAME_LABEL, owner.name, keys::NAMESPACE_LABEL, owner.namespace);
         let lists = stream::iter(by_kind.into_values())
             .map(|indices| {
-                let selector = selector.clone();
+                let selector = &selector;
                 async move {
                     let first = &desired[indices[0]];
                     let namespaces: HashSet<&str> = indices.iter().map(|i| desired[*i].object.namespace.as_str()).collect();
                     let ns = if namespaces.len() == 1 { first.object.namespace.as_str() } else { "" };
                     let url = api_url(&first.kind, ns);
-                    let listed = list_metadata(self.client(), &url, &selector).await;
-                    (indices, listed)
+                    (indices, list_objects(self.client(), &url, selector, metadata_only, &first.kind.resource).await)
                 }
             })
             .buffer_unordered(self.options.concurrency.max(1))
             .collect::<Vec<_>>()
             .await;
-        let mut out = Vec::new();
+        let mut out = HashMap::new();
         for (indices, listed) in lists {
-            // a failed list sends its objects through the dry-run
-            let Ok(listed) = listed else { continue };
+            let Ok(mut listed) = listed else { continue };
             for i in indices {
                 let d = &desired[i];
-                let live = listed.get(&(d.object.namespace.clone(), d.object.name.clone())).map(live_print);
-                let prev = &previous[&d.object.id()];
-                if live.is_some() && live == prev.live {
-                    out.push((i, (prev.action, live)));
+                if let Some(obj) = listed.remove(&(d.object.namespace.clone(), d.object.name.clone())) {
+                    out.insert(i, obj);
                 }
             }
         }
         out
     }
 
-    async fn plan(&self, d: &Desired, req: &ApplyRequest<'_>, batch: &Batch) -> Result<Plan, ObjectError> {
+    /// Objects whose fingerprints match the last run, from one metadata LIST per kind.
+    async fn fast_path(
+        &self,
+        owner: &Owner,
+        desired: &[Desired],
+        previous: &HashMap<String, ObjectPrint>,
+    ) -> Vec<(usize, (Action, Option<String>))> {
+        let candidates = (0..desired.len()).filter(|i| previous.get(&desired[*i].object.id()).is_some_and(|p| p.desired == desired[*i].print));
+        let listed = self.list_owned(owner, desired, candidates, true).await;
+        let mut out = Vec::new();
+        for (i, obj) in listed {
+            let live = Some(live_print(&obj["metadata"]));
+            let prev = &previous[&desired[i].object.id()];
+            if live == prev.live {
+                out.push((i, (prev.action, live)));
+            }
+        }
+        out
+    }
+
+    /// Reads the live object (unless `prefetched` from a list), then decides by dry-run.
+    async fn plan(&self, d: &Desired, req: &ApplyRequest<'_>, batch: &Batch, prefetched: Option<Value>) -> Result<Plan, ObjectError> {
         let subject = d.subject();
         let secrets_of = |live: Option<&Value>| -> Vec<Value> { std::iter::once(d.obj.clone()).chain(live.cloned()).collect() };
         let err = |kind: FailureKind, message: String, live: Option<&Value>| {
@@ -549,9 +571,12 @@ impl Applier {
         };
         let url = api_url(&d.kind, &d.object.namespace);
         let client = self.client();
-        let mut live = match get(client, &url, &d.object.name).await {
-            Ok(live) => live,
-            Err(e) => return Err(err(transport_kind(&e), api_message("query failed", &e), None)),
+        let mut live = match prefetched {
+            Some(live) => Some(live),
+            None => match get(client, &url, &d.object.name).await {
+                Ok(live) => live,
+                Err(e) => return Err(err(transport_kind(&e), api_message("query failed", &e), None)),
+            },
         };
         if excluded(&d.obj) || live.as_ref().is_some_and(excluded) {
             return Ok(Plan::Skip { live });
@@ -619,6 +644,17 @@ impl Applier {
             }
         };
         let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+        let mut live = live;
+        // The dry-run merges into the stored object; when that moved since our read (another
+        // controller wrote it, or our read came from an earlier LIST), compare with a fresh read
+        // so that someone else's concurrent change is not mistaken for our drift.
+        let rv = |o: &Value| o.pointer("/metadata/resourceVersion").cloned();
+        if let Some(stale) = live.as_ref().filter(|l| !patched && rv(&dry).is_some() && rv(l) != rv(&dry)) {
+            let fresh = get(self.client(), &url, &d.object.name)
+                .await
+                .map_err(|e| err(transport_kind(&e), api_message("query failed", &e)))?;
+            live = fresh.or_else(|| Some(stale.clone()));
+        }
         if let Some(current) = live.as_ref().filter(|l| !patched && !has_drifted(Some(l), &dry, &ignored)) {
             return Ok(Plan::Unchanged { live: current.clone() });
         }
@@ -844,19 +880,29 @@ pub(super) async fn delete(client: &Client, url: &str, name: &str, params: &Dele
     client.request::<Value>(req).await.map(|_| ())
 }
 
-/// Live metadata by (namespace, name), from one metadata-only LIST.
-async fn list_metadata(client: &Client, url: &str, selector: &str) -> Result<HashMap<(String, String), Value>, kube::Error> {
+/// Live objects (or their metadata only) by (namespace, name), from one LIST. List items carry
+/// no `apiVersion`/`kind`; they are filled in so items compare like single reads.
+async fn list_objects(
+    client: &Client,
+    url: &str,
+    selector: &str,
+    metadata_only: bool,
+    resource: &ApiResource,
+) -> Result<HashMap<(String, String), Value>, kube::Error> {
     let params = ListParams::default().labels(selector);
-    let req = Request::new(url).list_metadata(&params).map_err(kube::Error::BuildRequest)?;
-    let list = client.request::<Value>(req).await?;
+    let req = if metadata_only { Request::new(url).list_metadata(&params) } else { Request::new(url).list(&params) };
+    let list = client.request::<Value>(req.map_err(kube::Error::BuildRequest)?).await?;
     let items = list.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
     Ok(items
         .into_iter()
-        .filter_map(|item| {
-            let meta = item.get("metadata")?.clone();
+        .filter_map(|mut item| {
+            let meta = item.get("metadata")?;
             let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string();
             let name = meta.get("name")?.as_str()?.to_string();
-            Some(((ns, name), meta))
+            let map = item.as_object_mut()?;
+            map.insert("apiVersion".into(), resource.api_version.clone().into());
+            map.insert("kind".into(), resource.kind.clone().into());
+            Some(((ns, name), item))
         })
         .collect())
 }

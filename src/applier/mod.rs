@@ -13,7 +13,13 @@
 //! - an object whose owner labels name another Kustomization that still lists it in its
 //!   inventory is a conflict, not a silent take-over;
 //! - a no-op reconcile with the same revision and build output costs one LIST per kind
-//!   ([`fingerprint`]).
+//!   ([`fingerprint`]); a full run reads live objects with one LIST per kind too, so it costs
+//!   one dry-run per object instead of a GET and a dry-run;
+//! - writes within a stage, and deletes within a stage, run with bounded concurrency (Flux
+//!   applies and deletes one at a time).
+//!
+//! The [`Applier`] keeps the fast-path state in memory; share one instance (e.g. in an `Arc`)
+//! across reconciles.
 
 mod apply;
 mod managed;

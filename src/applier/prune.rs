@@ -121,6 +121,10 @@ impl Applier {
                 }
             }
         }
+        // kinds served by deleted CRDs go away: forget them
+        if changes.with_action(Action::Deleted).any(|e| e.object.kind == "CustomResourceDefinition") {
+            self.resolver().invalidate();
+        }
         if errors.is_empty() { Ok(changes) } else { Err(PruneError::Delete { errors, changes, pending }) }
     }
 

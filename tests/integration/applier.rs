@@ -140,14 +140,31 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
         rv(&client, "v1", "Secret", &ns.name, "s").await,
     ];
 
-    // same revision: the fast path
+    // the Deployment's controller writes it (revision annotation, status); wait until it is done
+    let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
+    eventually("Deployment settled", Duration::from_secs(60), || async {
+        let d = deployments.get("web").await.ok()?;
+        let status = d.status?;
+        let annotated = d.metadata.annotations?.contains_key("deployment.kubernetes.io/revision");
+        (annotated && status.observed_generation == d.metadata.generation && status.available_replicas == Some(1)).then_some(())
+    })
+    .await;
+
+    // same revision: the fast path; the Deployment, written by its controller since, takes one
+    // dry-run, which confirms it unchanged
     counts.reset();
     let second = applier.apply(request(&owner, objects(), "rev1", &[])).await.expect("second apply");
     assert_eq!(second.with_action(Action::Unchanged).count(), 5, "{second}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
-    // one LIST per kind; the Deployment may take one dry-run while its controller annotates it
     assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
     assert!(counts.verb("dry-run-patch") <= 1, "{:?}", counts.snapshot());
+
+    // a quiet no-op: one metadata LIST per kind and nothing else
+    counts.reset();
+    let quiet = applier.apply(request(&owner, objects(), "rev1", &[])).await.expect("quiet apply");
+    assert_eq!(quiet.with_action(Action::Unchanged).count(), 5, "{quiet}");
+    assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
+    assert_eq!(counts.total(), 4, "{:?}", counts.snapshot());
 
     // a new revision with the same objects: a full dry-run, still no write
     counts.reset();
@@ -155,6 +172,9 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
     assert_eq!(third.with_action(Action::Unchanged).count(), 5, "{third}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("dry-run-patch"), 5, "{:?}", counts.snapshot());
+    // live objects come from one LIST per kind, not a GET each
+    assert_eq!(counts.verb("get"), 0, "{:?}", counts.snapshot());
+    assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
     let after = [
         rv(&client, "v1", "ConfigMap", &ns.name, "a").await,
         rv(&client, "v1", "Service", &ns.name, "web").await,
