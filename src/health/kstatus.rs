@@ -61,6 +61,20 @@ pub fn compute(object: &Value) -> ObjectStatus {
     compute_at(object, Timestamp::now())
 }
 
+/// [`compute`] for a custom resource whose CRD declares a status subresource: a controller is
+/// expected to write its status, so an object without any status has not been reconciled yet
+/// and is InProgress, where kstatus would call it Current (flux-user-issues item 8).
+pub fn compute_expecting_status(object: &Value) -> ObjectStatus {
+    let computed = compute(object);
+    let no_status = object
+        .get("status")
+        .is_none_or(|s| s.is_null() || s.as_object().is_some_and(|m| m.is_empty()));
+    if computed.status == Status::Current && no_status {
+        return in_progress("Waiting for the controller to report status");
+    }
+    computed
+}
+
 /// [`compute`] at a given instant; only the Pod scheduling window depends on time.
 pub fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
     if let Some(generic) = generic(object) {
@@ -512,6 +526,35 @@ mod tests {
     #[test]
     fn core_kinds() {
         check("core.yaml", include_str!("testdata/core.yaml"));
+    }
+
+    #[test]
+    fn a_custom_resource_expected_to_report_status_waits_for_it() {
+        let fresh = serde_json::json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "podinfo", "namespace": "apps", "generation": 1}, "spec": {"interval": "5m"}
+        });
+        assert_eq!(
+            compute(&fresh).status,
+            Status::Current,
+            "kstatus: no conditions means Current"
+        );
+        assert_eq!(
+            compute_expecting_status(&fresh),
+            ObjectStatus::new(Status::InProgress, "Waiting for the controller to report status")
+        );
+        let mut empty = fresh.clone();
+        empty["status"] = serde_json::json!({});
+        assert_eq!(compute_expecting_status(&empty).status, Status::InProgress);
+        let mut reported = fresh.clone();
+        reported["status"] = serde_json::json!({"observedGeneration": 1});
+        assert_eq!(
+            compute_expecting_status(&reported),
+            ObjectStatus::new(Status::Current, "Resource is current")
+        );
+        let mut deleting = fresh;
+        deleting["metadata"]["deletionTimestamp"] = serde_json::json!("2026-11-29T15:50:00Z");
+        assert_eq!(compute_expecting_status(&deleting).status, Status::Terminating);
     }
 
     #[test]

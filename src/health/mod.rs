@@ -6,4 +6,4 @@ pub mod kstatus;
 pub mod wait;
 
 pub use kstatus::{ObjectStatus, Status, compute};
-pub use wait::{HealthError, ObjectReport, Report, WaitTarget, wait};
+pub use wait::{HealthError, ObjectReport, Report, WaitTarget, health_check_targets, wait};

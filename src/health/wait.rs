@@ -8,12 +8,13 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
 use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
 use futures::{StreamExt, TryStreamExt};
-use kube::api::DynamicObject;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::time::{Instant, sleep_until};
@@ -21,6 +22,7 @@ use tokio::time::{Instant, sleep_until};
 use super::cel::HealthExprs;
 use super::kstatus::{self, ObjectStatus, Status};
 use crate::api::conditions::reason;
+use crate::api::kustomization::NamespacedObjectKindReference;
 use crate::kube_ext::{ResolveError, ResourceResolver};
 
 /// How long a missing object (or an unknown kind) may take to appear before it is reported.
@@ -62,6 +64,35 @@ impl WaitTarget {
             absent_is_success: false,
         }
     }
+}
+
+/// The objects named by `spec.healthChecks` of the Kustomization `ks_namespace/ks_name`:
+/// `apiVersion` defaults to `apps/v1` (v1beta1 compatibility), `namespace` to the
+/// Kustomization's; the Kustomization itself is left out, it never waits on itself.
+pub fn health_check_targets(
+    ks_namespace: &str,
+    ks_name: &str,
+    checks: &[NamespacedObjectKindReference],
+) -> Vec<WaitTarget> {
+    checks
+        .iter()
+        .map(|check| {
+            let api_version = check
+                .api_version
+                .as_deref()
+                .filter(|v| !v.is_empty())
+                .unwrap_or("apps/v1");
+            let namespace = check
+                .namespace
+                .as_deref()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or(ks_namespace);
+            WaitTarget::new(api_version, &check.kind, Some(namespace), &check.name)
+        })
+        .filter(|t| {
+            !(t.kind == "Kustomization" && t.name == ks_name && t.namespace.as_deref() == Some(ks_namespace))
+        })
+        .collect()
 }
 
 /// `Kind/namespace/name`, or `Kind/name` for cluster-scoped objects.
@@ -150,6 +181,20 @@ pub async fn wait(
     timeout: Duration,
     cancel: impl Future<Output = ()>,
 ) -> Result<Report, HealthError> {
+    // Cancellation wins over everything, discovery included.
+    tokio::select! {
+        biased;
+        () = cancel => Err(HealthError::Canceled),
+        verdict = watch_until_verdict(resolver, objects, exprs, timeout) => verdict,
+    }
+}
+
+async fn watch_until_verdict(
+    resolver: &ResourceResolver,
+    objects: &[WaitTarget],
+    exprs: &HealthExprs,
+    timeout: Duration,
+) -> Result<Report, HealthError> {
     let start = Instant::now();
     let deadline = start + timeout;
     let grace_end = start + NOT_FOUND_GRACE.min(timeout);
@@ -166,7 +211,6 @@ pub async fn wait(
     let mut groups: Vec<Group> = Vec::new();
     let mut unresolved = start_watches(resolver, &kinds, &mut board, &mut groups, &mut streams).await;
 
-    let mut cancel = pin!(cancel);
     let mut rejudge = tokio::time::interval_at(start + REJUDGE_EVERY, REJUDGE_EVERY);
     let mut resolve_retry = tokio::time::interval_at(start + RESOLVE_RETRY, RESOLVE_RETRY);
     loop {
@@ -174,7 +218,6 @@ pub async fn wait(
             return verdict;
         }
         tokio::select! {
-            () = &mut cancel => return Err(HealthError::Canceled),
             () = sleep_until(deadline) => return Err(HealthError::Timeout(board.not_current())),
             () = sleep_until(grace_end), if Instant::now() < grace_end => {}
             _ = rejudge.tick() => board.rejudge(exprs),
@@ -190,8 +233,8 @@ type WatchItem = Result<watcher::Event<DynamicObject>, watcher::Error>;
 
 /// The awaited objects of one kind in one namespace, served by one watch.
 struct Group {
-    /// Indexes into the board, by object name.
-    members: HashMap<String, usize>,
+    /// Indexes into the board, by object name (one object may be listed twice).
+    members: HashMap<String, Vec<usize>>,
     /// Names listed since the watch (re)started, to find the missing ones when it is done.
     listed: HashSet<String>,
 }
@@ -210,33 +253,39 @@ async fn start_watches(
         let resolved = match resolver.resolve(api_version, kind).await {
             Ok(resolved) => resolved,
             Err(e) => {
+                // A kind not served (yet) or a malformed apiVersion is as missing as an
+                // absent object; a failed discovery may pass.
                 let status = match e {
-                    ResolveError::UnknownKind { .. } => Status::NotFound,
-                    ResolveError::InvalidApiVersion(_) | ResolveError::Discovery { .. } => Status::Unknown,
+                    ResolveError::UnknownKind { .. } | ResolveError::InvalidApiVersion(_) => Status::NotFound,
+                    ResolveError::Discovery { .. } => Status::Unknown,
                 };
                 board.mark_kind(api_version, kind, ObjectStatus::new(status, e.to_string()));
                 unresolved.push((api_version.clone(), kind.clone()));
                 continue;
             }
         };
+        let expects_status = crd_declares_status(resolver.client(), &resolved.resource).await;
         // Group this kind's objects by namespace; cluster-scoped objects have none.
-        let mut by_namespace: HashMap<Option<String>, HashMap<String, usize>> = HashMap::new();
+        let mut by_namespace: HashMap<Option<String>, HashMap<String, Vec<usize>>> = HashMap::new();
         for (index, entry) in board.entries.iter_mut().enumerate() {
             if entry.target.api_version == *api_version && entry.target.kind == *kind {
                 if !resolved.namespaced {
                     entry.target.namespace = None;
                 }
+                entry.expects_status = expects_status;
                 by_namespace
                     .entry(entry.target.namespace.clone())
                     .or_default()
-                    .insert(entry.target.name.clone(), index);
+                    .entry(entry.target.name.clone())
+                    .or_default()
+                    .push(index);
             }
         }
         for (namespace, members) in by_namespace {
             let (api, _) = match resolver.api(api_version, kind, namespace.as_deref()).await {
                 Ok(found) => found,
                 Err(e) => {
-                    for &index in members.values() {
+                    for &index in members.values().flatten() {
                         board.entries[index].status = Some(ObjectStatus::new(Status::Unknown, e.to_string()));
                     }
                     continue;
@@ -273,6 +322,8 @@ struct Entry {
     object: Option<Value>,
     /// `None` until the object was read or found missing.
     status: Option<ObjectStatus>,
+    /// The kind is a custom resource whose controller is expected to write status.
+    expects_status: bool,
 }
 
 impl Board {
@@ -283,6 +334,7 @@ impl Board {
                 target: target.clone(),
                 object: None,
                 status: None,
+                expects_status: false,
             })
             .collect();
         Self { entries }
@@ -300,33 +352,32 @@ impl Board {
         match item {
             Ok(watcher::Event::Init) => group.listed.clear(),
             Ok(watcher::Event::InitApply(object)) => {
-                if let Some(index) = self.member(group, &object) {
-                    group
-                        .listed
-                        .insert(object.metadata.name.clone().unwrap_or_default());
-                    self.observe(index, object, exprs);
+                let name = object.metadata.name.clone().unwrap_or_default();
+                for &index in group.members.get(&name).into_iter().flatten() {
+                    self.observe(index, &object, exprs);
                 }
+                group.listed.insert(name);
             }
             Ok(watcher::Event::Apply(object)) => {
-                if let Some(index) = self.member(group, &object) {
-                    self.observe(index, object, exprs);
+                for &index in Self::members_for(group, &object) {
+                    self.observe(index, &object, exprs);
                 }
             }
             Ok(watcher::Event::Delete(object)) => {
-                if let Some(index) = self.member(group, &object) {
+                for &index in Self::members_for(group, &object) {
                     self.missing(index);
                 }
             }
             Ok(watcher::Event::InitDone) => {
-                for (name, &index) in &group.members {
+                for (name, indexes) in &group.members {
                     if !group.listed.contains(name) {
-                        self.missing(index);
+                        indexes.iter().for_each(|&index| self.missing(index));
                     }
                 }
             }
             Err(e) => {
                 // The watcher retries with backoff; keep the error for the timeout report.
-                for &index in group.members.values() {
+                for &index in group.members.values().flatten() {
                     let entry = &mut self.entries[index];
                     if entry.object.is_none() {
                         entry.status = Some(ObjectStatus::new(Status::Unknown, format!("watch failed: {e}")));
@@ -336,19 +387,20 @@ impl Board {
         }
     }
 
-    fn member(&self, group: &Group, object: &DynamicObject) -> Option<usize> {
-        group.members.get(object.metadata.name.as_deref()?).copied()
+    fn members_for<'g>(group: &'g Group, object: &DynamicObject) -> &'g [usize] {
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        group.members.get(name).map_or(&[], Vec::as_slice)
     }
 
-    fn observe(&mut self, index: usize, object: DynamicObject, exprs: &HealthExprs) {
+    fn observe(&mut self, index: usize, object: &DynamicObject, exprs: &HealthExprs) {
         let entry = &mut self.entries[index];
-        let Ok(mut json) = serde_json::to_value(&object) else {
+        let Ok(mut json) = serde_json::to_value(object) else {
             return;
         };
         // List items may come without type information; judging needs it.
         json["apiVersion"] = Value::String(entry.target.api_version.clone());
         json["kind"] = Value::String(entry.target.kind.clone());
-        entry.status = Some(judge(&json, exprs));
+        entry.status = Some(judge(&json, exprs, entry.expects_status));
         entry.object = Some(json);
     }
 
@@ -365,7 +417,7 @@ impl Board {
     fn rejudge(&mut self, exprs: &HealthExprs) {
         for entry in &mut self.entries {
             if let Some(object) = &entry.object {
-                entry.status = Some(judge(object, exprs));
+                entry.status = Some(judge(object, exprs, entry.expects_status));
             }
         }
     }
@@ -418,12 +470,32 @@ impl Board {
 
 /// CEL rules for the kinds they name, kstatus for the rest. An expression that cannot be
 /// evaluated leaves the object Unknown with the error.
-fn judge(object: &Value, exprs: &HealthExprs) -> ObjectStatus {
+fn judge(object: &Value, exprs: &HealthExprs, expects_status: bool) -> ObjectStatus {
     match exprs.evaluate(object) {
         Some(Ok(status)) => status,
         Some(Err(e)) => ObjectStatus::new(Status::Unknown, e.to_string()),
+        None if expects_status => kstatus::compute_expecting_status(object),
         None => kstatus::compute(object),
     }
+}
+
+/// Whether `resource` is served by a CRD whose version declares a status subresource. Built-in
+/// and aggregated kinds have no CRD; a CRD we may not read counts as no (kstatus behaviour).
+async fn crd_declares_status(client: &Client, resource: &ApiResource) -> bool {
+    if resource.group.is_empty() {
+        return false;
+    }
+    let name = format!("{}.{}", resource.plural, resource.group);
+    let Ok(Some(crd)) = Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(&name)
+        .await
+    else {
+        return false;
+    };
+    crd.spec
+        .versions
+        .iter()
+        .any(|v| v.name == resource.version && v.subresources.as_ref().is_some_and(|s| s.status.is_some()))
 }
 
 #[cfg(test)]
@@ -526,6 +598,29 @@ mod tests {
             panic!("absence of a TTL job is success")
         };
         assert_eq!(report.objects[0].status.status, Status::Current);
+    }
+
+    #[test]
+    fn health_checks_default_api_version_and_namespace_and_skip_the_kustomization_itself() {
+        let checks: Vec<NamespacedObjectKindReference> = serde_json::from_value(serde_json::json!([
+            {"kind": "Deployment", "name": "web"},
+            {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "name": "db", "namespace": "data"},
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "apps"},
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "infra"}
+        ]))
+        .unwrap();
+        let targets: Vec<String> = health_check_targets("flux-system", "apps", &checks)
+            .iter()
+            .map(|t| format!("{} {t}", t.api_version))
+            .collect();
+        assert_eq!(
+            targets,
+            [
+                "apps/v1 Deployment/flux-system/web",
+                "helm.toolkit.fluxcd.io/v2 HelmRelease/data/db",
+                "kustomize.toolkit.fluxcd.io/v1 Kustomization/flux-system/infra"
+            ]
+        );
     }
 
     #[test]

@@ -12,25 +12,30 @@ use kustomize_controller::health::{HealthError, Status, WaitTarget, wait};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
-use crate::support::{TestNamespace, client, install_crd, unique_suffix};
+use crate::support::{TestNamespace, client, eventually, install_crd, unique_suffix};
 
 /// Long enough that reaching it means the waiter did not fail fast.
 const LONG: Duration = Duration::from_secs(120);
+/// For waits meant to time out: long enough for the first list of a watch on a loaded
+/// machine, so the timeout reports the object's status rather than "not read yet".
+const SHORT: Duration = Duration::from_secs(8);
 
-/// Server-side applies `object` (namespaced into `ns` when given).
+/// Server-side applies `object` (namespaced into `ns` when given). Retried for a while: right
+/// after a CRD is Established its kind can still be missing from discovery or unserved.
 async fn apply(resolver: &ResourceResolver, ns: Option<&str>, object: Value) {
     let api_version = object["apiVersion"].as_str().unwrap();
     let kind = object["kind"].as_str().unwrap();
     let name = object["metadata"]["name"].as_str().unwrap();
-    let (api, _) = resolver.api(api_version, kind, ns).await.unwrap();
-    api.patch(
-        name,
-        &PatchParams::apply("health-tests").force(),
-        &Patch::Apply(&object),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("apply {kind}/{name}: {e}"));
+    let params = PatchParams::apply("health-tests").force();
+    eventually(&format!("apply {kind}/{name}"), SETUP, || async {
+        let (api, _) = resolver.api(api_version, kind, ns).await.ok()?;
+        api.patch(name, &params, &Patch::Apply(&object)).await.ok()
+    })
+    .await;
 }
+
+/// How long test setup may take on a loaded machine.
+const SETUP: Duration = Duration::from_secs(30);
 
 fn deployment(name: &str, replicas: i64, behavior: Option<&str>, progress_deadline: Option<i64>) -> Value {
     let annotations = behavior
@@ -80,18 +85,19 @@ fn no_exprs() -> HealthExprs {
 async fn a_deployment_rollout_becomes_current() {
     let (_, resolver, ns) = setup("health-rollout").await;
     apply(&resolver, Some(&ns.name), deployment("web", 2, None, None)).await;
-    let targets = [WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "web")];
+    // Listed twice (e.g. in healthChecks and the inventory): both entries are answered.
+    let web = WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "web");
+    let targets = [web.clone(), web];
 
     let report = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
         .await
         .unwrap();
 
-    assert_eq!(report.objects.len(), 1);
-    assert_eq!(report.objects[0].status.status, Status::Current);
-    assert_eq!(
-        report.objects[0].status.message,
-        "Deployment is available. Replicas: 2"
-    );
+    assert_eq!(report.objects.len(), 2);
+    for object in &report.objects {
+        assert_eq!(object.status.status, Status::Current);
+        assert_eq!(object.status.message, "Deployment is available. Replicas: 2");
+    }
     ns.delete().await;
 }
 
@@ -115,15 +121,9 @@ async fn a_deployment_that_never_becomes_ready_times_out_naming_it() {
         WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "stuck"),
     ];
 
-    let err = wait(
-        &resolver,
-        &targets,
-        &no_exprs(),
-        Duration::from_secs(5),
-        std::future::pending(),
-    )
-    .await
-    .unwrap_err();
+    let err = wait(&resolver, &targets, &no_exprs(), SHORT, std::future::pending())
+        .await
+        .unwrap_err();
 
     assert!(matches!(err, HealthError::Timeout(_)), "{err}");
     let message = err.to_string();
@@ -283,17 +283,24 @@ async fn set_ready(
     reason: &str,
     message: &str,
 ) {
-    let (api, _) = resolver
-        .api(&format!("{group}/v1"), "Widget", Some(ns))
-        .await
-        .unwrap();
     let patch = json!({"status": {"observedGeneration": 1, "conditions": [{
         "type": "Ready", "status": status, "reason": reason, "message": message,
         "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"
     }]}});
-    api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    patch_widget_status(resolver, ns, group, patch).await;
+}
+
+async fn patch_widget_status(resolver: &ResourceResolver, ns: &str, group: &str, patch: Value) {
+    eventually("patch widget status", SETUP, || async {
+        let (api, _) = resolver
+            .api(&format!("{group}/v1"), "Widget", Some(ns))
+            .await
+            .ok()?;
+        api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .ok()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -309,15 +316,9 @@ async fn a_custom_resource_going_from_ready_false_to_true_becomes_current() {
     )];
 
     // While Ready=False the widget is in progress, not Current and not Failed.
-    let err = wait(
-        &resolver,
-        &targets,
-        &no_exprs(),
-        Duration::from_secs(3),
-        std::future::pending(),
-    )
-    .await
-    .unwrap_err();
+    let err = wait(&resolver, &targets, &no_exprs(), SHORT, std::future::pending())
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -388,19 +389,13 @@ async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
     );
 
     // Without CEL: Ready=False plus Stalled=True is Failed by the kstatus rules.
-    let (api, _) = resolver
-        .api(&format!("{group}/v1"), "Widget", Some(&ns.name))
-        .await
-        .unwrap();
     let stalled = json!({"status": {"conditions": [
         {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": "size must be even",
          "lastTransitionTime": "2026-01-01T00:00:00Z"},
         {"type": "Stalled", "status": "True", "reason": "InvalidSpec", "message": "size must be even",
          "lastTransitionTime": "2026-01-01T00:00:00Z"}
     ]}});
-    api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&stalled))
-        .await
-        .unwrap();
+    patch_widget_status(&resolver, &ns.name, &group, stalled).await;
     let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
         .await
         .unwrap_err();
@@ -412,6 +407,58 @@ async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
         )
     );
     delete_crd(&client, &group).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_custom_resource_without_status_waits_only_if_its_crd_has_a_status_subresource() {
+    let (client, resolver, ns) = setup("health-nostatus").await;
+    let with_status = format!("h{}.example.com", unique_suffix());
+    let without_status = format!("h{}.example.com", unique_suffix());
+    let mut plain_crd = widget_crd(&without_status);
+    plain_crd["spec"]["versions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("subresources");
+    for crd in [widget_crd(&with_status), plain_crd] {
+        install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
+    }
+    for group in [&with_status, &without_status] {
+        let widget =
+            json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w1"}});
+        apply(&resolver, Some(&ns.name), widget).await;
+    }
+
+    // No controller has written status yet: kstatus would call it Current; we wait.
+    let awaited = [WaitTarget::new(
+        &format!("{with_status}/v1"),
+        "Widget",
+        Some(&ns.name),
+        "w1",
+    )];
+    let err = wait(&resolver, &awaited, &no_exprs(), SHORT, std::future::pending())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "timeout waiting for: [Widget/{}/w1: InProgress: Waiting for the controller to report status]",
+            ns.name
+        )
+    );
+    // Without a status subresource nothing will ever report: Current, as in Flux.
+    let plain = [WaitTarget::new(
+        &format!("{without_status}/v1"),
+        "Widget",
+        Some(&ns.name),
+        "w1",
+    )];
+    let report = wait(&resolver, &plain, &no_exprs(), LONG, std::future::pending())
+        .await
+        .unwrap();
+    assert_eq!(report.objects[0].status.message, "Resource is current");
+    delete_crd(&client, &with_status).await;
+    delete_crd(&client, &without_status).await;
     ns.delete().await;
 }
 
@@ -428,6 +475,7 @@ async fn a_health_check_naming_a_missing_object_is_reported_without_waiting_for_
         WaitTarget::new("v1", "ConfigMap", Some(&ns.name), "here"),
         WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "typo"),
         WaitTarget::new("nothing.example.com/v1", "Gadget", Some(&ns.name), "g"),
+        WaitTarget::new("apps/v1/beta", "Deployment", Some(&ns.name), "bad"),
     ];
 
     let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
@@ -439,7 +487,8 @@ async fn a_health_check_naming_a_missing_object_is_reported_without_waiting_for_
         err.to_string(),
         format!(
             "failed early due to missing resources: [Deployment/{ns}/typo: NotFound: Resource not found; \
-             Gadget/{ns}/g: NotFound: no matches for kind \"Gadget\" in version \"nothing.example.com/v1\"]",
+             Gadget/{ns}/g: NotFound: no matches for kind \"Gadget\" in version \"nothing.example.com/v1\"; \
+             Deployment/{ns}/bad: NotFound: no matches for kind \"Deployment\" in version \"apps/v1/beta\"]",
             ns = ns.name
         )
     );
