@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use super::BuildError;
 use super::kustomization::{GeneratorArgs, GeneratorOptions};
 use super::loader::Loader;
-use super::resmap::{Generated, ResId, ResMap, Resource};
+use super::resmap::{Generated, Origin, ResId, ResMap, Resource};
 
 /// ConfigMap or Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +56,11 @@ pub fn run(ctx: &Context<'_>, map: &mut ResMap, kind: GenKind, args: &GeneratorA
         ("" | "create", None) => {
             let mut res = Resource::new(obj);
             res.generated = Some(Generated { hash_suffix });
+            let kind = match kind {
+                GenKind::ConfigMap => "ConfigMapGenerator",
+                GenKind::Secret => "SecretGenerator",
+            };
+            res.origin = Some(Origin::Generator { file: ctx.file.to_path_buf(), kind });
             map.append(res, &file)
         }
         ("" | "create", Some(_)) => Err(BuildError::DuplicateId { file, id: id.to_string() }),

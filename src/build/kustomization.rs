@@ -37,6 +37,7 @@ const SUPPORTED: &[&str] = &[
     "secretGenerator",
     "generatorOptions",
     "sortOptions",
+    "buildMetadata",
 ];
 
 /// Fields kustomize knows that this engine refuses when they are non-empty.
@@ -52,7 +53,6 @@ const UNSUPPORTED: &[&str] = &[
     "helmCharts",
     "helmGlobals",
     "helmChartInflationGenerator",
-    "buildMetadata",
 ];
 
 /// Whether a kustomization is a Kustomization or a Component.
@@ -87,6 +87,7 @@ pub struct Kustomization {
     pub secret_generator: Vec<GeneratorArgs>,
     pub generator_options: Option<GeneratorOptions>,
     pub sort_options: Option<SortOptions>,
+    pub build_metadata: Vec<String>,
     pub metadata: Option<Value>,
 }
 
@@ -169,16 +170,29 @@ pub struct GeneratorOptions {
 
 /// `sortOptions`.
 #[derive(Deserialize, Default, Debug, Clone)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct SortOptions {
     pub order: String,
-    pub legacy_sort_options: Option<Value>,
+    pub legacy_sort_options: Option<LegacySortOptions>,
+}
+
+/// Kind lists that replace the legacy order's defaults.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct LegacySortOptions {
+    pub order_first: Vec<String>,
+    pub order_last: Vec<String>,
 }
 
 impl Kustomization {
     /// Parses kustomization text from `file`, checking every top-level field.
     pub fn parse(text: &str, file: &str) -> Result<(Kustomization, Kind), BuildError> {
-        let map = super::yaml::parse_object(text, file)?;
+        // kustomize decodes kustomization files with sigs.k8s.io/yaml (YAML 1.1): `y` is a
+        // boolean there, and a boolean where a string belongs is an error.
+        let map = super::yaml::parse_object_yaml11(text, file)?;
+        if map.is_empty() {
+            return Err(BuildError::Kustomization { file: file.to_string(), message: "kustomization.yaml is empty".into() });
+        }
         check_fields(&map, file)?;
         let mut k: Kustomization = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
             let field = map.keys().find(|key| e.to_string().contains(key.as_str())).cloned().unwrap_or_default();
@@ -202,8 +216,11 @@ impl Kustomization {
                 g.envs.push(std::mem::take(&mut g.env));
             }
         }
+        if let Some(other) = k.build_metadata.iter().find(|b| b.as_str() != "originAnnotations") {
+            return Err(BuildError::Unsupported { file: file.into(), field: format!("buildMetadata: {other}") });
+        }
         if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str()) {
-            if order != "fifo" {
+            if order != "fifo" && order != "legacy" {
                 return Err(BuildError::Unsupported { file: file.into(), field: format!("sortOptions.order: {order}") });
             }
         }

@@ -18,6 +18,7 @@ pub mod nameref;
 pub mod patch;
 pub mod patches;
 pub mod resmap;
+pub mod sort;
 pub mod target;
 pub mod transform;
 pub mod yaml;

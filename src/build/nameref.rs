@@ -71,9 +71,11 @@ fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
             // ServiceAccount is renamed too.
             let Some(old) = m.get("name").and_then(Value::as_str).map(str::to_string) else { return Ok(()) };
             let ns = m.get("namespace").and_then(Value::as_str).map(str::to_string);
-            if let Some(new) = ctx.select(&old, ns.as_deref())? {
-                m.insert("name".into(), Value::String(new.name));
-                if !new.namespace.is_empty() {
+            if let Some(referral) = ctx.select_resource(&old, ns.as_deref())? {
+                let new = referral.id();
+                m.insert("name".into(), Value::String(new.name.clone()));
+                // The namespace follows only when the build moved the referral.
+                if !new.namespace.is_empty() && (ns.is_some() || referral.orig.namespace != new.namespace) {
                     m.insert("namespace".into(), Value::String(new.namespace));
                 }
             }
@@ -113,6 +115,12 @@ impl Selection<'_> {
 
     /// The current id of the one object the reference `old` points to, if any.
     fn select(&self, old: &str, namespace: Option<&str>) -> Result<Option<ResId>, String> {
+        Ok(self.select_resource(old, namespace)?.map(Resource::id))
+    }
+
+    /// The one object the reference `old` (in `namespace`, when the reference has one)
+    /// points to, if any.
+    fn select_resource(&self, old: &str, namespace: Option<&str>) -> Result<Option<&Resource>, String> {
         let mut candidates: Vec<&Resource> = self
             .all
             .iter()
@@ -135,11 +143,11 @@ impl Selection<'_> {
         }
         match candidates.as_slice() {
             [] => Ok(None),
-            [one] => Ok(Some(one.id())),
+            [one] => Ok(Some(*one)),
             many => {
                 let first = many[0].id();
                 if many.iter().all(|r| r.id().name == first.name) {
-                    return Ok(Some(first));
+                    return Ok(Some(many[0]));
                 }
                 let ids: Vec<String> = many.iter().map(|r| r.id().to_string()).collect();
                 Err(format!("found multiple possible referrals for '{old}': {}", ids.join(", ")))

@@ -30,7 +30,11 @@ impl Context<'_> {
     /// engine's YAML layer first, so `0755` or a plain date mean what they mean in
     /// resources).
     fn parse(&self, text: &str, origin: &str) -> Result<PatchDoc, BuildError> {
-        let docs = yaml::parse_documents(text, origin)?;
+        let mut docs = yaml::parse_documents(text, origin)?;
+        let operations = matches!(docs.as_slice(), [Value::Array(ops)] if ops.iter().all(|op| op.get("op").is_some()));
+        if operations {
+            docs = yaml::parse_documents_yaml11(text, origin)?;
+        }
         patch::parse(&yaml::emit_documents(&docs), origin).map_err(|e| self.err(e))
     }
 
@@ -186,10 +190,18 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
         }
     }
     let mut patched = patch::apply(&Value::Object(input), doc).map_err(|e| ctx.err(format!("{before}: {e}")))?;
-    if add_annotations {
+    if matches!(doc.kind, PatchKind::Json6902(_)) {
         if let Some(Value::Object(meta)) = patched.get_mut("metadata") {
-            if meta.get("annotations").is_some_and(|a| a.as_object().is_some_and(Map::is_empty)) {
+            if add_annotations && meta.get("annotations").is_some_and(|a| a.as_object().is_some_and(Map::is_empty)) {
                 meta.remove("annotations");
+            }
+            // Removing its index annotations again rewrites the map as strings.
+            if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
+                for v in annotations.values_mut() {
+                    if !v.is_string() {
+                        *v = Value::String(if v.is_null() { "null".into() } else { yaml::scalar_text(v) });
+                    }
+                }
             }
         }
     }

@@ -121,6 +121,16 @@ pub struct Generated {
     pub hash_suffix: bool,
 }
 
+/// Where an object came from, for `buildMetadata: [originAnnotations]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Loaded from this file.
+    File(std::path::PathBuf),
+    /// Made by a builtin generator (`ConfigMapGenerator`, `SecretGenerator`) configured in
+    /// this kustomization file.
+    Generator { file: std::path::PathBuf, kind: &'static str },
+}
+
 /// One object plus the history kustomize keeps about it.
 #[derive(Clone, Debug)]
 pub struct Resource {
@@ -133,6 +143,7 @@ pub struct Resource {
     pub prefixes: Vec<String>,
     pub suffixes: Vec<String>,
     pub generated: Option<Generated>,
+    pub origin: Option<Origin>,
 }
 
 impl Resource {
@@ -146,7 +157,7 @@ impl Resource {
                 }
             }
         }
-        Resource { orig: ResId::of(&obj), obj, prev: Vec::new(), prefixes: Vec::new(), suffixes: Vec::new(), generated: None }
+        Resource { orig: ResId::of(&obj), obj, prev: Vec::new(), prefixes: Vec::new(), suffixes: Vec::new(), generated: None, origin: None }
     }
 
     /// The current id.
@@ -201,6 +212,17 @@ impl ResMap {
             return Err(BuildError::DuplicateId { file: file.to_string(), id: id.to_string() });
         }
         self.resources.push(res);
+        Ok(())
+    }
+
+    /// Fails when two objects now have the same id.
+    pub fn check_unique(&self, file: &str) -> Result<(), BuildError> {
+        for (i, r) in self.resources.iter().enumerate() {
+            let id = r.id();
+            if self.resources[..i].iter().any(|o| o.id().same_as(&id)) {
+                return Err(BuildError::DuplicateId { file: file.to_string(), id: id.to_string() });
+            }
+        }
         Ok(())
     }
 

@@ -9,12 +9,14 @@ use super::BuildError;
 use super::generate::{self, GenKind};
 use super::kustomization::{FILE_NAMES, Kind, Kustomization};
 use super::loader::Loader;
-use super::resmap::{ResMap, Resource};
+use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
 use super::{nameref, patches, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
+/// Annotation recording where an object came from (`buildMetadata: [originAnnotations]`).
+const ORIGIN: &str = "config.kubernetes.io/origin";
 
 /// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
 pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Vec<Value>, BuildError> {
@@ -30,17 +32,37 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
         }
     }
     nameref::fix(&mut map)?;
+    let root = root_kustomization(loader, &dir, override_text)?;
+    if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
+        super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
+    }
+    if root.build_metadata.iter().any(|b| b == "originAnnotations") {
+        for res in &mut map.resources {
+            if let Some(origin) = &res.origin {
+                let text = match origin {
+                    Origin::File(path) => format!("path: {}\n", relative(&dir, path)),
+                    Origin::Generator { file, kind } => {
+                        format!("configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n", relative(&dir, file))
+                    }
+                };
+                let meta = res.metadata_mut();
+                let annotations = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+                if let Value::Object(a) = annotations {
+                    a.insert(ORIGIN.into(), Value::String(text));
+                }
+            }
+        }
+    }
     let mut out = Vec::with_capacity(map.resources.len());
     for res in map.resources {
         let local = res.obj.get("metadata").and_then(|m| m.get("annotations")).and_then(|a| a.get(LOCAL_CONFIG)).is_some();
         if local {
             continue;
         }
+        // kustomize accepts an object without apiVersion; Flux's layer rejects it later.
         let id = res.id();
-        for (field, value) in [("apiVersion", &res.obj.get("apiVersion")), ("kind", &res.obj.get("kind"))] {
-            if value.and_then(Value::as_str).is_none_or(str::is_empty) {
-                return Err(BuildError::MissingField { id: id.to_string(), field });
-            }
+        if id.kind.is_empty() {
+            return Err(BuildError::MissingField { id: id.to_string(), field: "kind" });
         }
         if id.name.is_empty() {
             return Err(BuildError::MissingField { id: id.to_string(), field: "metadata.name" });
@@ -48,6 +70,29 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
         out.push(Value::Object(res.obj));
     }
     Ok(out)
+}
+
+/// `to` relative to directory `from` (both canonical), with `..` where needed.
+fn relative(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to_parts: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to_parts).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(to_parts[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.join("/")
+}
+
+/// The root kustomization: its `sortOptions` and `buildMetadata` apply to the whole build.
+fn root_kustomization(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Kustomization, BuildError> {
+    let (file, text) = match override_text {
+        Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
+        None => {
+            let file = kustomization_file(loader, dir)?;
+            let text = loader.read_text(&file, &file)?;
+            (file, text)
+        }
+    };
+    Ok(Kustomization::parse(&text, &loader.show(&file))?.0)
 }
 
 /// Finds the kustomization file of `dir`; more than one recognised name is an error.
@@ -117,7 +162,9 @@ fn accumulate_body(
                     let name = super::resmap::str_at(&obj, &["metadata", "name"]);
                     return Err(BuildError::Kustomization { file: origin, message: format!("missing kind in object '{name}'") });
                 }
-                map.append(Resource::new(obj), &origin)?;
+                let mut res = Resource::new(obj);
+                res.origin = Some(Origin::File(path.clone()));
+                map.append(res, &origin)?;
             }
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
@@ -156,6 +203,8 @@ fn run_transformers(k: &Kustomization, patch_ctx: &patches::Context<'_>, file: &
     patches::patches(patch_ctx, map, &k.patches)?;
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
+        // Renaming Namespace objects (or moving objects) may make two ids collide.
+        map.check_unique(file)?;
     }
     transform::names::apply(map, k.name_prefix.as_deref().unwrap_or(""), k.name_suffix.as_deref().unwrap_or(""));
     for label in &k.labels {

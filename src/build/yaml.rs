@@ -11,9 +11,27 @@ use super::BuildError;
 /// resolved as kyaml (goyaml v3) does, which differs from YAML 1.2 core in a few places
 /// (`0755` is octal, `1_000` is an integer, a plain date becomes a timestamp string).
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+    parse_with(text, origin, false)
+}
+
+/// Like [`parse_documents`], with YAML 1.1 booleans (`yes`, `on`, `n`, ...) as goyaml v2
+/// reads them: kustomize decodes JSON6902 patches that way (sigs.k8s.io/yaml).
+pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+    parse_with(text, origin, true)
+}
+
+fn parse_with(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
+    // goyaml (kyaml) reads YAML 1.1 only and refuses other version directives.
+    for (n, line) in text.lines().enumerate() {
+        if let Some(version) = line.strip_prefix("%YAML") {
+            if version.trim() != "1.1" {
+                return Err(BuildError::Yaml { file: origin.to_string(), line: n + 1, message: "found incompatible YAML document".into() });
+            }
+        }
+    }
     let mut out = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
-        let json = document.deserialize_any(Scalars { text }).map_err(|e| yaml_error(origin, &e))?;
+        let json = document.deserialize_any(Scalars { text, yaml11 }).map_err(|e| yaml_error(origin, &e))?;
         if !json.is_null() {
             out.push(json);
         }
@@ -21,9 +39,10 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildErro
     Ok(out)
 }
 
-/// Parses one document that must be an object (a kustomization file, a patch).
-pub fn parse_object(text: &str, origin: &str) -> Result<Map<String, Value>, BuildError> {
-    let mut docs = parse_documents(text, origin)?;
+/// Parses one document that must be an object (a kustomization file), with YAML 1.1
+/// booleans.
+pub fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value>, BuildError> {
+    let mut docs = parse_documents_yaml11(text, origin)?;
     match docs.len() {
         0 => Ok(Map::new()),
         1 => match docs.remove(0) {
@@ -96,6 +115,7 @@ fn yaml_error(origin: &str, e: &serde_yaml::Error) -> BuildError {
 #[derive(Clone, Copy)]
 struct Scalars<'t> {
     text: &'t str,
+    yaml11: bool,
 }
 
 impl Scalars<'_> {
@@ -131,11 +151,21 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
         Ok(Value::from(v))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        if !v.is_finite() {
+            return Err(E::custom(format!("unsupported value: {v} (JSON has no infinity or NaN)")));
+        }
         Ok(float(v))
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value, E> {
         if self.is_plain(v) {
+            if self.yaml11 {
+                match v {
+                    "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => return Ok(Value::Bool(true)),
+                    "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => return Ok(Value::Bool(false)),
+                    _ => {}
+                }
+            }
             return Ok(resolve_plain(v));
         }
         Ok(Value::String(v.to_string()))
@@ -287,16 +317,101 @@ pub fn scalar_text(v: &Value) -> String {
     }
 }
 
-/// Prints objects as YAML documents separated by `---`.
+/// Prints objects as YAML documents separated by `---`: block style, keys in map order,
+/// and every string that kyaml would read back as something else (`"0755"`, `"true"`,
+/// `"2024-01-01"`, `"yes"`) double-quoted, so the text parses back to the same values.
 pub fn emit_documents(objects: &[Value]) -> String {
     let mut out = String::new();
     for (i, obj) in objects.iter().enumerate() {
         if i > 0 {
             out.push_str("---\n");
         }
-        out.push_str(&serde_yaml::to_string(obj).unwrap_or_default());
+        match obj {
+            Value::Object(m) if !m.is_empty() => emit_map(&mut out, m, 0),
+            Value::Array(a) if !a.is_empty() => emit_seq(&mut out, a, 0),
+            other => {
+                out.push_str(&scalar(other));
+                out.push('\n');
+            }
+        }
     }
     out
+}
+
+fn emit_map(out: &mut String, map: &Map<String, Value>, indent: usize) {
+    for (i, (k, v)) in map.iter().enumerate() {
+        // The first key of a map that is a list item continues the "- " line.
+        if i > 0 || !out.ends_with("- ") {
+            out.push_str(&" ".repeat(indent));
+        }
+        out.push_str(&quote_if_needed(k));
+        out.push(':');
+        emit_child(out, v, indent);
+    }
+}
+
+fn emit_seq(out: &mut String, items: &[Value], indent: usize) {
+    for item in items {
+        out.push_str(&" ".repeat(indent));
+        out.push_str("- ");
+        match item {
+            Value::Object(m) if !m.is_empty() => emit_map(out, m, indent + 2),
+            Value::Array(a) if !a.is_empty() => {
+                out.push('\n');
+                emit_seq(out, a, indent + 2);
+            }
+            other => {
+                out.push_str(&scalar(other));
+                out.push('\n');
+            }
+        }
+    }
+}
+
+fn emit_child(out: &mut String, v: &Value, indent: usize) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push('\n');
+            emit_map(out, m, indent + 2);
+        }
+        Value::Array(a) if !a.is_empty() => {
+            out.push('\n');
+            emit_seq(out, a, indent);
+        }
+        other => {
+            out.push(' ');
+            out.push_str(&scalar(other));
+            out.push('\n');
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => quote_if_needed(s),
+        Value::Object(_) => "{}".into(),
+        Value::Array(_) => "[]".into(),
+    }
+}
+
+/// A string as a plain scalar when that reads back as the same string, else JSON-quoted
+/// (a JSON string is a valid YAML double-quoted scalar).
+fn quote_if_needed(s: &str) -> String {
+    let plain_ok = !s.is_empty()
+        && !s.starts_with([' ', '\t', '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', '~'])
+        && !s.ends_with([' ', '\t', ':'])
+        && !s.contains(": ")
+        && !s.contains(" #")
+        && !s.chars().any(|c| c.is_control())
+        && !matches!(
+            s.to_ascii_lowercase().as_str(),
+            "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "y" | "n" | ".inf" | "-.inf" | "+.inf" | ".nan"
+        )
+        && resolve_plain(s) == Value::String(s.to_string());
+    if plain_ok { s.to_string() } else { serde_json::to_string(s).expect("strings serialize") }
 }
 
 #[cfg(test)]
@@ -354,6 +469,17 @@ mod tests {
         let err = parse_documents("a: 1\na: 2\n", "dup.yaml").unwrap_err();
         assert!(err.to_string().starts_with("dup.yaml:"), "{err}");
         assert!(err.to_string().contains("already defined"), "{err}");
+    }
+
+    #[test]
+    fn emitted_yaml_reads_back_to_the_same_values() {
+        let v = serde_json::json!({
+            "a": "0755", "b": "2024-01-01", "c": "yes", "d": "", "e": "line1\nline2", "f": "- x", "g": "a: b",
+            "h": [1, "2", {"x": [], "y": {}}, [true, null]], "i": {"j": {"k": 1.5}}, "l": "plain text", "m": "#x",
+        });
+        let text = emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
+        let back = parse_documents(&text, "emitted").unwrap();
+        assert_eq!(back, vec![v, serde_json::json!({"n": 1})], "{text}");
     }
 
     #[test]

@@ -117,7 +117,7 @@ fn is_empty(value: &Value) -> bool {
 fn existing(loader: &Loader, file: &Path) -> Result<Map<String, Value>, GenerateError> {
     let shown = loader.show(file);
     let text = loader.read_text(file, file)?;
-    let parsed = yaml::parse_object(&text, &shown).map_err(|err| GenerateError::Kustomization {
+    let parsed = yaml::parse_object_yaml11(&text, &shown).map_err(|err| GenerateError::Kustomization {
         file: shown.clone(),
         reason: err.to_string(),
     })?;

@@ -83,9 +83,11 @@ pub fn substitute(
     if let Some(bad) = vars.keys().find(|name| !name_rule.is_match(name)) {
         return Err(SubstituteError::InvalidName(bad.clone()));
     }
-    let text = serde_yaml::to_string(object).map_err(|err| SubstituteError::Yaml(err.to_string()))?;
+    // Flux substitutes over kustomize's YAML text of the object and reads the result back
+    // with sigs.k8s.io/yaml (YAML 1.1).
+    let text = crate::build::to_yaml(std::slice::from_ref(object));
     let expanded = envsubst::expand(&text, vars, options.strict)?;
-    let documents = crate::build::yaml::parse_documents(&expanded, "substituted object")
+    let documents = crate::build::yaml::parse_documents_yaml11(&expanded, "substituted object")
         .map_err(|err| SubstituteError::Yaml(err.to_string()))?;
     match <[Value; 1]>::try_from(documents) {
         Ok([value]) => Ok(value),
@@ -160,6 +162,21 @@ mod tests {
         let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}, "spec": {"replicas": "${n}"}});
         let result = substitute(&object, &vars(&[("n", "3")]), SubstituteOptions::default()).unwrap();
         assert_eq!(result["spec"]["replicas"], json!(3));
+    }
+
+    #[test]
+    fn substituted_values_are_read_as_yaml_1_1_and_strings_stay_strings() {
+        let object = config_map(json!({"flag": "${flag}", "quoted": "yes", "mode": "${mode}"}));
+        let result = substitute(
+            &object,
+            &vars(&[("flag", "on"), ("mode", "0755")]),
+            SubstituteOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            result["data"],
+            json!({"flag": true, "quoted": "yes", "mode": 493})
+        );
     }
 
     #[test]

@@ -54,6 +54,12 @@ pub enum PatchError {
     },
     #[error("strategic merge patch applied to a non-object")]
     NotAnObject,
+    #[error("wrong node kind at '{path}': expected {expected} but got {got}")]
+    WrongNodeKind {
+        path: String,
+        expected: &'static str,
+        got: &'static str,
+    },
     #[error("invalid patch target {field}: {reason}")]
     Selector { field: String, reason: String },
 }
@@ -79,7 +85,14 @@ fn parse_kind(text: &str) -> Result<PatchKind, String> {
     match documents.as_slice() {
         [Value::Array(ops)] => {
             if ops.iter().all(|op| op.get("op").is_some_and(Value::is_string)) {
-                Ok(PatchKind::Json6902(ops.clone()))
+                // kustomize reads JSON6902 operations with sigs.k8s.io/yaml (YAML 1.1:
+                // `yes` and `on` are booleans).
+                let mut documents =
+                    super::yaml::parse_documents_yaml11(text, "patch").map_err(|err| err.to_string())?;
+                match documents.pop() {
+                    Some(Value::Array(ops)) => Ok(PatchKind::Json6902(ops)),
+                    _ => unreachable!("the same text parsed as one list above"),
+                }
             } else {
                 Err("a list is a JSON6902 patch only when every item is an operation with \"op\"".to_string())
             }
@@ -136,6 +149,9 @@ fn apply_strategic_merge(
     let object = target.as_object().ok_or(PatchError::NotAnObject)?;
     let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or("");
     let ty = schema::root_type(text("apiVersion"), text("kind"));
+    if let Some((path, expected, got)) = smp::kind_conflict(object, document, "") {
+        return Err(PatchError::WrongNodeKind { path, expected, got });
+    }
     let Some(mut merged) = smp::merge_map(Some(object), document, ty) else {
         return Ok(Value::Null);
     };

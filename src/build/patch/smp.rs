@@ -2,10 +2,12 @@
 //! no inference of merge keys). Behaviour checked against kustomize v5.8.1:
 //! * `null` deletes a field; `$patch: delete` deletes a map (the whole object at the top);
 //!   `$patch: replace` on a map replaces it; `$patch: merge` is the default.
-//! * Keyed lists: elements matched on all merge keys (a missing key counts as ""); the
-//!   patch's elements come first in patch order, then the untouched original elements.
-//!   A patch element whose key tuple differs from an original one only by a missing key is
-//!   dropped (kyaml treats "" as a wildcard when collecting keys).
+//! * Keyed lists: elements matched on all merge keys some element carries (a missing key
+//!   counts as ""). With one key, the elements the patch names come first in patch order,
+//!   then the untouched originals; with several keys (ports with `protocol`), new elements
+//!   come first and originals are merged where they stand. A patch element whose key tuple
+//!   differs from an original one only by a missing key is dropped (kyaml treats "" as a
+//!   wildcard when collecting keys).
 //! * A `{$patch: replace}` element replaces the whole list with the other elements; an
 //!   element with `$patch: replace` *and* keys keeps the original element; `$patch: delete`
 //!   removes the matched element.
@@ -91,6 +93,13 @@ fn merge_list(
 }
 
 fn merge_keyed(dest: &[Value], patch: &[Value], element_type: SchemaType, keys: &[&str]) -> Vec<Value> {
+    // Only keys some element carries take part: a ports list without any `protocol`
+    // behaves like a single-key list.
+    let keys: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|key| dest.iter().chain(patch).any(|e| e.get(key).is_some()))
+        .collect();
     let tuple = |element: &Value| -> Option<Vec<String>> {
         let map = element.as_object()?;
         Some(keys.iter().map(|key| key_value(map.get(*key))).collect())
@@ -104,35 +113,63 @@ fn merge_keyed(dest: &[Value], patch: &[Value], element_type: SchemaType, keys: 
             tuples.push(t);
         }
     }
-    let mut from_patch: Vec<(usize, Value)> = Vec::new();
-    let mut untouched: Vec<Value> = Vec::new();
+    // (patch index, merged element) of new elements, and the fate of original elements
+    // by their index: merged, kept (no patch element) or deleted (None).
+    let mut added: Vec<(usize, Value)> = Vec::new();
+    let mut originals: Vec<(usize, Option<Value>, Option<usize>)> = Vec::new();
     for t in &tuples {
-        let original = dest.iter().find(|e| tuple(e).as_ref() == Some(t));
+        let original = dest.iter().position(|e| tuple(e).as_ref() == Some(t));
         let patched = patch.iter().position(|e| tuple(e).as_ref() == Some(t));
         match (original, patched) {
             (original, Some(index)) => {
                 let patch_element = patch[index].as_object().expect("tuples come from maps");
                 let merged = match (original, directive(patch_element)) {
-                    (Some(original), Some("replace")) => Some(original.clone()),
-                    (original, _) => {
-                        merge_map(original.and_then(Value::as_object), patch_element, element_type)
-                            .map(Value::Object)
-                    }
+                    (Some(original), Some("replace")) => Some(dest[original].clone()),
+                    (original, _) => merge_map(
+                        original.and_then(|i| dest[i].as_object()),
+                        patch_element,
+                        element_type,
+                    )
+                    .map(Value::Object),
                 };
-                if let Some(merged) = merged {
-                    from_patch.push((index, merged));
+                match original {
+                    Some(original) => originals.push((original, merged, Some(index))),
+                    None => added.extend(merged.map(|m| (index, m))),
                 }
             }
-            (Some(original), None) => untouched.push(original.clone()),
+            (Some(original), None) => originals.push((original, Some(dest[original].clone()), None)),
             (None, None) => {}
         }
     }
-    from_patch.sort_by_key(|(index, _)| *index);
+    added.sort_by_key(|(index, _)| *index);
     let non_maps = dest.iter().filter(|e| !e.is_object()).cloned();
+    if keys.len() > 1 {
+        // kyaml's multi-key path: new elements first, originals merged where they are.
+        originals.sort_by_key(|(original, _, _)| *original);
+        let kept = originals.into_iter().filter_map(|(_, value, _)| value);
+        return added
+            .into_iter()
+            .map(|(_, v)| v)
+            .chain(kept)
+            .chain(non_maps)
+            .collect();
+    }
+    // Single key: every element the patch names comes first, in patch order.
+    let mut from_patch = added;
+    let mut untouched = Vec::new();
+    for (original, value, patched) in originals {
+        match (value, patched) {
+            (Some(value), Some(index)) => from_patch.push((index, value)),
+            (Some(value), None) => untouched.push((original, value)),
+            (None, _) => {}
+        }
+    }
+    from_patch.sort_by_key(|(index, _)| *index);
+    untouched.sort_by_key(|(original, _)| *original);
     from_patch
         .into_iter()
         .map(|(_, v)| v)
-        .chain(untouched)
+        .chain(untouched.into_iter().map(|(_, v)| v))
         .chain(non_maps)
         .collect()
 }
@@ -171,4 +208,45 @@ fn wildcard_equal(a: &[String], b: &[String]) -> bool {
     a.iter()
         .zip(b)
         .all(|(x, y)| x.is_empty() || y.is_empty() || x == y)
+}
+
+/// kyaml refuses to merge a map, a list and a scalar into one another
+/// ("wrong node kind: expected MappingNode but got ScalarNode"). Checks the fields of
+/// `patch` against `dest`, through nested maps; returns the path, the original kind and
+/// the patch kind of the first conflict.
+pub fn kind_conflict(
+    dest: &Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &str,
+) -> Option<(String, &'static str, &'static str)> {
+    if matches!(directive(patch), Some("replace" | "delete")) {
+        return None;
+    }
+    for (key, patch_value) in patch {
+        let Some(dest_value) = dest.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        if key == DIRECTIVE || patch_value.is_null() {
+            continue;
+        }
+        let field = format!("{path}.{key}");
+        let (expected, got) = (node_kind(dest_value), node_kind(patch_value));
+        if expected != got {
+            return Some((field, expected, got));
+        }
+        if let (Value::Object(d), Value::Object(p)) = (dest_value, patch_value)
+            && let Some(conflict) = kind_conflict(d, p, &field)
+        {
+            return Some(conflict);
+        }
+    }
+    None
+}
+
+fn node_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Object(_) => "MappingNode",
+        Value::Array(_) => "SequenceNode",
+        _ => "ScalarNode",
+    }
 }

@@ -692,3 +692,85 @@ fn bad_selectors_name_the_field() {
         "{err}"
     );
 }
+
+#[test]
+fn single_key_lists_put_the_patch_elements_first_in_patch_order() {
+    // (original env names, patch env names, kustomize's order; ' marks a patched element)
+    let cases = [
+        ("a b c", "x", "x' a b c"),
+        ("a b c", "x y", "x' y' a b c"),
+        ("a b c", "c x", "c' x' a b"),
+        ("a b c", "b x a", "b' x' a' c"),
+        ("a b c", "x b y", "x' b' y' a c"),
+        ("a b c", "c b a", "c' b' a'"),
+        ("a b c", "c a", "c' a' b"),
+    ];
+    let pod = |names: &str, value: &str| {
+        let env: Vec<String> = names
+            .split(' ')
+            .map(|n| format!("{{name: {n}, value: {value}}}"))
+            .collect();
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    env: [{}]\n",
+            env.join(", ")
+        )
+    };
+    for (original, patch, expected) in cases {
+        let result = patched(&pod(original, "d"), &pod(patch, "p"));
+        let order: Vec<String> = result["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}{}",
+                    e["name"].as_str().unwrap(),
+                    if e["value"] == "p" { "'" } else { "" }
+                )
+            })
+            .collect();
+        assert_eq!(order.join(" "), expected, "[{original}] + [{patch}]");
+    }
+}
+
+#[test]
+fn a_patch_cannot_change_the_kind_of_a_node() {
+    // kustomize: "wrong node kind: expected MappingNode but got ScalarNode" (and the others).
+    let original = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  hostname: h\n  dnsConfig: {options: [{name: x}]}\n  tolerations: [{key: a}]\n";
+    let cases = [
+        (
+            "dnsConfig: scalar",
+            ".spec.dnsConfig",
+            "MappingNode",
+            "ScalarNode",
+        ),
+        (
+            "hostname: {nested: map}",
+            ".spec.hostname",
+            "ScalarNode",
+            "MappingNode",
+        ),
+        ("dnsConfig: [1]", ".spec.dnsConfig", "MappingNode", "SequenceNode"),
+        (
+            "tolerations: {a: 1}",
+            ".spec.tolerations",
+            "SequenceNode",
+            "MappingNode",
+        ),
+    ];
+    for (field, path, expected, got) in cases {
+        let patch = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  {field}\n");
+        let doc = parse(&patch, "inline patch").unwrap();
+        let err = apply(&yaml(original), &doc).unwrap_err();
+        assert_eq!(
+            err,
+            PatchError::WrongNodeKind {
+                path: path.into(),
+                expected,
+                got
+            },
+            "{field}"
+        );
+        assert!(err.to_string().contains(path), "{err}");
+    }
+}

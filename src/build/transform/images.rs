@@ -47,9 +47,15 @@ pub fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildErr
     Ok(())
 }
 
-/// kustomize's images field specs.
-const FIELD_SPEC_PATHS: [&str; 4] =
-    ["spec/containers[]/image", "spec/initContainers[]/image", "spec/template/spec/containers[]/image", "spec/template/spec/initContainers[]/image"];
+/// kustomize's images field specs (image volumes are reached only through these).
+const FIELD_SPEC_PATHS: [&str; 6] = [
+    "spec/containers[]/image",
+    "spec/initContainers[]/image",
+    "spec/template/spec/containers[]/image",
+    "spec/template/spec/initContainers[]/image",
+    "spec/volumes[]/image/reference",
+    "spec/template/spec/volumes[]/image/reference",
+];
 
 fn walk(node: &mut Value, re: &Regex, image: &Image) {
     match node {
