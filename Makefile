@@ -82,6 +82,15 @@ demo-down: cluster-down
 
 # Applier benchmark on the development control plane (`make cluster-up`), or the one KUBECONFIG names.
 BENCH_SIZES ?= 100 1000
+.PHONY: bench
+bench: bench-build bench-apply bench-controller
+
 .PHONY: bench-apply
 bench-apply:
 	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench apply -- $(BENCH_SIZES)
+
+# Controller benchmark (issue 7): 100 Kustomizations of 10 objects each, nothing to all Ready.
+.PHONY: bench-controller
+bench-controller:
+	@$(CARGO) build --quiet --release --bin kustomize-controller
+	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench controller -- 100 10

@@ -4,6 +4,8 @@
 pub mod api;
 pub mod applier;
 pub mod build;
+pub mod controller;
 pub mod health;
 pub mod kube_ext;
 pub mod source;
+pub mod telemetry;

@@ -1,6 +1,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kustomize_controller::controller::{self, options::RunOptions};
 
 /// Reconciles Flux Kustomizations: fetch, build, apply, prune, health-check.
 #[derive(Parser)]
@@ -12,6 +13,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controller.
+    Run(Box<RunOptions>),
     /// Print the Kustomization CustomResourceDefinition as YAML.
     Crds,
     /// Build a directory offline and print the final YAML, as the controller would apply it
@@ -38,6 +41,23 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Run(options) => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    eprintln!("unable to start the async runtime: {error}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(controller::run(*options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    tracing::error!(%error, "controller stopped");
+                    eprintln!("kustomize-controller: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Crds => {
             print!("{}", kustomize_controller::api::kustomization::crd_yaml());
             ExitCode::SUCCESS

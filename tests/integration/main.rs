@@ -4,6 +4,7 @@
 mod support;
 
 mod applier;
+mod controller;
 mod flux_build_cli;
 mod foundation;
 mod health;

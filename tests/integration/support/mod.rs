@@ -129,3 +129,4 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
         .expect("run kubectl")
 }
 pub mod applier;
+pub mod controller;

@@ -1,0 +1,188 @@
+//! Deletion of a Kustomization (finalizer `finalizers.fluxcd.io`): delete or orphan what it
+//! applied according to `deletionPolicy`, then let it go. Deletion always finishes when the
+//! objects cannot be reached with the configured identity (ServiceAccount or kubeconfig Secret
+//! gone): the objects are left behind and an event lists them.
+
+use kube::ResourceExt;
+
+use crate::api::conditions::READY;
+use crate::api::kustomization::DeletionPolicy;
+use crate::api::{Kustomization, ResourceInventory};
+use crate::applier::{Applier, Owner, PruneError};
+use crate::kube_ext::ResourceResolver;
+use crate::telemetry::ObjectLabels;
+
+use super::Context;
+use super::events::{self, Notice};
+use super::status;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FinalizeError {
+    /// Some objects could not be deleted; the finalizer stays and deletion is retried.
+    #[error("pruning for deleted resource failed: {0}")]
+    Prune(#[source] PruneError),
+}
+
+/// Whether the policy deletes the inventory (reference 7.3).
+pub fn deletes_objects(ks: &Kustomization) -> bool {
+    match ks.spec.deletion_policy() {
+        DeletionPolicy::MirrorPrune => ks.spec.prune,
+        DeletionPolicy::Delete | DeletionPolicy::WaitForTermination => true,
+        DeletionPolicy::Orphan => false,
+    }
+}
+
+/// `Kind/namespace/name` lines of an inventory, for events about what was left behind.
+pub fn inventory_lines(inventory: &ResourceInventory) -> String {
+    inventory
+        .entries
+        .iter()
+        .map(|entry| {
+            entry
+                .object_ref()
+                .map_or_else(|_| entry.id.clone(), |object| object.to_string())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The finalizer's cleanup branch. Idempotent: a retry after a partial delete deletes the rest.
+pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeError> {
+    let labels = ObjectLabels {
+        kind: "Kustomization".into(),
+        name: ks.name_any(),
+        namespace: ks.namespace().unwrap_or_default(),
+    };
+    ctx.metrics.record_ready(&labels, None);
+    let status = ks.status.clone().unwrap_or_default();
+    let inventory = status.inventory.clone().unwrap_or_default();
+    // Events on this path carry the last Ready reason, as Flux's do.
+    let reason =
+        status::find(&status.conditions, READY).map_or("Finalized".to_string(), |c| c.reason.clone());
+    let metadata = events::metadata(ks, status.last_applied_revision.as_deref(), None);
+    if inventory.entries.is_empty() {
+        return Ok(());
+    }
+    if ks.spec.suspend || !deletes_objects(ks) {
+        let message = format!(
+            "objects left in place (deletionPolicy {:?}{}):\n{}",
+            ks.spec.deletion_policy(),
+            if ks.spec.suspend { ", suspended" } else { "" },
+            inventory_lines(&inventory)
+        );
+        ctx.notifier
+            .emit(ks, &Notice::info(&reason, message, metadata))
+            .await;
+        return Ok(());
+    }
+
+    let sa_exists = ctx.clients.service_account_exists(ks).await.unwrap_or(true);
+    let client = match ctx.clients.for_kustomization(ks).await {
+        Ok(client) if sa_exists => client,
+        outcome => {
+            if let Err(error) = outcome {
+                tracing::warn!(%error, "cannot reach the objects of a deleted Kustomization");
+            }
+            let message = format!("unable to prune objects: \n{}", inventory_lines(&inventory));
+            ctx.notifier
+                .emit(ks, &Notice::error(&reason, message, metadata))
+                .await;
+            return Ok(());
+        }
+    };
+    let own_applier;
+    let applier = if super::reconcile::uses_own_client(&ks.spec, ctx) {
+        &ctx.applier
+    } else {
+        own_applier = Applier::new(ResourceResolver::new(client), ctx.applier.options().clone());
+        &own_applier
+    };
+    let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
+    let policy = ks.spec.deletion_policy();
+    match applier
+        .finalize(&owner, &inventory, policy, ks.spec.prune, ks.spec.timeout())
+        .await
+    {
+        Ok(changes) => {
+            if !changes.is_empty() {
+                ctx.notifier
+                    .emit(ks, &Notice::info(&reason, changes.to_string(), metadata))
+                    .await;
+            }
+            Ok(())
+        }
+        Err(error @ PruneError::TerminationTimeout { .. }) => {
+            tracing::warn!(%error, "deleted objects did not terminate in time");
+            let notice = Notice::error(&reason, "failed to wait for resources termination", metadata);
+            ctx.notifier.emit(ks, &notice).await;
+            Ok(())
+        }
+        Err(error) => {
+            ctx.notifier
+                .emit(
+                    ks,
+                    &Notice::error(&reason, "pruning for deleted resource failed", metadata),
+                )
+                .await;
+            Err(FinalizeError::Prune(error))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::ResourceRef;
+
+    fn ks(prune: bool, policy: Option<&str>) -> Kustomization {
+        serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "team-a"},
+            "spec": {"interval": "5m", "prune": prune, "deletionPolicy": policy,
+                "sourceRef": {"kind": "GitRepository", "name": "repo"}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn deletion_policy_table() {
+        // Reference 7.3: MirrorPrune follows prune; Delete and WaitForTermination always; Orphan never.
+        let cases = [
+            (true, None, true),
+            (false, None, false),
+            (true, Some("MirrorPrune"), true),
+            (false, Some("Delete"), true),
+            (false, Some("WaitForTermination"), true),
+            (true, Some("Orphan"), false),
+        ];
+        for (prune, policy, expected) in cases {
+            assert_eq!(
+                deletes_objects(&ks(prune, policy)),
+                expected,
+                "prune={prune} policy={policy:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn left_behind_objects_are_listed_by_subject() {
+        let inventory = ResourceInventory {
+            entries: vec![
+                ResourceRef {
+                    id: "_team-a__Namespace".into(),
+                    v: "v1".into(),
+                },
+                ResourceRef {
+                    id: "team-a_web_apps_Deployment".into(),
+                    v: "v1".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            inventory_lines(&inventory),
+            "Namespace/team-a\nDeployment/team-a/web"
+        );
+    }
+}

@@ -1,0 +1,441 @@
+//! The Kustomization controller: watches, the reconcile pipeline driver, status and events.
+//!
+//! `run` wires it together: telemetry, the client (with the request-counting layer), leader
+//! election, and a kube-runtime `Controller` over Kustomizations that also watches the source
+//! kinds and maps a new artifact revision to the Kustomizations reading it.
+
+pub mod clients;
+pub mod dependencies;
+pub mod events;
+pub mod finalize;
+pub mod leader;
+pub mod options;
+pub mod reconcile;
+pub mod status;
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+
+use crate::api::Kustomization;
+use crate::api::conditions::{READY, keys};
+use crate::api::kustomization::SourceKind;
+use crate::api::source::artifact_of;
+use crate::applier::{Applier, ApplierOptions};
+use crate::kube_ext::{ResourceResolver, counting_client};
+use crate::source::{Fetcher, FetcherConfig};
+use crate::telemetry::{self, Metrics, Readiness};
+
+use clients::ClientFactory;
+use events::Notifier;
+use options::RunOptions;
+pub use reconcile::ReconcileError;
+
+/// Everything a reconcile needs, shared by all of them.
+pub struct Context {
+    pub options: RunOptions,
+    /// The controller's own identity: sources, dependencies, status, events.
+    pub client: Client,
+    pub clients: ClientFactory,
+    /// The applier for Kustomizations applied with the controller's identity; it keeps the
+    /// no-op fingerprints, so it lives as long as the controller.
+    pub applier: Applier,
+    /// Kind resolution for the controller's own client, shared with `applier`.
+    pub resolver: ResourceResolver,
+    pub fetcher: Fetcher,
+    pub notifier: Notifier,
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failures per object, for the error backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    fn failure_count(&self, key: &str, failed: bool) -> u32 {
+        let mut failures = self.failures.lock().expect("failures lock");
+        if failed {
+            let count = failures.entry(key.to_string()).or_default();
+            *count += 1;
+            *count
+        } else {
+            failures.remove(key);
+            0
+        }
+    }
+}
+
+/// Why `run` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("unable to load the kube config: {0}")]
+    Config(#[from] kube::config::InferConfigError),
+    #[error("unable to build the kube client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("unable to listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("invalid listen address '{0}'")]
+    Address(String),
+    #[error("unable to prepare the artifact cache: {0}")]
+    Fetcher(#[from] crate::source::SourceError),
+    #[error("leader election lost")]
+    LeadershipLost,
+}
+
+/// Runs the controller until SIGTERM/SIGINT (Ok) or until leadership is lost (Err).
+pub async fn run(options: RunOptions) -> Result<(), RunError> {
+    telemetry::init_logs(&options.log_level, options.log_encoding);
+    let config = kube::Config::infer().await?;
+    let (client, counts) = counting_client(config.clone()).map_err(RunError::Client)?;
+
+    let mut metrics = Metrics::default();
+    metrics.register_api_requests(counts);
+    let metrics = Arc::new(metrics);
+    let readiness = Readiness::default();
+    serve_http(&options.metrics_addr, Some(metrics.clone()), readiness.clone()).await?;
+    serve_http(&options.health_addr, None, readiness.clone()).await?;
+
+    let identity = instance_name();
+    let elector = options.enable_leader_election.then(|| {
+        leader::LeaderElector::new(
+            client.clone(),
+            &options.runtime_namespace,
+            options.lease_name(),
+            identity.clone(),
+            options.leader_election_lease_duration,
+            options.leader_election_renew_deadline,
+            options.leader_election_retry_period,
+        )
+    });
+    // Ready means "able to serve": a standby replica is ready too, as with Flux.
+    readiness.set(true);
+    if let Some(elector) = &elector {
+        tokio::select! {
+            () = elector.acquire() => {}
+            () = shutdown_signal() => return Ok(()),
+        }
+    }
+
+    let fetcher = Fetcher::new(FetcherConfig {
+        max_artifact_bytes: options.max_artifact_size,
+        retries: options.artifact_fetch_retries,
+        ..FetcherConfig::default()
+    })?;
+    let resolver = ResourceResolver::new(client.clone());
+    let release_on_cancel = options.leader_election_release_on_cancel;
+    let ctx = Arc::new(Context {
+        applier: Applier::new(resolver.clone(), applier_options(&options)),
+        resolver,
+        clients: ClientFactory::new(
+            client.clone(),
+            config,
+            Some(options.default_service_account.clone()),
+        ),
+        notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),
+        fetcher,
+        metrics,
+        client,
+        failures: Mutex::default(),
+        options,
+    });
+
+    let stopped = run_controller(ctx);
+    match &elector {
+        Some(elector) => {
+            tokio::select! {
+                () = stopped => {
+                    if release_on_cancel {
+                        elector.release().await;
+                    }
+                    Ok(())
+                }
+                () = elector.hold() => Err(RunError::LeadershipLost),
+            }
+        }
+        None => {
+            stopped.await;
+            Ok(())
+        }
+    }
+}
+
+/// The applier settings the flags decide.
+pub fn applier_options(options: &RunOptions) -> ApplierOptions {
+    ApplierOptions {
+        concurrency: options.concurrent_ssa.max(1),
+        custom_stage_kinds: options.custom_stage_kinds(),
+        full_sync_every: options.full_sync_interval,
+        ..ApplierOptions::default()
+    }
+}
+
+async fn serve_http(addr: &str, metrics: Option<Arc<Metrics>>, readiness: Readiness) -> Result<(), RunError> {
+    if addr.is_empty() || addr == "0" {
+        return Ok(());
+    }
+    let socket = telemetry::parse_listen_addr(addr).map_err(|_| RunError::Address(addr.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(socket)
+        .await
+        .map_err(|source| RunError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
+    tokio::spawn(telemetry::serve(listener, metrics, readiness));
+    Ok(())
+}
+
+/// The pod name when running in a cluster, else the host name; events and the Lease carry it.
+fn instance_name() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| format!("kustomize-controller-{}", std::process::id()))
+}
+
+async fn shutdown_signal() {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down: waiting for running reconciles to finish");
+}
+
+/// What makes a Kustomization worth reconciling again: a spec change (generation), a
+/// `reconcile.fluxcd.io/requestedAt` request, finalizer changes and deletion. Status writes
+/// and label edits do not.
+fn trigger_hash(ks: &Kustomization) -> Option<u64> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    ks.metadata.generation.hash(&mut hasher);
+    ks.annotations()
+        .get(keys::REQUESTED_AT_ANNOTATION)
+        .hash(&mut hasher);
+    ks.finalizers().hash(&mut hasher);
+    ks.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// A source triggers only when its artifact revision changes (or first appears).
+fn artifact_revision_hash(source: &DynamicObject) -> Option<u64> {
+    let revision = artifact_of(source).ok().flatten()?.revision;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    revision.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The Kustomizations to reconcile for a source with a new artifact: those reading it, except
+/// those already at that revision.
+pub fn kustomizations_for_source(
+    kustomizations: &[Arc<Kustomization>],
+    kind: SourceKind,
+    source: &DynamicObject,
+) -> Vec<ObjectRef<Kustomization>> {
+    let Some(artifact) = artifact_of(source).ok().flatten() else {
+        return Vec::new();
+    };
+    let key = (
+        kind.as_str(),
+        source.namespace().unwrap_or_default(),
+        source.name_any(),
+    );
+    kustomizations
+        .iter()
+        .filter(|ks| dependencies::source_key(ks) == key)
+        .filter(|ks| {
+            let status = ks.status.as_ref();
+            let attempted =
+                status.and_then(|s| s.last_attempted_revision.as_deref()) == Some(artifact.revision.as_str());
+            let ready = status.is_some_and(|s| status::is_true(&s.conditions, READY));
+            !(attempted && ready)
+        })
+        .map(|ks| ObjectRef::from_obj(ks.as_ref()))
+        .collect()
+}
+
+async fn run_controller(ctx: Arc<Context>) {
+    let options = &ctx.options;
+    let api: Api<Kustomization> = if options.watch_all_namespaces {
+        Api::all(ctx.client.clone())
+    } else {
+        Api::namespaced(ctx.client.clone(), &options.runtime_namespace)
+    };
+    let mut watch_config = watcher::Config::default().any_semantic();
+    if !options.watch_label_selector.is_empty() {
+        watch_config = watch_config.labels(&options.watch_label_selector);
+    }
+    let (reader, writer) = reflector::store();
+    let kustomizations = watcher(api, watch_config)
+        .default_backoff()
+        .modify(|ks: &mut Kustomization| ks.managed_fields_mut().clear())
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(trigger_hash, Default::default());
+    let mut controller = Controller::for_stream(kustomizations, reader.clone())
+        .with_config(ControllerConfig::default().concurrency(options.concurrent));
+
+    // ExternalArtifact stays behind Flux's (default-off) feature gate.
+    for kind in [
+        SourceKind::GitRepository,
+        SourceKind::OCIRepository,
+        SourceKind::Bucket,
+    ] {
+        let resource = kind.api_resource();
+        let api: Api<DynamicObject> = if options.watch_all_namespaces {
+            Api::all_with(ctx.client.clone(), &resource)
+        } else {
+            Api::namespaced_with(ctx.client.clone(), &options.runtime_namespace, &resource)
+        };
+        let store: Store<Kustomization> = reader.clone();
+        let sources = watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(artifact_revision_hash, Default::default());
+        controller = controller.watches_stream_with(
+            sources,
+            move |source| kustomizations_for_source(&store.state(), kind, &source),
+            resource,
+        );
+    }
+
+    controller
+        .graceful_shutdown_on(shutdown_signal())
+        .run(reconcile::reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller event");
+            }
+        })
+        .await;
+}
+
+/// Errors that reach here were not turned into a requeue by the driver: terminal ones wait
+/// for a change of the object; transient ones back off exponentially (Flux: 750 ms … 15 min).
+fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    if error.is_terminal() {
+        return Action::await_change();
+    }
+    let key = format!("{}/{}", ks.namespace().unwrap_or_default(), ks.name_any());
+    let failures = ctx.failure_count(&key, true);
+    tracing::warn!(namespace = %ks.namespace().unwrap_or_default(), name = %ks.name_any(), %error, "reconcile failed");
+    Action::requeue(backoff(failures))
+}
+
+/// Exponential backoff from 750 ms doubling per consecutive failure, capped at 15 minutes.
+pub fn backoff(failures: u32) -> Duration {
+    let base = Duration::from_millis(750);
+    let max = Duration::from_secs(15 * 60);
+    base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(20)))
+        .min(max)
+}
+
+/// The interval with Flux's jitter: uniformly within ± `percent` %.
+pub fn jittered(interval: Duration, percent: u8, random: f64) -> Duration {
+    let spread = interval.as_secs_f64() * f64::from(percent) / 100.0;
+    Duration::from_secs_f64((interval.as_secs_f64() + spread * (2.0 * random - 1.0)).max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_750ms_up_to_15m() {
+        assert_eq!(backoff(1), Duration::from_millis(750));
+        assert_eq!(backoff(2), Duration::from_millis(1500));
+        assert_eq!(backoff(5), Duration::from_millis(12000));
+        assert_eq!(backoff(40), Duration::from_secs(900));
+    }
+
+    #[test]
+    fn jitter_stays_within_the_percentage() {
+        let interval = Duration::from_secs(600);
+        assert_eq!(jittered(interval, 5, 0.0), Duration::from_secs(570));
+        assert_eq!(jittered(interval, 5, 0.5), Duration::from_secs(600));
+        assert_eq!(jittered(interval, 5, 1.0), Duration::from_secs(630));
+        assert_eq!(jittered(interval, 0, 0.9), interval);
+    }
+
+    fn ks(name: &str, source: serde_json::Value, status: serde_json::Value) -> Arc<Kustomization> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": name, "namespace": "apps"},
+                "spec": {"interval": "5m", "prune": true, "sourceRef": source},
+                "status": status,
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_new_artifact_maps_to_the_kustomizations_reading_it() {
+        let source: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+            "metadata": {"name": "repo", "namespace": "apps"},
+            "status": {"artifact": {"url": "http://a/x.tar.gz", "revision": "main@sha1:2"}}
+        }))
+        .unwrap();
+        let ready_at = |rev: &str| {
+            json!({"lastAttemptedRevision": rev, "conditions": [{"type": "Ready", "status": "True",
+                "reason": "ReconciliationSucceeded", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+        };
+        let all = [
+            ks(
+                "old",
+                json!({"kind": "GitRepository", "name": "repo"}),
+                ready_at("main@sha1:1"),
+            ),
+            ks(
+                "current",
+                json!({"kind": "GitRepository", "name": "repo"}),
+                ready_at("main@sha1:2"),
+            ),
+            ks(
+                "cross-ns",
+                json!({"kind": "GitRepository", "name": "repo", "namespace": "apps"}),
+                json!({}),
+            ),
+            ks("other-kind", json!({"kind": "Bucket", "name": "repo"}), json!({})),
+            ks(
+                "other-name",
+                json!({"kind": "GitRepository", "name": "other"}),
+                json!({}),
+            ),
+        ];
+        let names: Vec<_> = kustomizations_for_source(&all, SourceKind::GitRepository, &source)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["old", "cross-ns"]);
+    }
+
+    #[test]
+    fn status_writes_do_not_trigger_but_requests_and_spec_changes_do() {
+        let base = ks("a", json!({"kind": "GitRepository", "name": "repo"}), json!({}));
+        let mut status_only = (*base).clone();
+        status_only.status = Some(Default::default());
+        status_only.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+        assert_eq!(trigger_hash(&base), trigger_hash(&status_only));
+
+        let mut requested = (*base).clone();
+        requested.metadata.annotations =
+            Some([(keys::REQUESTED_AT_ANNOTATION.to_string(), "1".to_string())].into());
+        assert_ne!(trigger_hash(&base), trigger_hash(&requested));
+
+        let mut new_generation = (*base).clone();
+        new_generation.metadata.generation = Some(2);
+        assert_ne!(trigger_hash(&base), trigger_hash(&new_generation));
+    }
+}

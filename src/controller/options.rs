@@ -1,0 +1,193 @@
+//! Flags of `kustomize-controller run`, compatible with Flux's (reference 12.1).
+
+use std::time::Duration;
+
+use crate::api::duration;
+use crate::telemetry::LogEncoding;
+
+fn go_duration(text: &str) -> Result<Duration, String> {
+    duration::parse(text).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m, 1h)"))
+}
+
+fn jitter_percentage(text: &str) -> Result<u8, String> {
+    match text.parse::<u8>() {
+        Ok(p) if p < 100 => Ok(p),
+        _ => Err(format!(
+            "--interval-jitter-percentage must be a number between 0 and 99, got '{text}'"
+        )),
+    }
+}
+
+/// Everything `run` can be told.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RunOptions {
+    /// The number of concurrent Kustomization reconciles.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent: u16,
+    /// The number of objects dry-run and applied in parallel within one stage.
+    #[arg(long = "concurrent-ssa", default_value_t = 4)]
+    pub concurrent_ssa: usize,
+    /// The interval at which failing dependencies and missing artifacts are re-checked.
+    #[arg(long = "requeue-dependency", default_value = "30s", value_parser = go_duration)]
+    pub requeue_dependency: Duration,
+    /// Percentage of jitter applied to the interval, to spread reconciles.
+    #[arg(long = "interval-jitter-percentage", default_value = "5", value_parser = jitter_percentage)]
+    pub interval_jitter_percentage: u8,
+    /// Refuse sourceRefs in another namespace.
+    #[arg(long = "no-cross-namespace-refs", default_value_t = false)]
+    pub no_cross_namespace_refs: bool,
+    /// Refuse remote kustomize bases; only files from the source artifact are built.
+    #[arg(long = "no-remote-bases", default_value_t = false)]
+    pub no_remote_bases: bool,
+    /// ServiceAccount impersonated by Kustomizations that name none.
+    #[arg(long = "default-service-account", default_value = "")]
+    pub default_service_account: String,
+    /// Watch Kustomizations in all namespaces; false restricts to RUNTIME_NAMESPACE.
+    #[arg(long = "watch-all-namespaces", default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_all_namespaces: bool,
+    /// Only reconcile Kustomizations matching this label selector (sharding).
+    #[arg(long = "watch-label-selector", default_value = "")]
+    pub watch_label_selector: String,
+    /// Where /metrics is served.
+    #[arg(long = "metrics-addr", default_value = ":8080")]
+    pub metrics_addr: String,
+    /// Where /healthz and /readyz are served.
+    #[arg(long = "health-addr", default_value = ":9440")]
+    pub health_addr: String,
+    /// Run only while holding the leader Lease.
+    #[arg(long = "enable-leader-election", default_value_t = false)]
+    pub enable_leader_election: bool,
+    #[arg(long = "leader-election-lease-duration", default_value = "35s", value_parser = go_duration)]
+    pub leader_election_lease_duration: Duration,
+    #[arg(long = "leader-election-renew-deadline", default_value = "30s", value_parser = go_duration)]
+    pub leader_election_renew_deadline: Duration,
+    #[arg(long = "leader-election-retry-period", default_value = "5s", value_parser = go_duration)]
+    pub leader_election_retry_period: Duration,
+    /// Give the Lease up on shutdown so another replica takes over at once.
+    #[arg(long = "leader-election-release-on-cancel", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election_release_on_cancel: bool,
+    /// notification-controller's event endpoint.
+    #[arg(long = "events-addr", default_value = "")]
+    pub events_addr: String,
+    /// Download retries of an artifact (Flux's --http-retry).
+    #[arg(long = "artifact-fetch-retries", alias = "http-retry", default_value_t = 9)]
+    pub artifact_fetch_retries: u32,
+    /// Largest artifact accepted, in bytes.
+    #[arg(long = "max-artifact-size", default_value_t = 512 << 20)]
+    pub max_artifact_size: u64,
+    /// Kinds applied in their own stage before the rest, as `group/Kind` (core: `Kind`).
+    #[arg(long = "custom-apply-stage-kinds", value_delimiter = ',', default_value = "")]
+    pub custom_apply_stage_kinds: Vec<String>,
+    /// Even when revision and build output are unchanged, compare every object with the
+    /// cluster at least this often (drift detection).
+    #[arg(long = "full-sync-interval", default_value = "1h", value_parser = go_duration)]
+    pub full_sync_interval: Duration,
+    #[arg(long = "log-level", default_value = "info")]
+    pub log_level: String,
+    #[arg(long = "log-encoding", value_enum, default_value = "json")]
+    pub log_encoding: LogEncoding,
+    /// The namespace the controller runs in (the Lease lives there).
+    #[arg(
+        long = "runtime-namespace",
+        env = "RUNTIME_NAMESPACE",
+        default_value = "flux-system"
+    )]
+    pub runtime_namespace: String,
+}
+
+impl RunOptions {
+    /// The custom stage kinds, without the empty entry an empty flag yields.
+    pub fn custom_stage_kinds(&self) -> Vec<String> {
+        self.custom_apply_stage_kinds
+            .iter()
+            .filter(|k| !k.is_empty())
+            .cloned()
+            .collect()
+    }
+
+    /// The Lease name: Flux's, suffixed by a hash of the shard selector so shards elect apart.
+    pub fn lease_name(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let base = "kustomize-controller-leader-election";
+        if self.watch_label_selector.is_empty() {
+            return base.to_string();
+        }
+        let digest = hex::encode(Sha256::digest(self.watch_label_selector.as_bytes()));
+        format!("{base}-{}", &digest[..8])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use sha2::Digest;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunOptions,
+    }
+
+    fn parse(args: &[&str]) -> RunOptions {
+        Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+            .unwrap()
+            .run
+    }
+
+    #[test]
+    fn defaults_are_fluxs() {
+        let o = parse(&[]);
+        assert_eq!(o.concurrent, 4);
+        assert_eq!(o.requeue_dependency, Duration::from_secs(30));
+        assert_eq!(o.interval_jitter_percentage, 5);
+        assert!(o.watch_all_namespaces);
+        assert_eq!(
+            (o.metrics_addr.as_str(), o.health_addr.as_str()),
+            (":8080", ":9440")
+        );
+        assert_eq!(o.leader_election_lease_duration, Duration::from_secs(35));
+        assert_eq!(o.log_encoding, LogEncoding::Json);
+        assert!(o.custom_stage_kinds().is_empty());
+        assert_eq!(o.lease_name(), "kustomize-controller-leader-election");
+    }
+
+    #[test]
+    fn flux_style_values_parse() {
+        let o = parse(&[
+            "--watch-all-namespaces=false",
+            "--requeue-dependency=5s",
+            "--custom-apply-stage-kinds=rbac.authorization.k8s.io/Role,ServiceAccount",
+            "--watch-label-selector=sharding.fluxcd.io/key=shard1",
+            "--http-retry=2",
+        ]);
+        assert!(!o.watch_all_namespaces);
+        assert_eq!(o.requeue_dependency, Duration::from_secs(5));
+        assert_eq!(
+            o.custom_stage_kinds(),
+            ["rbac.authorization.k8s.io/Role", "ServiceAccount"]
+        );
+        assert_eq!(o.artifact_fetch_retries, 2);
+        // The lease name is Flux's plus the first 8 hex digits of sha256(selector).
+        let expected = &hex::encode(sha2::Sha256::digest(b"sharding.fluxcd.io/key=shard1"))[..8];
+        assert_eq!(
+            o.lease_name(),
+            format!("kustomize-controller-leader-election-{expected}")
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        let err = Cli::try_parse_from(["run", "--interval-jitter-percentage=100"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("--interval-jitter-percentage"), "{err}");
+        let err = Cli::try_parse_from(["run", "--requeue-dependency=soon"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("invalid duration 'soon'"), "{err}");
+    }
+}

@@ -1,0 +1,795 @@
+//! The status of a Kustomization, computed from what the reconcile steps did. Pure: no I/O, no
+//! clock (callers pass `now`), so every rule here has a table test against Flux's behaviour.
+//!
+//! Condition setters follow Flux's `runtime/conditions` semantics: every set stamps the
+//! object's generation, `lastTransitionTime` moves only when status, reason or message change,
+//! messages are capped, and the list is ordered Stalled, Reconciling, Ready, then the rest.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::ResourceInventory;
+use crate::api::conditions::{HEALTHY, READY, RECONCILING, STALLED, reason};
+use crate::api::duration;
+use crate::api::kustomization::{KustomizationStatus, Snapshot};
+
+/// Flux caps condition messages at this many bytes.
+const MAX_MESSAGE_BYTES: usize = 32768;
+/// `status.history` keeps this many snapshots.
+const MAX_HISTORY: usize = 5;
+
+pub const TRUE: &str = "True";
+pub const FALSE: &str = "False";
+pub const UNKNOWN: &str = "Unknown";
+
+/// When and for which generation a status change is made.
+#[derive(Clone, Debug)]
+pub struct Stamp {
+    pub generation: i64,
+    pub now: Timestamp,
+}
+
+impl Stamp {
+    /// Condition times are whole seconds in UTC, as `metav1.Time` serializes them.
+    fn time(&self) -> Time {
+        Time(Timestamp::from_second(self.now.as_second()).unwrap_or(self.now))
+    }
+}
+
+/// The step a running reconcile is in, as the Reconciling message tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    Fetching,
+    Building,
+    DetectingDrift,
+    HealthChecks,
+}
+
+impl Progress {
+    /// Flux's Reconciling message for this step.
+    pub fn message(self, revision: &str, timeout: Duration) -> String {
+        let step = match self {
+            Self::Fetching => "Fetching manifests",
+            Self::Building => "Building manifests",
+            Self::DetectingDrift => "Detecting drift",
+            Self::HealthChecks => "Running health checks",
+        };
+        format!(
+            "{step} for revision {revision} with a timeout of {}",
+            duration::format(timeout)
+        )
+    }
+}
+
+/// The Ready message of a successful reconcile.
+pub fn applied_message(revision: &str) -> String {
+    format!("Applied revision: {revision}")
+}
+
+/// The Healthy message of passed health checks.
+pub fn health_passed_message(elapsed: Duration) -> String {
+    format!("Health check passed in {}", duration::format(elapsed))
+}
+
+/// Sets (or replaces) a condition with Flux's setter semantics.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    stamp: &Stamp,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) {
+    let message = cap_message(message);
+    let unchanged = |c: &Condition| c.status == status && c.reason == reason && c.message == message;
+    let last_transition_time = match conditions.iter().find(|c| c.type_ == type_) {
+        Some(existing) if unchanged(existing) => existing.last_transition_time.clone(),
+        _ => stamp.time(),
+    };
+    conditions.retain(|c| c.type_ != type_);
+    conditions.push(Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: Some(stamp.generation),
+        last_transition_time,
+    });
+    sort_conditions(conditions);
+}
+
+/// Removes a condition type.
+pub fn delete_condition(conditions: &mut Vec<Condition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
+}
+
+/// The condition of this type, if present.
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether the condition of this type is present with status True.
+pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    find(conditions, type_).is_some_and(|c| c.status == TRUE)
+}
+
+/// Reconciling=True; a reconcile in progress is no longer stalled.
+pub fn mark_reconciling(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
+    delete_condition(conditions, STALLED);
+    set_condition(conditions, stamp, RECONCILING, TRUE, reason, message);
+}
+
+/// Stalled=True; a stalled object is not reconciling.
+pub fn mark_stalled(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
+    delete_condition(conditions, RECONCILING);
+    set_condition(conditions, stamp, STALLED, TRUE, reason, message);
+}
+
+fn cap_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let mut cut = MAX_MESSAGE_BYTES - 3;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}...", &message[..cut])
+}
+
+fn sort_conditions(conditions: &mut [Condition]) {
+    let rank = |c: &Condition| match c.type_.as_str() {
+        STALLED => 0,
+        RECONCILING => 1,
+        READY => 2,
+        _ => 3,
+    };
+    conditions.sort_by(|a, b| {
+        rank(a)
+            .cmp(&rank(b))
+            .then_with(|| b.observed_generation.cmp(&a.observed_generation))
+            .then_with(|| a.type_.cmp(&b.type_))
+    });
+}
+
+/// The progress status written when a reconcile starts new work (a new revision or a new
+/// generation): Ready=Unknown and Reconciling=True saying which step runs.
+pub fn mark_progress(
+    status: &mut KustomizationStatus,
+    stamp: &Stamp,
+    step: Progress,
+    revision: &str,
+    timeout: Duration,
+) {
+    set_condition(
+        &mut status.conditions,
+        stamp,
+        READY,
+        UNKNOWN,
+        reason::PROGRESSING,
+        "Reconciliation in progress",
+    );
+    mark_reconciling(
+        &mut status.conditions,
+        stamp,
+        reason::PROGRESSING,
+        &step.message(revision, timeout),
+    );
+}
+
+/// Flux's end-of-reconcile bookkeeping (`finalizeStatus`).
+pub fn finalize_status(status: &mut KustomizationStatus, stamp: &Stamp, requested_at: Option<&str>) {
+    if let Some(requested_at) = requested_at {
+        status.last_handled_reconcile_at = Some(requested_at.to_string());
+    }
+    if is_true(&status.conditions, READY) {
+        delete_condition(&mut status.conditions, RECONCILING);
+        status.observed_generation = stamp.generation;
+    } else if find(&status.conditions, READY).is_some_and(|c| c.status == FALSE) {
+        if let Some(reconciling) = status.conditions.iter_mut().find(|c| c.type_ == RECONCILING) {
+            // Only the reason changes; the message keeps the step that failed.
+            reconciling.reason = reason::PROGRESSING_WITH_RETRY.to_string();
+        }
+    }
+}
+
+/// What the health step concluded, when it ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Passed { elapsed: Duration },
+    Failed { message: String },
+}
+
+/// A reconcile that applied the revision.
+#[derive(Clone, Debug)]
+pub struct Applied {
+    pub revision: String,
+    pub origin_revision: Option<String>,
+    pub inventory: ResourceInventory,
+    /// `sha256:<hex>` of the built manifests, the history key.
+    pub digest: String,
+    /// `None` when neither `wait` nor `healthChecks` is set.
+    pub health: Option<Duration>,
+    pub duration: Duration,
+}
+
+/// Records a fully successful reconcile.
+pub fn mark_applied(status: &mut KustomizationStatus, stamp: &Stamp, applied: &Applied) {
+    if let Some(elapsed) = applied.health {
+        set_condition(
+            &mut status.conditions,
+            stamp,
+            HEALTHY,
+            TRUE,
+            reason::SUCCEEDED,
+            &health_passed_message(elapsed),
+        );
+    } else {
+        delete_condition(&mut status.conditions, HEALTHY);
+    }
+    set_condition(
+        &mut status.conditions,
+        stamp,
+        READY,
+        TRUE,
+        reason::RECONCILIATION_SUCCEEDED,
+        &applied_message(&applied.revision),
+    );
+    status.inventory = Some(applied.inventory.clone());
+    status.last_applied_revision = Some(applied.revision.clone());
+    status.last_applied_origin_revision = applied.origin_revision.clone();
+    status.last_attempted_revision = Some(applied.revision.clone());
+    let metadata = snapshot_metadata(&applied.revision, applied.origin_revision.as_deref());
+    upsert_history(
+        &mut status.history,
+        stamp,
+        &applied.digest,
+        reason::RECONCILIATION_SUCCEEDED,
+        metadata,
+        applied.duration,
+    );
+}
+
+/// A reconcile that failed in one of its steps.
+#[derive(Clone, Debug)]
+pub struct Failed {
+    /// A Ready reason from `api::conditions::reason`.
+    pub reason: &'static str,
+    pub message: String,
+    /// A configuration error: Stalled until the spec changes.
+    pub terminal: bool,
+    /// Set when the build succeeded, so the failure is recorded in the history.
+    pub build: Option<BuiltRevision>,
+    /// The inventory to keep: objects applied before the failure, or stale objects whose
+    /// prune was not confirmed. `None` leaves the inventory as it was.
+    pub inventory: Option<ResourceInventory>,
+    /// Set when health checks ran and failed.
+    pub unhealthy: bool,
+}
+
+/// What identifies a built revision in the history.
+#[derive(Clone, Debug)]
+pub struct BuiltRevision {
+    pub digest: String,
+    pub revision: String,
+    pub origin_revision: Option<String>,
+    pub duration: Duration,
+}
+
+/// Records a failed reconcile.
+pub fn mark_failed(status: &mut KustomizationStatus, stamp: &Stamp, failed: &Failed) {
+    set_condition(
+        &mut status.conditions,
+        stamp,
+        READY,
+        FALSE,
+        failed.reason,
+        &failed.message,
+    );
+    if failed.terminal {
+        mark_stalled(&mut status.conditions, stamp, failed.reason, &failed.message);
+        // Flux observes the generation on terminal errors: retrying it cannot help.
+        status.observed_generation = stamp.generation;
+    }
+    if failed.unhealthy {
+        set_condition(
+            &mut status.conditions,
+            stamp,
+            HEALTHY,
+            FALSE,
+            reason::HEALTH_CHECK_FAILED,
+            &failed.message,
+        );
+    }
+    if let Some(inventory) = &failed.inventory {
+        status.inventory = Some(inventory.clone());
+    }
+    if let Some(build) = &failed.build {
+        let metadata = snapshot_metadata(&build.revision, build.origin_revision.as_deref());
+        upsert_history(
+            &mut status.history,
+            stamp,
+            &build.digest,
+            failed.reason,
+            metadata,
+            build.duration,
+        );
+    }
+}
+
+fn snapshot_metadata(
+    revision: &str,
+    origin_revision: Option<&str>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut metadata = std::collections::BTreeMap::from([("revision".to_string(), revision.to_string())]);
+    if let Some(origin) = origin_revision.filter(|o| !o.is_empty()) {
+        metadata.insert("originRevision".to_string(), origin.to_string());
+    }
+    metadata
+}
+
+/// Flux's history upsert: an entry with the same digest and status is bumped and moved to the
+/// front; otherwise a new entry is prepended; at most five are kept.
+pub fn upsert_history(
+    history: &mut Vec<Snapshot>,
+    stamp: &Stamp,
+    digest: &str,
+    status: &str,
+    metadata: std::collections::BTreeMap<String, String>,
+    elapsed: Duration,
+) {
+    let now = stamp.time();
+    let elapsed = duration::format(elapsed);
+    let entry = match history
+        .iter()
+        .position(|s| s.digest == digest && s.last_reconciled_status == status)
+    {
+        Some(index) => {
+            let mut entry = history.remove(index);
+            entry.last_reconciled = now;
+            entry.last_reconciled_duration = elapsed;
+            entry.total_reconciliations += 1;
+            entry.metadata = metadata;
+            entry
+        }
+        None => Snapshot {
+            digest: digest.to_string(),
+            first_reconciled: now.clone(),
+            last_reconciled: now,
+            last_reconciled_duration: elapsed,
+            last_reconciled_status: status.to_string(),
+            total_reconciliations: 1,
+            metadata,
+        },
+    };
+    history.insert(0, entry);
+    history.truncate(MAX_HISTORY);
+}
+
+/// Within one pass a condition may change and change back (Ready goes Unknown while working,
+/// then True again); measured against the stored status it did not transition, so it keeps
+/// the stored `lastTransitionTime`.
+pub fn keep_transition_times(stored: &KustomizationStatus, status: &mut KustomizationStatus) {
+    for condition in &mut status.conditions {
+        if let Some(before) = find(&stored.conditions, &condition.type_) {
+            if before.status == condition.status
+                && before.reason == condition.reason
+                && before.message == condition.message
+            {
+                condition.last_transition_time = before.last_transition_time.clone();
+            }
+        }
+    }
+}
+
+/// Whether two statuses say the same thing once times and counters are ignored. A reconcile
+/// whose result compares equal to the stored status writes nothing: on a quiet interval only
+/// the clock moved.
+pub fn same_ignoring_time(a: &KustomizationStatus, b: &KustomizationStatus) -> bool {
+    normalized(a) == normalized(b)
+}
+
+fn normalized(status: &KustomizationStatus) -> KustomizationStatus {
+    let epoch = Time(Timestamp::UNIX_EPOCH);
+    let mut status = status.clone();
+    for condition in &mut status.conditions {
+        condition.last_transition_time = epoch.clone();
+    }
+    for snapshot in &mut status.history {
+        snapshot.first_reconciled = epoch.clone();
+        snapshot.last_reconciled = epoch.clone();
+        snapshot.last_reconciled_duration.clear();
+        snapshot.total_reconciliations = 0;
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ResourceRef;
+
+    fn stamp(generation: i64, second: i64) -> Stamp {
+        Stamp {
+            generation,
+            now: Timestamp::from_second(1_767_225_600 + second).unwrap(),
+        }
+    }
+
+    fn types(conditions: &[Condition]) -> Vec<&str> {
+        conditions.iter().map(|c| c.type_.as_str()).collect()
+    }
+
+    #[test]
+    fn reconciling_messages_match_flux() {
+        let rev = "main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812";
+        let timeout = Duration::from_secs(270);
+        assert_eq!(
+            Progress::Fetching.message(rev, timeout),
+            "Fetching manifests for revision main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812 with a timeout of 4m30s"
+        );
+        assert_eq!(
+            Progress::Building.message(rev, timeout),
+            "Building manifests for revision main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812 with a timeout of 4m30s"
+        );
+        assert_eq!(
+            Progress::DetectingDrift.message("r", Duration::from_secs(3600)),
+            "Detecting drift for revision r with a timeout of 1h0m0s"
+        );
+        assert_eq!(
+            applied_message(rev),
+            "Applied revision: main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812"
+        );
+    }
+
+    #[test]
+    fn transition_time_moves_only_when_status_reason_or_message_change() {
+        let mut conditions = Vec::new();
+        set_condition(&mut conditions, &stamp(1, 0), READY, TRUE, "A", "m");
+        let first = conditions[0].last_transition_time.clone();
+
+        // Same status, reason and message, new generation: time kept, generation stamped.
+        set_condition(&mut conditions, &stamp(2, 10), READY, TRUE, "A", "m");
+        assert_eq!(conditions[0].last_transition_time, first);
+        assert_eq!(conditions[0].observed_generation, Some(2));
+
+        // Each of status, reason and message moves the time (stricter than metav1).
+        for (second, (status, reason, message)) in [
+            (20, (FALSE, "A", "m")),
+            (30, (FALSE, "B", "m")),
+            (40, (FALSE, "B", "n")),
+        ] {
+            set_condition(&mut conditions, &stamp(2, second), READY, status, reason, message);
+            assert_eq!(
+                conditions[0].last_transition_time,
+                stamp(2, second).time(),
+                "{status} {reason} {message}"
+            );
+        }
+        assert_eq!(conditions.len(), 1);
+    }
+
+    #[test]
+    fn times_are_truncated_to_seconds() {
+        let now = Timestamp::from_millisecond(1_767_225_600_750).unwrap();
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            &Stamp { generation: 1, now },
+            READY,
+            TRUE,
+            "A",
+            "m",
+        );
+        assert_eq!(
+            conditions[0].last_transition_time.0.to_string(),
+            "2026-01-01T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_32768_bytes_ending_in_dots() {
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            &stamp(1, 0),
+            READY,
+            FALSE,
+            "A",
+            &"x".repeat(40_000),
+        );
+        let message = &conditions[0].message;
+        assert_eq!(message.len(), 32768);
+        assert!(message.ends_with("x..."));
+
+        let exact = "y".repeat(32768);
+        set_condition(&mut conditions, &stamp(1, 0), READY, FALSE, "A", &exact);
+        assert_eq!(conditions[0].message, exact);
+
+        // A multi-byte character straddling the cut is dropped whole.
+        let wide = format!("{}é{}", "z".repeat(32764), "z".repeat(10));
+        set_condition(&mut conditions, &stamp(1, 0), READY, FALSE, "A", &wide);
+        assert!(conditions[0].message.len() <= 32768);
+        assert!(conditions[0].message.ends_with("z..."));
+    }
+
+    #[test]
+    fn order_is_stalled_reconciling_ready_then_the_rest() {
+        let mut conditions = Vec::new();
+        set_condition(&mut conditions, &stamp(1, 0), HEALTHY, TRUE, "A", "m");
+        set_condition(&mut conditions, &stamp(1, 0), READY, FALSE, "A", "m");
+        set_condition(&mut conditions, &stamp(1, 0), "Zeta", TRUE, "A", "m");
+        set_condition(&mut conditions, &stamp(2, 0), "Omega", TRUE, "A", "m");
+        set_condition(&mut conditions, &stamp(1, 0), RECONCILING, TRUE, "A", "m");
+        set_condition(&mut conditions, &stamp(1, 0), STALLED, TRUE, "A", "m");
+        // The rest: newest observedGeneration first, then by type.
+        assert_eq!(
+            types(&conditions),
+            [STALLED, RECONCILING, READY, "Omega", HEALTHY, "Zeta"]
+        );
+    }
+
+    #[test]
+    fn reconciling_and_stalled_exclude_each_other() {
+        let mut conditions = Vec::new();
+        mark_stalled(&mut conditions, &stamp(1, 0), reason::ACCESS_DENIED, "m");
+        mark_reconciling(&mut conditions, &stamp(1, 0), reason::PROGRESSING, "m");
+        assert_eq!(types(&conditions), [RECONCILING]);
+        mark_stalled(&mut conditions, &stamp(1, 0), reason::ACCESS_DENIED, "m");
+        assert_eq!(types(&conditions), [STALLED]);
+    }
+
+    fn applied(revision: &str, digest: &str) -> Applied {
+        Applied {
+            revision: revision.into(),
+            origin_revision: None,
+            inventory: ResourceInventory {
+                entries: vec![ResourceRef {
+                    id: "apps_web__Service".into(),
+                    v: "v1".into(),
+                }],
+            },
+            digest: digest.into(),
+            health: None,
+            duration: Duration::from_millis(7200),
+        }
+    }
+
+    #[test]
+    fn success_after_progress_matches_the_reference_status() {
+        // Reference A.1: Ready=True with the revision, no Reconciling, observedGeneration set.
+        let rev = "main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812";
+        let mut status = KustomizationStatus::default();
+        mark_progress(
+            &mut status,
+            &stamp(3, 0),
+            Progress::Fetching,
+            rev,
+            Duration::from_secs(270),
+        );
+        assert_eq!(types(&status.conditions), [RECONCILING, READY]);
+        assert_eq!(status.conditions[1].status, UNKNOWN);
+        assert_eq!(status.conditions[1].message, "Reconciliation in progress");
+
+        let mut done = applied(rev, "sha256:9b2c");
+        done.health = Some(Duration::from_nanos(5_012_345_678));
+        mark_applied(&mut status, &stamp(3, 5), &done);
+        finalize_status(&mut status, &stamp(3, 5), Some("1767225600"));
+
+        assert_eq!(types(&status.conditions), [READY, HEALTHY]);
+        let ready = &status.conditions[0];
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            (TRUE, "ReconciliationSucceeded")
+        );
+        assert_eq!(ready.message, format!("Applied revision: {rev}"));
+        assert_eq!(ready.observed_generation, Some(3));
+        assert_eq!(
+            status.conditions[1].message,
+            "Health check passed in 5.012345678s"
+        );
+        assert_eq!(status.conditions[1].reason, "Succeeded");
+        assert_eq!(status.observed_generation, 3);
+        assert_eq!(status.last_applied_revision.as_deref(), Some(rev));
+        assert_eq!(status.last_attempted_revision.as_deref(), Some(rev));
+        assert_eq!(status.last_handled_reconcile_at.as_deref(), Some("1767225600"));
+        assert_eq!(
+            status.inventory.as_ref().unwrap().entries[0].id,
+            "apps_web__Service"
+        );
+        let snapshot = &status.history[0];
+        assert_eq!(snapshot.last_reconciled_status, "ReconciliationSucceeded");
+        assert_eq!(snapshot.last_reconciled_duration, "7.2s");
+        assert_eq!(snapshot.total_reconciliations, 1);
+        assert_eq!(snapshot.metadata.get("revision").map(String::as_str), Some(rev));
+        assert!(!snapshot.metadata.contains_key("originRevision"));
+    }
+
+    #[test]
+    fn failure_keeps_generation_and_inventory_and_retries() {
+        // Reference A.2: Ready=False, Reconciling=True ProgressingWithRetry with the step message.
+        let mut status = KustomizationStatus::default();
+        mark_applied(&mut status, &stamp(2, 0), &applied("r1", "sha256:a"));
+        finalize_status(&mut status, &stamp(2, 0), None);
+        let inventory = status.inventory.clone();
+
+        mark_progress(
+            &mut status,
+            &stamp(2, 10),
+            Progress::DetectingDrift,
+            "r2",
+            Duration::from_secs(270),
+        );
+        let failed = Failed {
+            reason: reason::RECONCILIATION_FAILED,
+            message: "Deployment/apps/web dry-run failed (Invalid): spec.template: Required value".into(),
+            terminal: false,
+            build: Some(BuiltRevision {
+                digest: "sha256:b".into(),
+                revision: "r2".into(),
+                origin_revision: None,
+                duration: Duration::from_secs(1),
+            }),
+            inventory: None,
+            unhealthy: false,
+        };
+        mark_failed(&mut status, &stamp(3, 12), &failed);
+        finalize_status(&mut status, &stamp(3, 12), None);
+
+        assert_eq!(types(&status.conditions), [RECONCILING, READY]);
+        let reconciling = &status.conditions[0];
+        assert_eq!(reconciling.reason, "ProgressingWithRetry");
+        assert_eq!(
+            reconciling.message,
+            "Detecting drift for revision r2 with a timeout of 4m30s"
+        );
+        assert_eq!(status.conditions[1].reason, "ReconciliationFailed");
+        assert_eq!(status.observed_generation, 2, "not advanced on ordinary failures");
+        assert_eq!(status.inventory, inventory);
+        assert_eq!(status.last_applied_revision.as_deref(), Some("r1"));
+        let history: Vec<_> = status
+            .history
+            .iter()
+            .map(|s| (s.digest.as_str(), s.last_reconciled_status.as_str()))
+            .collect();
+        assert_eq!(
+            history,
+            [
+                ("sha256:b", "ReconciliationFailed"),
+                ("sha256:a", "ReconciliationSucceeded")
+            ]
+        );
+    }
+
+    #[test]
+    fn terminal_failure_stalls_and_observes_the_generation() {
+        let mut status = KustomizationStatus::default();
+        mark_progress(
+            &mut status,
+            &stamp(4, 0),
+            Progress::Fetching,
+            "r",
+            Duration::from_secs(30),
+        );
+        let failed = Failed {
+            reason: reason::ACCESS_DENIED,
+            message: "can't access 'GitRepository/other/repo', cross-namespace references have been blocked"
+                .into(),
+            terminal: true,
+            build: None,
+            inventory: None,
+            unhealthy: false,
+        };
+        mark_failed(&mut status, &stamp(4, 1), &failed);
+        finalize_status(&mut status, &stamp(4, 1), None);
+        assert_eq!(types(&status.conditions), [STALLED, READY]);
+        assert_eq!(status.conditions[0].reason, "AccessDenied");
+        assert_eq!(status.observed_generation, 4);
+        assert!(status.history.is_empty(), "nothing was built");
+    }
+
+    #[test]
+    fn a_round_trip_through_progress_keeps_the_stored_transition_time() {
+        let mut stored = KustomizationStatus::default();
+        mark_applied(&mut stored, &stamp(1, 0), &applied("r1", "sha256:a"));
+        finalize_status(&mut stored, &stamp(1, 0), None);
+
+        let mut status = stored.clone();
+        mark_progress(
+            &mut status,
+            &stamp(1, 60),
+            Progress::Fetching,
+            "r1",
+            Duration::from_secs(30),
+        );
+        mark_applied(&mut status, &stamp(1, 61), &applied("r1", "sha256:a"));
+        finalize_status(&mut status, &stamp(1, 61), None);
+        assert_eq!(
+            status.conditions[0].last_transition_time,
+            stamp(1, 61).time(),
+            "the setter saw Unknown -> True"
+        );
+        keep_transition_times(&stored, &mut status);
+        assert_eq!(status.conditions[0].last_transition_time, stamp(1, 0).time());
+
+        // A real change keeps the new time.
+        let mut failed = stored.clone();
+        let failure = Failed {
+            reason: reason::BUILD_FAILED,
+            message: "kustomization.yaml: bad".into(),
+            terminal: false,
+            build: None,
+            inventory: None,
+            unhealthy: false,
+        };
+        mark_failed(&mut failed, &stamp(1, 70), &failure);
+        keep_transition_times(&stored, &mut failed);
+        assert_eq!(failed.conditions[0].last_transition_time, stamp(1, 70).time());
+    }
+
+    #[test]
+    fn history_bumps_same_digest_and_status_and_keeps_five() {
+        let mut history = Vec::new();
+        for (second, digest) in [(0, "a"), (1, "b"), (2, "a")] {
+            upsert_history(
+                &mut history,
+                &stamp(1, second),
+                digest,
+                "ReconciliationSucceeded",
+                Default::default(),
+                Duration::from_secs(1),
+            );
+        }
+        let view: Vec<_> = history
+            .iter()
+            .map(|s| (s.digest.as_str(), s.total_reconciliations))
+            .collect();
+        assert_eq!(view, [("a", 2), ("b", 1)]);
+        assert_eq!(history[0].first_reconciled, stamp(1, 0).time());
+        assert_eq!(history[0].last_reconciled, stamp(1, 2).time());
+
+        // Same digest, other status: a new entry.
+        upsert_history(
+            &mut history,
+            &stamp(1, 3),
+            "a",
+            "HealthCheckFailed",
+            Default::default(),
+            Duration::from_secs(1),
+        );
+        assert_eq!(history.len(), 3);
+        for (second, digest) in [(4, "c"), (5, "d"), (6, "e"), (7, "f")] {
+            upsert_history(
+                &mut history,
+                &stamp(1, second),
+                digest,
+                "ReconciliationSucceeded",
+                Default::default(),
+                Duration::from_secs(1),
+            );
+        }
+        let digests: Vec<_> = history.iter().map(|s| s.digest.as_str()).collect();
+        assert_eq!(digests, ["f", "e", "d", "c", "a"]);
+    }
+
+    #[test]
+    fn a_quiet_interval_compares_equal_and_a_change_does_not() {
+        let mut before = KustomizationStatus::default();
+        mark_applied(&mut before, &stamp(1, 0), &applied("r1", "sha256:a"));
+        finalize_status(&mut before, &stamp(1, 0), None);
+
+        let mut quiet = before.clone();
+        mark_applied(&mut quiet, &stamp(1, 600), &applied("r1", "sha256:a"));
+        finalize_status(&mut quiet, &stamp(1, 600), None);
+        assert!(same_ignoring_time(&before, &quiet));
+
+        let mut requested = before.clone();
+        finalize_status(&mut requested, &stamp(1, 600), Some("now"));
+        assert!(!same_ignoring_time(&before, &requested));
+
+        let mut new_revision = before.clone();
+        mark_applied(&mut new_revision, &stamp(1, 600), &applied("r2", "sha256:b"));
+        assert!(!same_ignoring_time(&before, &new_revision));
+    }
+}

@@ -1,0 +1,364 @@
+//! Logs, metrics and the probe/metrics HTTP server.
+//!
+//! Metric names users' dashboards depend on keep Flux's spelling
+//! (`gotk_reconcile_duration_seconds`, `gotk_reconcile_condition`); the rest are ours.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::kube_ext::RequestCounts;
+
+/// Log output format, as Flux's `--log-encoding`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogEncoding {
+    Json,
+    Console,
+}
+
+/// Installs the global subscriber. Span fields (namespace, name, revision of the
+/// Kustomization being reconciled) are carried into every JSON line.
+pub fn init_logs(level: &str, encoding: LogEncoding) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn"))
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match encoding {
+        Encoding::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+        Encoding::Console => builder.try_init(),
+    };
+}
+
+use LogEncoding as Encoding;
+
+/// Labels Flux puts on per-object reconcile metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectLabels {
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabels {
+    kind: String,
+    name: String,
+    namespace: String,
+    #[prometheus(flatten)]
+    condition: ConditionKey,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionKey {
+    r#type: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: String,
+}
+
+/// How a reconcile ended, for the reconciles counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileResult {
+    Success,
+    Failure,
+    /// Waiting on a dependency or a source artifact.
+    Requeued,
+    Suspended,
+    Deleted,
+}
+
+impl ReconcileResult {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Requeued => "requeued",
+            Self::Suspended => "suspended",
+            Self::Deleted => "deleted",
+        }
+    }
+}
+
+/// The controller's metrics, registered in one registry.
+pub struct Metrics {
+    registry: Registry,
+    reconcile_duration: Family<ObjectLabels, Histogram>,
+    reconcile_condition: Family<ConditionLabels, Gauge>,
+    reconciles: Family<ResultLabels, Counter>,
+    applied_objects: Family<ActionLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let reconcile_duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
+            // controller-runtime's default buckets, which Flux's histogram uses.
+            Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+        });
+        registry.register(
+            "gotk_reconcile_duration_seconds",
+            "The duration in seconds of a gotk resource reconciliation",
+            reconcile_duration.clone(),
+        );
+        let reconcile_condition = Family::default();
+        registry.register(
+            "gotk_reconcile_condition",
+            "The current condition status of a GitOps Toolkit resource reconciliation",
+            reconcile_condition.clone(),
+        );
+        let reconciles = Family::default();
+        registry.register(
+            "kustomize_controller_reconciles",
+            "Reconciles by result",
+            reconciles.clone(),
+        );
+        let applied_objects = Family::default();
+        registry.register(
+            "kustomize_controller_applied_objects",
+            "Objects changed by apply and prune, by action",
+            applied_objects.clone(),
+        );
+        Self {
+            registry,
+            reconcile_duration,
+            reconcile_condition,
+            reconciles,
+            applied_objects,
+        }
+    }
+}
+
+impl Metrics {
+    /// Exposes the API requests counted by the client layer, by verb.
+    pub fn register_api_requests(&mut self, counts: RequestCounts) {
+        self.registry.register_collector(Box::new(ApiRequests(counts)));
+    }
+
+    pub fn record_reconcile(&self, object: &ObjectLabels, elapsed: Duration, result: ReconcileResult) {
+        self.reconcile_duration
+            .get_or_create(object)
+            .observe(elapsed.as_secs_f64());
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                result: result.label().into(),
+            })
+            .inc();
+    }
+
+    /// Sets the Ready condition gauge: 1 for the current status, 0 for the others (as Flux).
+    /// `None` means the object is gone: only the `Deleted` series is 1.
+    pub fn record_ready(&self, object: &ObjectLabels, status: Option<&str>) {
+        for candidate in ["True", "False", "Unknown", "Deleted"] {
+            let labels = ConditionLabels {
+                kind: object.kind.clone(),
+                name: object.name.clone(),
+                namespace: object.namespace.clone(),
+                condition: ConditionKey {
+                    r#type: "Ready".into(),
+                    status: candidate.into(),
+                },
+            };
+            let current = status.unwrap_or("Deleted") == candidate;
+            self.reconcile_condition
+                .get_or_create(&labels)
+                .set(i64::from(current));
+        }
+    }
+
+    /// Counts applied or pruned objects by action (`created`, `configured`, `deleted`, ...).
+    pub fn record_action(&self, action: &str, count: u64) {
+        self.applied_objects
+            .get_or_create(&ActionLabels {
+                action: action.into(),
+            })
+            .inc_by(count);
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// `kustomize_controller_api_requests_total{verb}`, read from the counting client layer at
+/// scrape time.
+#[derive(Debug)]
+struct ApiRequests(RequestCounts);
+
+impl Collector for ApiRequests {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
+        for (key, count) in self.0.snapshot() {
+            *by_verb.entry(key.verb).or_default() += count;
+        }
+        let mut metric = encoder.encode_descriptor(
+            "kustomize_controller_api_requests",
+            "Kubernetes API requests made by the controller, by verb",
+            None,
+            MetricType::Counter,
+        )?;
+        for (verb, count) in by_verb {
+            let labels = [("verb".to_string(), verb)];
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&count, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the process is ready to serve (`/readyz`).
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Parses Go-style listen addresses: `:8080` means all interfaces.
+pub fn parse_listen_addr(addr: &str) -> Result<SocketAddr, std::net::AddrParseError> {
+    if let Some(port) = addr.strip_prefix(':') {
+        format!("0.0.0.0:{port}").parse()
+    } else {
+        addr.parse()
+    }
+}
+
+/// Serves `/metrics` (when `metrics` is set), `/healthz` and `/readyz` on one listener.
+pub async fn serve(listener: TcpListener, metrics: Option<Arc<Metrics>>, readiness: Readiness) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let metrics = metrics.clone();
+        let readiness = readiness.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let response = route(&request, metrics.as_deref(), &readiness);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn route(
+    request: &Request<Incoming>,
+    metrics: Option<&Metrics>,
+    readiness: &Readiness,
+) -> Response<Full<Bytes>> {
+    let text = |status: StatusCode, body: String, content_type: &str| {
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        if let Ok(value) = content_type.parse() {
+            response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+        }
+        response
+    };
+    match (request.uri().path(), metrics) {
+        ("/metrics", Some(metrics)) => text(
+            StatusCode::OK,
+            metrics.encode(),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        ("/healthz", _) => text(StatusCode::OK, "ok".into(), "text/plain"),
+        ("/readyz", _) if readiness.get() => text(StatusCode::OK, "ok".into(), "text/plain"),
+        ("/readyz", _) => text(StatusCode::SERVICE_UNAVAILABLE, "not ready".into(), "text/plain"),
+        _ => text(StatusCode::NOT_FOUND, "not found".into(), "text/plain"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_style_addresses_listen_on_all_interfaces() {
+        assert_eq!(
+            parse_listen_addr(":8080").unwrap(),
+            "0.0.0.0:8080".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_addr("127.0.0.1:9440").unwrap(),
+            "127.0.0.1:9440".parse().unwrap()
+        );
+        assert!(parse_listen_addr("8080").is_err());
+    }
+
+    #[test]
+    fn metrics_use_fluxs_names_and_labels() {
+        let metrics = Metrics::default();
+        let object = ObjectLabels {
+            kind: "Kustomization".into(),
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        };
+        metrics.record_reconcile(&object, Duration::from_millis(300), ReconcileResult::Success);
+        metrics.record_ready(&object, Some("True"));
+        metrics.record_action("created", 2);
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"gotk_reconcile_duration_seconds_bucket{le="0.5",kind="Kustomization",name="apps",namespace="flux-system"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"gotk_reconcile_condition{kind="Kustomization",name="apps",namespace="flux-system",type="Ready",status="True"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"gotk_reconcile_condition{kind="Kustomization",name="apps",namespace="flux-system",type="Ready",status="False"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kustomize_controller_reconciles_total{result="success"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kustomize_controller_applied_objects_total{action="created"} 2"#),
+            "{text}"
+        );
+    }
+}
