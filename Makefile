@@ -70,15 +70,11 @@ docker-build:
 	docker build -t kustomize-controller:dev .
 
 .PHONY: demo demo-down
-demo: cluster-up
-	@export KUBECONFIG=$(DEV_STATE)/admin.kubeconfig; bin=$$(cat $(DEV_STATE)/bin); \
-	$(CARGO) run --quiet -- crds | "$$bin/kubectl" apply --server-side -f - ; \
-	"$$bin/kubectl" wait --for=condition=Established crd/kustomizations.kustomize.toolkit.fluxcd.io --timeout=60s; \
-	echo; echo "The control plane is up with the Kustomization CRD installed."; \
-	echo "(The controller itself is not wired yet: this demo stops here for now.)"; \
-	echo "Try:  eval \$$(make -s cluster-env) && kubectl get crd,ks -A"; \
-	echo "Stop: make demo-down"
-demo-down: cluster-down
+demo: tools
+	@E2E_STATE=$(DEV_STATE) e2e/demo.sh up
+demo-down:
+	@E2E_STATE=$(DEV_STATE) e2e/demo.sh down
+	@E2E_STATE=$(DEV_STATE) e2e/cluster.sh down
 
 # Applier benchmark on the development control plane (`make cluster-up`), or the one KUBECONFIG names.
 BENCH_SIZES ?= 100 1000

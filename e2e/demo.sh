@@ -17,7 +17,11 @@ export KUBECONFIG="$state/admin.kubeconfig"
 log() { echo "demo: $*" >&2; }
 kubectl() { "$(cat "$state/bin")/kubectl" "$@"; }
 
-stop_pid() { [ -f "$1" ] && { kill -TERM -- "-$(cat "$1")" 2>/dev/null || kill "$(cat "$1")" 2>/dev/null || true; rm -f "$1"; }; }
+stop_pid() {
+  [ -f "$1" ] || return 0
+  kill -TERM -- "-$(cat "$1")" 2>/dev/null || kill "$(cat "$1")" 2>/dev/null || true
+  rm -f "$1"
+}
 
 # Prints the revision of the tree: a content hash, like a commit id.
 tree_revision() { (cd "$root/examples" && find . -type f -print0 | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-40); }
@@ -42,9 +46,9 @@ up() {
   "$here/cluster.sh" up
   mkdir -p "$demo/www"
   log "building the controller"
-  (cd "$root" && cargo build --quiet --release --bin kustomize-controller)
-  "$root/target/release/kustomize-controller" crds | kubectl apply --server-side -f - >/dev/null
-  kubectl apply --server-side -f "$root/tests/fixtures/source-crds.yaml" >/dev/null
+  (cd "$root" && cargo build --quiet --bin kustomize-controller)
+  "$root/target/debug/kustomize-controller" crds | kubectl apply --server-side -f - >/dev/null
+  kubectl apply --server-side -f "$here/source-crds.yaml" >/dev/null
   kubectl wait --for=condition=Established --timeout=60s \
     crd/kustomizations.kustomize.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io >/dev/null
 
@@ -64,7 +68,7 @@ YAML
   log "published examples/ as $rev"
 
   stop_pid "$demo/controller.pid"
-  setsid "$root/target/release/kustomize-controller" run --watch-all-namespaces=true \
+  setsid "$root/target/debug/kustomize-controller" run --watch-all-namespaces=true \
     --metrics-addr=127.0.0.1:0 --health-addr=127.0.0.1:0 --log-encoding=json \
     >"$demo/controller.log" 2>&1 </dev/null & echo $! >"$demo/controller.pid"
 

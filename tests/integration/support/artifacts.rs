@@ -10,6 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kustomize_controller::api::kustomization::SourceKind;
+use serde::Deserialize as _;
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -138,37 +139,13 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
 pub const ALL_SOURCE_KINDS: [SourceKind; 4] =
     [SourceKind::GitRepository, SourceKind::OCIRepository, SourceKind::Bucket, SourceKind::ExternalArtifact];
 
-/// A minimal CRD for one source kind: any spec, any status, with the status subresource so
-/// the artifact is published the way source-controller does it.
-fn source_crd(kind: SourceKind) -> CustomResourceDefinition {
-    let resource = kind.api_resource();
-    let open_object = serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{}.{}", resource.plural, resource.group)},
-        "spec": {
-            "group": resource.group,
-            "names": {
-                "kind": resource.kind,
-                "listKind": format!("{}List", resource.kind),
-                "plural": resource.plural,
-                "singular": resource.kind.to_lowercase(),
-            },
-            "scope": "Namespaced",
-            "versions": [{
-                "name": resource.version,
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {"spec": open_object, "status": open_object},
-                }},
-            }],
-        }
-    }))
-    .expect("source CRD")
+/// The minimal source CRDs of e2e/source-crds.yaml (shared with the demo): any spec, any
+/// status, with the status subresource so artifacts are published as source-controller does.
+fn source_crds_manifest() -> Vec<CustomResourceDefinition> {
+    let text = include_str!("../../../e2e/source-crds.yaml");
+    serde_yaml::Deserializer::from_str(text)
+        .map(|doc| CustomResourceDefinition::deserialize(doc).expect("e2e/source-crds.yaml holds CRDs"))
+        .collect()
 }
 
 /// Installs the four source CRDs, once per test binary.
@@ -176,8 +153,8 @@ pub async fn source_crds(client: &Client) {
     static INSTALLED: OnceCell<()> = OnceCell::const_new();
     INSTALLED
         .get_or_init(|| async {
-            for kind in ALL_SOURCE_KINDS {
-                super::install_crd(client, &source_crd(kind)).await;
+            for crd in source_crds_manifest() {
+                super::install_crd(client, &crd).await;
             }
         })
         .await;
