@@ -3,4 +3,5 @@
 
 mod support;
 
+mod flux_build_cli;
 mod foundation;

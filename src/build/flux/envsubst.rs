@@ -3,8 +3,9 @@
 //! * only `${...}` expands; `$var` stays; `$$` is an escape for `$` everywhere in plain text,
 //!   so `$${v}` prints `${v}`;
 //! * `${v}`, `${#v}`, `${v^}`, `${v^^}`, `${v,}`, `${v,,}`, `${v:n}`, `${v:n:len}`,
-//!   `${v#p}`, `${v##p}`, `${v%p}`, `${v%%p}` (glob patterns), `${v/p/r}`, `${v//p/r}`,
-//!   `${v/#p/r}`, `${v/%p/r}` (plain strings; `\/` and `\\` escape in them), and the default
+//!   `${v#p}`, `${v##p}`, `${v%p}`, `${v%%p}` (shell patterns where `*` also matches `/`),
+//!   `${v/p/r}`, `${v//p/r}`, `${v/#p/r}`, `${v/%p/r}` (plain strings; `\/` and `\\` escape
+//!   in them), and the default
 //!   operators `=`, `:=`, `:-`, `:+`, `:?`: all of them mean "the value if non-empty, else
 //!   the default" (arguments may nest `${...}`); `${v-d}` is a syntax error;
 //! * strict mode: a variable that is not set fails unless a default operator is used.
@@ -199,8 +200,9 @@ fn trim_suffix(value: &str, pattern: &str, longest: bool) -> String {
         .collect()
 }
 
-/// Go's `path.Match`: `*`, `?` (neither crosses `/`), `[...]` classes with ranges and `^`,
-/// `\` escapes. `None` for a malformed pattern.
+/// The shell patterns of envsubst's own `path.Match`: `*` and `?` (both also match `/`,
+/// unlike Go's `path.Match`), `[...]` classes with ranges and `^`, `\` escapes. `None` for
+/// a malformed pattern.
 fn glob_match(pattern: &str, name: &str) -> Option<bool> {
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
@@ -212,9 +214,6 @@ fn glob_at(p: &[char], n: &[char]) -> Option<bool> {
         None => Some(n.is_empty()),
         Some('*') => {
             for skip in 0..=n.len() {
-                if skip > 0 && n[skip - 1] == '/' {
-                    break;
-                }
                 if glob_at(&p[1..], &n[skip..])? {
                     return Some(true);
                 }
@@ -222,8 +221,8 @@ fn glob_at(p: &[char], n: &[char]) -> Option<bool> {
             Some(false)
         }
         Some('?') => match n.first() {
-            Some(&c) if c != '/' => glob_at(&p[1..], &n[1..]),
-            _ => Some(false),
+            Some(_) => glob_at(&p[1..], &n[1..]),
+            None => Some(false),
         },
         Some('[') => {
             let close = p.iter().skip(2).position(|&c| c == ']')? + 2;
@@ -520,9 +519,8 @@ mod tests {
             // Go's Atoi does not skip the space: the value comes back unchanged.
             ("${name: -2}", "world"),
             ("${path#*/}", "b/c.tar.gz"),
-            // Go's path.Match: `*` never crosses a `/`.
-            ("${path##*/}", "b/c.tar.gz"),
-            ("${path##a*}", "/b/c.tar.gz"),
+            ("${path##*/}", "c.tar.gz"),
+            ("${path##a*}", ""),
             ("${path%.*}", "a/b/c.tar"),
             ("${path%%.*}", "a/b/c"),
             ("${name/o/0}", "w0rld"),
@@ -542,6 +540,112 @@ mod tests {
         ];
         for (input, expected) in cases {
             assert_eq!(expand(input, &vars(), true).as_deref(), Ok(expected), "{input}");
+        }
+    }
+
+    /// Cases of fluxcd/pkg/envsubst's own TestExpand (expected values from its test table).
+    #[test]
+    fn the_reference_implementation_table() {
+        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+            (&[("var01", "abcdEFGH28ij")], "${#var01}", "12"),
+            (&[("var01", "abcdEFGH28ij")], "${var01^}", "AbcdEFGH28ij"),
+            (&[("var01", "ABCDEFGH28IJ")], "${var01,}", "aBCDEFGH28IJ"),
+            (
+                &[("path_name", "/home/bozo/ideas/thoughts.for.today")],
+                "${path_name:11}",
+                "ideas/thoughts.for.today",
+            ),
+            (
+                &[("path_name", "/home/bozo/ideas/thoughts.for.today")],
+                "${path_name:11:5}",
+                "ideas",
+            ),
+            (&[("var", "abc")], "${var=xyz}", "abc"),
+            (
+                &[("default_var", "foo")],
+                "something ${var=${default_var}}",
+                "something foo",
+            ),
+            (
+                &[("default_var", "foo1")],
+                "foo: ${var=${default_var}-suffix}",
+                "foo: foo1-suffix",
+            ),
+            (
+                &[("default_var", "foo1")],
+                "foo: ${var=prefix${default_var}-suffix}",
+                "foo: prefixfoo1-suffix",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ/%abc/XYZ}",
+                "abcABC123ABCXYZ",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ/#abc/XYZ}",
+                "XYZABC123ABCabc",
+            ),
+            (
+                &[("stringZ", "somevalue")],
+                "${stringZ/#/prefix-}",
+                "prefix-somevalue",
+            ),
+            (
+                &[("stringZ", "somevalue")],
+                "${stringZ/%/-suffix}",
+                "somevalue-suffix",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ//abc/xyz}",
+                "xyzABC123ABCxyz",
+            ),
+            (
+                &[("stringZ", "abcABC123ABCabc")],
+                "${stringZ/abc/xyz}",
+                "xyzABC123ABCabc",
+            ),
+            (&[("filename", "bash.string.txt")], "${filename#*.}", "string.txt"),
+            (&[("filename", "path/to/file")], "${filename#*/}", "to/file"),
+            (&[("filename", "/path/to/file")], "${filename#*/}", "path/to/file"),
+            (&[("filename", "bash.string.txt")], "${filename##*.}", "txt"),
+            (&[("filename", "path/to/file")], "${filename##*/}", "file"),
+            (&[("filename", "/path/to/file")], "${filename##*/}", "file"),
+            (
+                &[("filename", "bash.string.txt")],
+                "${filename%.*}",
+                "bash.string",
+            ),
+            (&[("filename", "bash.string.txt")], "${filename%%.*}", "bash"),
+            (&[("var01", "abcdEFGH28ij")], "${var=${var01^^}}", "ABCDEFGH28IJ"),
+            (&[("var01", "abcdEFGH28ij")], "$${var01}", "${var01}"),
+            (
+                &[("var01", "abcdEFGH28ij")],
+                "some text ${var01}$${var$${var01}$var01${var01}",
+                "some text abcdEFGH28ij${var${var01}$var01abcdEFGH28ij",
+            ),
+            (
+                &[("default_var", "foo")],
+                "something $${var=${default_var}}",
+                "something ${var=foo}",
+            ),
+            (&[("stringZ", "foo/bar")], r"${stringZ/\//-}", "foo-bar"),
+            (&[("stringZ", "foo/bar/baz")], r"${stringZ//\//-}", "foo-bar-baz"),
+            (
+                &[("default_var", "foo")],
+                r"\\something ${var=${default_var}}",
+                r"\\something foo",
+            ),
+            (&[("stringZ", "foo.bar")], "${stringZ/./}", "foobar"),
+        ];
+        for (params, input, expected) in cases {
+            let vars = params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            // The reference table runs without strict mode (every variable "exists").
+            assert_eq!(expand(input, &vars, false).as_deref(), Ok(*expected), "{input}");
         }
     }
 
@@ -565,6 +669,42 @@ mod tests {
             Err(EnvsubstError::NotSet("missing".into()))
         );
         assert_eq!(expand("a: ${missing}", &vars(), false).as_deref(), Ok("a: "));
+        // fluxcd/pkg/envsubst's TestExpandStrict: operators that read the value fail...
+        for input in [
+            "${#missing}",
+            "${missing^}",
+            "${missing^^}",
+            "${missing,}",
+            "${missing,,}",
+            "${missing:0}",
+            "${missing:0:10}",
+            "${missing/pattern/replacement}",
+            "${missing//pattern/replacement}",
+            "${missing/#pattern/replacement}",
+            "${missing/%pattern/replacement}",
+            "${missing#pattern}",
+            "${missing##pattern}",
+            "${missing%pattern}",
+            "${missing%%pattern}",
+        ] {
+            assert_eq!(
+                expand(input, &BTreeMap::new(), true),
+                Err(EnvsubstError::NotSet("missing".into())),
+                "{input}"
+            );
+        }
+        // ...and the default operators supply their value.
+        for (input, expected) in [
+            ("${missing:-fallback}", "fallback"),
+            ("${missing:=assigned}", "assigned"),
+            ("${missing=assigned}", "assigned"),
+        ] {
+            assert_eq!(
+                expand(input, &BTreeMap::new(), true).as_deref(),
+                Ok(expected),
+                "{input}"
+            );
+        }
     }
 
     #[test]

@@ -181,10 +181,23 @@ fn scan(loader: &Loader, base: &Path, dir: &Path, resources: &mut Vec<String>) -
             continue;
         }
         let text = loader.read_text(&path, dir)?;
-        yaml::parse_resources(&text, &relative).map_err(|err| GenerateError::Decode {
+        let decode_error = |reason: String| GenerateError::Decode {
             file: relative.clone(),
-            reason: err.to_string(),
-        })?;
+            reason,
+        };
+        let objects = yaml::parse_resources(&text, &relative).map_err(|err| decode_error(err.to_string()))?;
+        // kustomize's resource factory validates each object's metadata.
+        for object in &objects {
+            let text = |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("").to_string();
+            let kind = text(object.get("kind"));
+            let name = text(object.get("metadata").and_then(|m| m.get("name")));
+            if kind.is_empty() {
+                return Err(decode_error("missing kind in object".to_string()));
+            }
+            if name.is_empty() && !kind.ends_with("List") {
+                return Err(decode_error(format!("missing metadata.name in {kind} object")));
+            }
+        }
         resources.push(relative);
     }
     Ok(())
@@ -220,7 +233,7 @@ fn overlay(
     );
     let mut components = Vec::new();
     for component in &spec.components {
-        if Path::new(component).is_absolute() || component.contains("://") {
+        if !is_local_relative_path(component) {
             return Err(GenerateError::ComponentPath(component.clone()));
         }
         let path = dir.join(component);
@@ -243,6 +256,22 @@ fn overlay(
         kustomization.insert("buildMetadata".into(), json!(options));
     }
     Ok(())
+}
+
+/// Flux's `IsLocalRelativePath`: not absolute, and not a URL or a git remote (a `file://`
+/// prefix is allowed when the rest is relative).
+fn is_local_relative_path(path: &str) -> bool {
+    let path = match path.strip_prefix("file://") {
+        Some(rest) => rest,
+        None if path.contains("://") => return false,
+        None => path,
+    };
+    let remote = path.starts_with("git@")
+        || path.starts_with("git::")
+        || ["github.com/", "gitlab.com/", "bitbucket.org/"]
+            .iter()
+            .any(|host| path.starts_with(host));
+    !path.is_empty() && !Path::new(path).is_absolute() && !remote
 }
 
 fn append(kustomization: &mut Map<String, Value>, field: &str, items: impl Iterator<Item = Value>) {

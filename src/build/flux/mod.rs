@@ -62,13 +62,27 @@ impl FluxBuildError {
 
 /// Builds `dir` (inside the artifact `root`) as Flux does for `spec`: root kustomization
 /// with overrides, kustomize build, post-build substitution with `vars` (already merged,
-/// see [`merge_vars`]) when `spec.postBuild` is set, then `commonMetadata`.
+/// see [`merge_vars`]) when `spec.postBuild` is set, then `commonMetadata`. Substitution is
+/// strict, as with Flux's default feature gates.
 pub fn build(
     root: &Path,
     dir: &Path,
     spec: &KustomizationSpec,
     vars: &BTreeMap<String, String>,
     options: &BuildOptions,
+) -> Result<Built, FluxBuildError> {
+    build_with_strictness(root, dir, spec, vars, options, true)
+}
+
+/// [`build`] with the `StrictPostBuildSubstitutions` feature gate given: when off, an unset
+/// variable expands to "" instead of failing.
+pub fn build_with_strictness(
+    root: &Path,
+    dir: &Path,
+    spec: &KustomizationSpec,
+    vars: &BTreeMap<String, String>,
+    options: &BuildOptions,
+    strict_substitution: bool,
 ) -> Result<Built, FluxBuildError> {
     let loader = super::loader::Loader::new(root, options.max_file_bytes)?;
     let dir = if dir.is_absolute() {
@@ -84,7 +98,7 @@ pub fn build(
     let mut objects = super::build(root, &dir, &options)?;
     if let Some(post_build) = &spec.post_build {
         let substitute_options = SubstituteOptions {
-            strict: true,
+            strict: strict_substitution,
             always: post_build.substitute_strategy == Some(SubstituteStrategy::Always),
         };
         for object in &mut objects {

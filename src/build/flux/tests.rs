@@ -259,7 +259,15 @@ fn missing_components_fail_in_kustomize_unless_ignored() {
 fn component_paths_must_be_local_and_relative() {
     let tmp = tempfile::tempdir().unwrap();
     write(tmp.path(), &[("app/cm.yaml", CONFIG_MAP)]);
-    for path in ["/etc/comp", "https://example.com/comp"] {
+    // The table of Flux's own IsLocalRelativePath test (fluxcd/pkg kustomize).
+    for path in [
+        "/etc/comp",
+        "https://example.com/comp",
+        "file:///foobar.yaml",
+        "git@github.com:owner/repo",
+        "ssh://git@github.com/owner/repo",
+        "github.com/owner/repo",
+    ] {
         let mut spec = spec();
         spec.components = vec![path.into()];
         let err = generated(tmp.path(), "app", &spec).unwrap_err();
@@ -268,6 +276,64 @@ fn component_paths_must_be_local_and_relative() {
             format!("component path '{path}' must be local and relative")
         );
     }
+}
+
+#[test]
+fn local_component_paths_are_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), &[("app/cm.yaml", CONFIG_MAP)]);
+    let mut spec = spec();
+    spec.components = [
+        "foobar.yaml",
+        "./foobar.yaml",
+        "file://foobar.yaml",
+        "../shared/comp",
+    ]
+    .map(String::from)
+    .into();
+    let k = generated(tmp.path(), "app", &spec).unwrap();
+    assert_eq!(
+        k["components"],
+        json!([
+            "foobar.yaml",
+            "./foobar.yaml",
+            "file://foobar.yaml",
+            "../shared/comp"
+        ])
+    );
+}
+
+#[test]
+fn objects_without_kind_or_name_fail_the_generation() {
+    for (text, reason) in [
+        ("apiVersion: v1\nmetadata:\n  name: x\n", "missing kind"),
+        (
+            "apiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n",
+            "missing metadata.name",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        write(
+            tmp.path(),
+            &[("app/ok.yaml", CONFIG_MAP), ("app/values.yaml", text)],
+        );
+        let message = generated(tmp.path(), "app", &spec()).unwrap_err().to_string();
+        assert!(
+            message.starts_with("failed to decode Kubernetes YAML from ./values.yaml: "),
+            "{message}"
+        );
+        assert!(message.contains(reason), "{message}");
+    }
+    // A List needs no name.
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        &[("app/list.yaml", "apiVersion: v1\nkind: List\nitems: []\n")],
+    );
+    assert_eq!(
+        generated(tmp.path(), "app", &spec()).unwrap()["resources"],
+        json!(["./list.yaml"])
+    );
 }
 
 #[test]
@@ -399,6 +465,17 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
     );
     assert_eq!(err.reason(), "BuildFailed");
     assert!(!err.is_transient());
+    // With the strict gate off, the unset variable expands to nothing (YAML null).
+    let lenient = build_with_strictness(
+        tmp.path(),
+        Path::new("app"),
+        &spec,
+        &vars,
+        &BuildOptions::default(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(lenient.objects[0]["data"]["a"], Value::Null);
 }
 
 #[test]
@@ -418,4 +495,36 @@ fn kustomize_errors_are_prefixed() {
     .unwrap_err();
     assert!(err.to_string().starts_with("kustomize build failed: "), "{err}");
     assert!(err.to_string().contains("missing.yaml"), "{err}");
+}
+
+/// A root without resources gets `buildMetadata: [originAnnotations]` from Flux. Expected:
+/// `kustomize build` of the same file with that line added.
+#[test]
+fn a_root_without_resources_builds_with_origin_annotations() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        &[(
+            "app/kustomization.yaml",
+            "configMapGenerator:\n- name: settings\n  literals: [mode=fast]\n  options: {disableNameSuffixHash: true}\n",
+        )],
+    );
+    let built = build(
+        tmp.path(),
+        Path::new("app"),
+        &spec(),
+        &BTreeMap::new(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    let origin = "configuredIn: kustomization.yaml\nconfiguredBy:\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n";
+    assert_eq!(
+        built.objects,
+        vec![json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "settings", "annotations": {"config.kubernetes.io/origin": origin}},
+            "data": {"mode": "fast"},
+        })]
+    );
 }

@@ -161,6 +161,8 @@ enum Requirement {
     NotEquals(String, String),
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 impl Requirement {
@@ -172,11 +174,20 @@ impl Requirement {
             Requirement::NotEquals(key, value) => labels.get(key) != Some(value),
             Requirement::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
             Requirement::NotIn(key, values) => !labels.get(key).is_some_and(|v| values.contains(v)),
+            // Labels that are not integers never match (apimachinery logs and skips them).
+            Requirement::GreaterThan(key, bound) => labels
+                .get(key)
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|v| v > *bound),
+            Requirement::LessThan(key, bound) => labels
+                .get(key)
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|v| v < *bound),
         }
     }
 }
 
-/// Parses `a=b,c!=d,e in (f,g),h notin (i),j,!k`.
+/// Parses `a=b,c!=d,e in (f,g),h notin (i),j,!k,l>1,m<2`.
 fn parse_label_selector(text: &str) -> Result<Vec<Requirement>, String> {
     let mut requirements = Vec::new();
     let mut rest = text.trim();
@@ -213,6 +224,20 @@ fn parse_requirement(text: &str) -> Result<(Requirement, &str), String> {
     let (key, rest) = split_token(text);
     let key = valid_key(key)?;
     let rest = rest.trim_start();
+    for (op, greater) in [(">", true), ("<", false)] {
+        if let Some(after) = rest.strip_prefix(op) {
+            let (value, remaining) = split_token(after.trim_start());
+            let bound = value
+                .parse::<i64>()
+                .map_err(|_| format!("{op} needs an integer, found {value:?}"))?;
+            let requirement = if greater {
+                Requirement::GreaterThan(key, bound)
+            } else {
+                Requirement::LessThan(key, bound)
+            };
+            return Ok((requirement, remaining));
+        }
+    }
     for (op, negate) in [("==", false), ("!=", true), ("=", false)] {
         if let Some(after) = rest.strip_prefix(op) {
             let (value, remaining) = split_token(after.trim_start());

@@ -8,7 +8,8 @@
 //!   come first and originals are merged where they stand. A patch element whose key tuple
 //!   differs from an original one only by a missing key is dropped (kyaml treats "" as a
 //!   wildcard when collecting keys).
-//! * A `{$patch: replace}` element replaces the whole list with the other elements; an
+//! * A `{$patch: replace}` element replaces the whole list with the other elements (a list
+//!   the original lacks becomes the marker alone, as in kyaml); an
 //!   element with `$patch: replace` *and* keys keeps the original element; `$patch: delete`
 //!   removes the matched element.
 //! * Scalar lists with the merge strategy (finalizers) become a union, patch values first.
@@ -71,6 +72,11 @@ fn merge_list(
     element_type: SchemaType,
     strategy: ListMerge,
 ) -> Vec<Value> {
+    if dest.is_none() && matches!(strategy, ListMerge::ByKeys(_)) && has_replace_marker(patch) {
+        // kustomize's (kyaml's) result for a new list with a replace marker: the marker
+        // alone, copied literally.
+        return vec![serde_json::json!({ DIRECTIVE: "replace" })];
+    }
     let dest = dest.map_or(&[][..], Vec::as_slice);
     match strategy {
         ListMerge::Replace => patch.to_vec(),

@@ -774,3 +774,64 @@ fn a_patch_cannot_change_the_kind_of_a_node() {
         assert!(err.to_string().contains(path), "{err}");
     }
 }
+
+#[test]
+fn a_replace_marker_in_a_new_keyed_list_is_copied_literally() {
+    let original = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n";
+    for list in [
+        "[{$patch: replace}, {name: a}, {name: b}]",
+        "[{$patch: replace}]",
+        "[{name: a}, {$patch: replace}]",
+    ] {
+        let patch = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  initContainers: {list}\n  volumes: {list}\n"
+        );
+        let result = patched(original, &patch);
+        assert_eq!(
+            result["spec"]["initContainers"],
+            json!([{"$patch": "replace"}]),
+            "{list}"
+        );
+        assert_eq!(
+            result["spec"]["volumes"],
+            json!([{"$patch": "replace"}]),
+            "{list}"
+        );
+        assert_eq!(result["spec"]["containers"], json!([{"name": "c"}]));
+    }
+}
+
+#[test]
+fn label_selectors_compare_integers() {
+    let objects: Vec<Value> = [("a", Some("3")), ("b", Some("7")), ("c", Some("x")), ("d", None)]
+        .iter()
+        .map(|(name, tier)| {
+            let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+            if let Some(tier) = tier {
+                object["metadata"]["labels"] = json!({"tier": tier});
+            }
+            object
+        })
+        .collect();
+    // Selected by kustomize v5.8.1 on the same objects.
+    for (selector, expected) in [("tier>5", "b"), ("tier<5", "a"), ("tier>3", "b"), ("!tier", "d")] {
+        let selector = Selector {
+            label_selector: Some(selector.into()),
+            ..Default::default()
+        };
+        let selected: Vec<&str> = objects
+            .iter()
+            .filter(|o| selects(&selector, o).unwrap())
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(selected.join(" "), expected);
+    }
+    let bad = Selector {
+        label_selector: Some("tier>x".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        selects(&bad, &objects[0]),
+        Err(PatchError::Selector { .. })
+    ));
+}
