@@ -44,6 +44,11 @@ conformance: tools
 	@bin=$$(e2e/controlplane/build.sh); \
 	E2E_BIN=$$bin $(CARGO) test --locked --test conformance
 
+# Not a test: our engine vs Go kustomize on a generated tree of >= 1000 objects.
+.PHONY: bench-build
+bench-build: tools
+	@benches/build.sh
+
 .PHONY: cluster-up cluster-down cluster-env
 cluster-up: tools
 	@E2E_STATE=$(DEV_STATE) e2e/cluster.sh up

@@ -115,7 +115,7 @@ fn run_oracle(kustomize: &Path, copy_dir: &Path) -> Result<Result<Vec<Value>, St
     }
     let out = Command::new(kustomize)
         .args(["build", "--load-restrictor", "LoadRestrictionsNone"])
-        .arg(&copy_dir)
+        .arg(copy_dir)
         .output()
         .map_err(|e| format!("running {}: {e}", kustomize.display()));
     if let Some((file, text)) = restore {
@@ -157,7 +157,7 @@ fn compare(theirs: &[Value], ours: &[Value]) -> Result<(), String> {
         return Err(format!("objects differ:\n  kustomize: {:?}\n  engine:    {:?}", ids(theirs), ids(&ours)));
     }
     let (t, o) = theirs.iter().zip(&ours).find(|(t, o)| t != o).expect("some object differs");
-    let diff = similar::TextDiff::from_lines(&build::to_yaml(std::slice::from_ref(t)), &build::to_yaml(std::slice::from_ref(o)))
+    let diff = similar::TextDiff::from_lines(build::to_yaml(std::slice::from_ref(t)), build::to_yaml(std::slice::from_ref(o)))
         .unified_diff()
         .header("kustomize", "engine")
         .to_string();

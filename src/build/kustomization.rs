@@ -219,11 +219,10 @@ impl Kustomization {
         if let Some(other) = k.build_metadata.iter().find(|b| b.as_str() != "originAnnotations") {
             return Err(BuildError::Unsupported { file: file.into(), field: format!("buildMetadata: {other}") });
         }
-        if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str()) {
-            if order != "fifo" && order != "legacy" {
+        if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str())
+            && order != "fifo" && order != "legacy" {
                 return Err(BuildError::Unsupported { file: file.into(), field: format!("sortOptions.order: {order}") });
             }
-        }
         Ok((k, kind))
     }
 }

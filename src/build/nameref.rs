@@ -45,7 +45,7 @@ fn fix_field(res: &mut Resource, referrer_id: &ResId, target: &NameReference, sp
     let ctx = Selection { referrer: res, referrer_id, target, all };
     let err = |message: String| BuildError::NameReference { referrer: referrer_id.to_string(), path: spec.path.clone(), message };
     let result = visit_path(&mut obj, &path_segments(&spec.path), false, &|| Value::Null, &mut |node| {
-        rewrite(node, &ctx).map_err(|message| err(message))
+        rewrite(node, &ctx).map_err(&err)
     });
     let Value::Object(m) = obj else { unreachable!("wrapped an object") };
     res.obj = m;

@@ -190,8 +190,8 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
         }
     }
     let mut patched = patch::apply(&Value::Object(input), doc).map_err(|e| ctx.err(format!("{before}: {e}")))?;
-    if matches!(doc.kind, PatchKind::Json6902(_)) {
-        if let Some(Value::Object(meta)) = patched.get_mut("metadata") {
+    if matches!(doc.kind, PatchKind::Json6902(_))
+        && let Some(Value::Object(meta)) = patched.get_mut("metadata") {
             if add_annotations && meta.get("annotations").is_some_and(|a| a.as_object().is_some_and(Map::is_empty)) {
                 meta.remove("annotations");
             }
@@ -204,7 +204,6 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
                 }
             }
         }
-    }
     match patched {
         Value::Null => {
             map.resources.remove(i);

@@ -23,11 +23,10 @@ pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, Bu
 fn parse_with(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
     // goyaml (kyaml) reads YAML 1.1 only and refuses other version directives.
     for (n, line) in text.lines().enumerate() {
-        if let Some(version) = line.strip_prefix("%YAML") {
-            if version.trim() != "1.1" {
+        if let Some(version) = line.strip_prefix("%YAML")
+            && version.trim() != "1.1" {
                 return Err(BuildError::Yaml { file: origin.to_string(), line: n + 1, message: "found incompatible YAML document".into() });
             }
-        }
     }
     let mut out = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
@@ -274,11 +273,10 @@ fn resolve_plain(s: &str) -> Value {
     if let Some(n) = parsed {
         return Value::from(if negative { -n } else { n });
     }
-    if is_yaml_float(&plain) {
-        if let Ok(f) = plain.parse::<f64>() {
+    if is_yaml_float(&plain)
+        && let Ok(f) = plain.parse::<f64>() {
             return float(f);
         }
-    }
     if is_date(s) {
         return Value::String(format!("{s}T00:00:00Z"));
     }

@@ -33,11 +33,10 @@ pub fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildErr
         for path in FIELD_SPEC_PATHS {
             let mut node = Value::Object(std::mem::take(&mut res.obj));
             let _ = visit_path::<()>(&mut node, &path_segments(path), false, &|| Value::Null, &mut |v| {
-                if let Value::String(s) = v {
-                    if re.is_match(s) {
+                if let Value::String(s) = v
+                    && re.is_match(s) {
                         *s = rewrite(s, image);
                     }
-                }
                 Ok(())
             });
             let Value::Object(m) = node else { unreachable!("wrapped an object") };
@@ -61,17 +60,15 @@ fn walk(node: &mut Value, re: &Regex, image: &Image) {
     match node {
         Value::Object(map) => {
             for (key, value) in map.iter_mut() {
-                if key == "containers" || key == "initContainers" {
-                    if let Value::Array(items) = value {
+                if (key == "containers" || key == "initContainers")
+                    && let Value::Array(items) = value {
                         for c in items.iter_mut().filter_map(Value::as_object_mut) {
-                            if let Some(Value::String(s)) = c.get_mut("image") {
-                                if re.is_match(s) {
+                            if let Some(Value::String(s)) = c.get_mut("image")
+                                && re.is_match(s) {
                                     *s = rewrite(s, image);
                                 }
-                            }
                         }
                     }
-                }
                 walk(value, re, image);
             }
         }

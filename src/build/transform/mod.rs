@@ -67,14 +67,13 @@ pub fn visit_path<E>(
     }
     let child = map.get_mut(key).expect("present or created");
     if rest.is_empty() {
-        if let Value::Array(items) = child {
-            if first.ends_with("[]") {
+        if let Value::Array(items) = child
+            && first.ends_with("[]") {
                 for item in items {
                     visit(item)?;
                 }
                 return Ok(());
             }
-        }
         return visit(child);
     }
     visit_path(child, rest, create, leaf, visit)

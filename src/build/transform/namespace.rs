@@ -18,15 +18,14 @@ pub fn apply(map: &mut ResMap, namespace: &str) {
             res.set_name(namespace.to_string());
         }
         let rbac = id.group == "rbac.authorization.k8s.io" && (id.kind == "RoleBinding" || id.kind == "ClusterRoleBinding");
-        if rbac {
-            if let Some(Value::Array(subjects)) = res.obj.get_mut("subjects") {
+        if rbac
+            && let Some(Value::Array(subjects)) = res.obj.get_mut("subjects") {
                 for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
                     if subject.get("name").and_then(Value::as_str) == Some("default") {
                         subject.insert("namespace".into(), Value::String(namespace.to_string()));
                     }
                 }
             }
-        }
         let extra = match (id.group.as_str(), id.kind.as_str()) {
             ("apiregistration.k8s.io", "APIService") => Some(("spec/service/namespace", true)),
             ("apiextensions.k8s.io", "CustomResourceDefinition") => Some(("spec/conversion/webhook/clientConfig/service/namespace", false)),
