@@ -49,12 +49,23 @@ fn measure(counts: &RequestCounts) -> (u64, String) {
         *by_verb.entry(k.verb).or_default() += v;
     }
     let total = by_verb.values().sum();
-    (total, by_verb.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "))
+    (
+        total,
+        by_verb
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 #[tokio::main]
 async fn main() {
-    let sizes: Vec<usize> = std::env::args().skip(1).filter(|a| a != "--bench").map(|a| a.parse().expect("N must be a number")).collect();
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .map(|a| a.parse().expect("N must be a number"))
+        .collect();
     let sizes = if sizes.is_empty() { vec![100, 1000] } else { sizes };
     let config = Config::infer().await.expect("KUBECONFIG");
     let (client, counts) = counting_client(config.clone()).expect("client");
@@ -64,7 +75,10 @@ async fn main() {
         let ns = format!("bench-apply-{n}-{}", std::process::id());
         let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(editor.clone());
         let ns_obj = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        namespaces.create(&PostParams::default(), &ns_obj).await.expect("namespace");
+        namespaces
+            .create(&PostParams::default(), &ns_obj)
+            .await
+            .expect("namespace");
         let applier = Applier::new(ResourceResolver::new(client.clone()), ApplierOptions::default());
         let owner = Owner::new("bench", &ns);
         let nf = n as u64;
@@ -72,12 +86,26 @@ async fn main() {
             counts.reset();
             let start = Instant::now();
             let cs = applier
-                .apply(ApplyRequest { owner: owner.clone(), objects: objs, force: false, ignore: &[], revision, digest: "d" })
+                .apply(ApplyRequest {
+                    owner: owner.clone(),
+                    objects: objs,
+                    force: false,
+                    ignore: &[],
+                    revision,
+                    digest: "d",
+                })
                 .await
                 .unwrap_or_else(|e| panic!("{scenario}: {e}"));
             let wall = start.elapsed();
             let (requests, detail) = measure(&counts);
-            rows.push(Row { n, scenario, requests, detail, flux_model, wall });
+            rows.push(Row {
+                n,
+                scenario,
+                requests,
+                detail,
+                flux_model,
+                wall,
+            });
             cs
         };
         let cold = run("cold apply", "rev1", objects(&ns, n, None), 3 * nf).await;
@@ -86,9 +114,16 @@ async fn main() {
         let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(editor.clone(), &ns);
         let settle_deadline = Instant::now() + Duration::from_secs(300);
         loop {
-            let list = deployments.list(&Default::default()).await.expect("list deployments");
+            let list = deployments
+                .list(&Default::default())
+                .await
+                .expect("list deployments");
             let settled = list.items.iter().all(|d| {
-                let annotated = d.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("deployment.kubernetes.io/revision"));
+                let annotated = d
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("deployment.kubernetes.io/revision"));
                 annotated && d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation
             });
             if settled || Instant::now() > settle_deadline {
@@ -97,37 +132,85 @@ async fn main() {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         applier
-            .apply(ApplyRequest { owner: owner.clone(), objects: objects(&ns, n, None), force: false, ignore: &[], revision: "rev1b", digest: "d" })
+            .apply(ApplyRequest {
+                owner: owner.clone(),
+                objects: objects(&ns, n, None),
+                force: false,
+                ignore: &[],
+                revision: "rev1b",
+                digest: "d",
+            })
             .await
             .expect("settle");
         let _ = &cold;
         run("no-op, fast path", "rev1b", objects(&ns, n, None), 2 * nf).await;
-        run("no-op, full dry-run (peer)", "rev1c", objects(&ns, n, None), 2 * nf).await;
+        run(
+            "no-op, full dry-run (peer)",
+            "rev1c",
+            objects(&ns, n, None),
+            2 * nf,
+        )
+        .await;
         run("no-op, fast path (again)", "rev1c", objects(&ns, n, None), 2 * nf).await;
 
         // 1 % drift: out-of-band edits of 1 % of the objects (ConfigMaps)
         let cms = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(editor.clone(), &ns);
         for i in 0..(n / 100).max(1) {
             let patch = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"index": "edited"}});
-            cms.patch(&format!("cm-{}", i * 50 % (n / 2)), &PatchParams::apply("someone").force(), &Patch::Apply(&patch)).await.expect("edit");
+            cms.patch(
+                &format!("cm-{}", i * 50 % (n / 2)),
+                &PatchParams::apply("someone").force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .expect("edit");
         }
-        run("1% drift, fast path", "rev1c", objects(&ns, n, None), 2 * nf + nf / 100).await;
+        run(
+            "1% drift, fast path",
+            "rev1c",
+            objects(&ns, n, None),
+            2 * nf + nf / 100,
+        )
+        .await;
 
         // 10 % prune on a new revision: apply the rest, then delete the stale objects
-        let before = inventory_of(&applier
-            .apply(ApplyRequest { owner: owner.clone(), objects: objects(&ns, n, None), force: false, ignore: &[], revision: "rev1c", digest: "d" })
-            .await
-            .expect("inventory"));
+        let before = inventory_of(
+            &applier
+                .apply(ApplyRequest {
+                    owner: owner.clone(),
+                    objects: objects(&ns, n, None),
+                    force: false,
+                    ignore: &[],
+                    revision: "rev1c",
+                    digest: "d",
+                })
+                .await
+                .expect("inventory"),
+        );
         counts.reset();
         let start = Instant::now();
         let after = applier
-            .apply(ApplyRequest { owner: owner.clone(), objects: objects(&ns, n, Some(10)), force: false, ignore: &[], revision: "rev2", digest: "d2" })
+            .apply(ApplyRequest {
+                owner: owner.clone(),
+                objects: objects(&ns, n, Some(10)),
+                force: false,
+                ignore: &[],
+                revision: "rev2",
+                digest: "d2",
+            })
             .await
             .expect("prune apply");
         let stale_refs = stale(&before, &inventory_of(&after));
         applier.prune(&owner, &stale_refs).await.expect("prune");
         let (requests, detail) = measure(&counts);
-        rows.push(Row { n, scenario: "10% prune, new revision", requests, detail, flux_model: 2 * (nf * 9 / 10) + 2 * (nf / 10), wall: start.elapsed() });
+        rows.push(Row {
+            n,
+            scenario: "10% prune, new revision",
+            requests,
+            detail,
+            flux_model: 2 * (nf * 9 / 10) + 2 * (nf / 10),
+            wall: start.elapsed(),
+        });
 
         let _ = namespaces.delete(&ns, &DeleteParams::background()).await;
     }
@@ -135,12 +218,26 @@ async fn main() {
     println!("| N | scenario | API requests | by verb | Flux model requests | wall time |");
     println!("|---|---|---|---|---|---|");
     for r in &rows {
-        println!("| {} | {} | {} | {} | {} | {:.2?} |", r.n, r.scenario, r.requests, r.detail, r.flux_model, r.wall);
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2?} |",
+            r.n, r.scenario, r.requests, r.detail, r.flux_model, r.wall
+        );
     }
-    for n in rows.iter().map(|r| r.n).collect::<std::collections::BTreeSet<_>>() {
-        let get = |s: &str| rows.iter().find(|r| r.n == n && r.scenario == s).map(|r| r.wall.as_secs_f64());
+    for n in rows
+        .iter()
+        .map(|r| r.n)
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let get = |s: &str| {
+            rows.iter()
+                .find(|r| r.n == n && r.scenario == s)
+                .map(|r| r.wall.as_secs_f64())
+        };
         if let (Some(fast), Some(full)) = (get("no-op, fast path"), get("no-op, full dry-run (peer)")) {
-            println!("N={n}: no-op fast path / full dry-run wall time = {:.3}", fast / full);
+            println!(
+                "N={n}: no-op fast path / full dry-run wall time = {:.3}",
+                fast / full
+            );
         }
     }
 }

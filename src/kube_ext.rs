@@ -138,7 +138,12 @@ pub struct RequestCounts {
 
 impl RequestCounts {
     fn record(&self, key: RequestKey) {
-        *self.counts.lock().expect("request counts lock").entry(key).or_default() += 1;
+        *self
+            .counts
+            .lock()
+            .expect("request counts lock")
+            .entry(key)
+            .or_default() += 1;
     }
 
     /// The counts so far.
@@ -148,7 +153,11 @@ impl RequestCounts {
 
     /// All requests with this verb, over every resource.
     pub fn verb(&self, verb: &str) -> u64 {
-        self.snapshot().iter().filter(|(k, _)| k.verb == verb).map(|(_, n)| n).sum()
+        self.snapshot()
+            .iter()
+            .filter(|(k, _)| k.verb == verb)
+            .map(|(_, n)| n)
+            .sum()
     }
 
     pub fn total(&self) -> u64 {
@@ -163,8 +172,16 @@ impl RequestCounts {
 /// Classifies a request by method and URL into a [`RequestKey`].
 pub fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> RequestKey {
     let query = query.unwrap_or("");
-    let has_param = |p: &str| query.split('&').any(|kv| kv == p || kv.starts_with(&format!("{p}=")));
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let has_param = |p: &str| {
+        query
+            .split('&')
+            .any(|kv| kv == p || kv.starts_with(&format!("{p}=")))
+    };
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     // /api/v1/<rest> or /apis/<group>/<version>/<rest>
     let (group, rest) = match segments.as_slice() {
         ["api", _version, rest @ ..] => ("", rest),
@@ -178,9 +195,16 @@ pub fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> R
         [resource, tail @ ..] => (Some(*resource), !tail.is_empty()),
     };
     let Some(resource) = resource else {
-        return RequestKey { verb: "discovery".into(), resource: String::new() };
+        return RequestKey {
+            verb: "discovery".into(),
+            resource: String::new(),
+        };
     };
-    let resource = if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") };
+    let resource = if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    };
     let verb = match *method {
         hyper::Method::GET if has_param("watch") => "watch",
         hyper::Method::GET if named => "get",
@@ -193,7 +217,10 @@ pub fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> R
         hyper::Method::DELETE => "deletecollection",
         _ => "other",
     };
-    RequestKey { verb: verb.into(), resource }
+    RequestKey {
+        verb: verb.into(),
+        resource,
+    }
 }
 
 /// A tower layer counting every request that passes through it.
@@ -203,7 +230,10 @@ struct CountingLayer(RequestCounts);
 impl<S> tower::Layer<S> for CountingLayer {
     type Service = CountingService<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        CountingService { inner, counts: self.0.clone() }
+        CountingService {
+            inner,
+            counts: self.0.clone(),
+        }
     }
 }
 
@@ -226,7 +256,8 @@ where
     }
 
     fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
-        self.counts.record(request_key(req.method(), req.uri().path(), req.uri().query()));
+        self.counts
+            .record(request_key(req.method(), req.uri().path(), req.uri().query()));
         self.inner.call(req)
     }
 }
@@ -235,7 +266,9 @@ where
 /// metrics.
 pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), kube::Error> {
     let counts = RequestCounts::default();
-    let client = kube::client::ClientBuilder::try_from(config)?.with_layer(&CountingLayer(counts.clone())).build();
+    let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&CountingLayer(counts.clone()))
+        .build();
     Ok((client, counts))
 }
 
@@ -252,17 +285,46 @@ mod tests {
     #[test]
     fn classifies_requests_like_the_api_server_verbs() {
         let s = |a: &str, b: &str| (a.to_string(), b.to_string());
-        assert_eq!(key(Method::GET, "/api/v1/namespaces/a/configmaps/x", None), s("get", "configmaps"));
-        assert_eq!(key(Method::GET, "/api/v1/namespaces/a/configmaps", None), s("list", "configmaps"));
-        assert_eq!(key(Method::GET, "/apis/apps/v1/deployments", Some("watch=true")), s("watch", "deployments.apps"));
-        assert_eq!(key(Method::GET, "/api/v1/namespaces/x", None), s("get", "namespaces"));
-        assert_eq!(key(Method::GET, "/api/v1/namespaces", None), s("list", "namespaces"));
         assert_eq!(
-            key(Method::PATCH, "/apis/apps/v1/namespaces/a/deployments/w", Some("dryRun=All&fieldManager=x")),
+            key(Method::GET, "/api/v1/namespaces/a/configmaps/x", None),
+            s("get", "configmaps")
+        );
+        assert_eq!(
+            key(Method::GET, "/api/v1/namespaces/a/configmaps", None),
+            s("list", "configmaps")
+        );
+        assert_eq!(
+            key(Method::GET, "/apis/apps/v1/deployments", Some("watch=true")),
+            s("watch", "deployments.apps")
+        );
+        assert_eq!(
+            key(Method::GET, "/api/v1/namespaces/x", None),
+            s("get", "namespaces")
+        );
+        assert_eq!(
+            key(Method::GET, "/api/v1/namespaces", None),
+            s("list", "namespaces")
+        );
+        assert_eq!(
+            key(
+                Method::PATCH,
+                "/apis/apps/v1/namespaces/a/deployments/w",
+                Some("dryRun=All&fieldManager=x")
+            ),
             s("dry-run-patch", "deployments.apps")
         );
-        assert_eq!(key(Method::PATCH, "/api/v1/namespaces/a/secrets/s", Some("fieldManager=x")), s("patch", "secrets"));
-        assert_eq!(key(Method::DELETE, "/api/v1/namespaces/a/secrets/s", None), s("delete", "secrets"));
+        assert_eq!(
+            key(
+                Method::PATCH,
+                "/api/v1/namespaces/a/secrets/s",
+                Some("fieldManager=x")
+            ),
+            s("patch", "secrets")
+        );
+        assert_eq!(
+            key(Method::DELETE, "/api/v1/namespaces/a/secrets/s", None),
+            s("delete", "secrets")
+        );
         assert_eq!(key(Method::GET, "/apis/apps/v1", None), s("discovery", ""));
         assert_eq!(key(Method::GET, "/api", None), s("discovery", ""));
     }

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod applier;
 pub mod build;
+pub mod cli;
 pub mod controller;
 pub mod health;
 pub mod kube_ext;

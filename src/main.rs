@@ -1,6 +1,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kustomize_controller::cli::{self, DiffArgs};
 use kustomize_controller::controller::{self, options::RunOptions};
 
 /// Reconciles Flux Kustomizations: fetch, build, apply, prune, health-check.
@@ -34,20 +35,30 @@ enum Command {
         /// A post-build variable, standing in for the values of postBuild.substituteFrom
         /// (the inline postBuild.substitute still wins, as in Flux). Repeatable. Without
         /// --kustomization, giving a variable turns post-build substitution on.
-        #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
+        #[arg(long = "var", value_name = "KEY=VALUE", value_parser = cli::parse_var)]
         vars: Vec<(String, String)>,
     },
+    /// Build locally, server-side dry-run against the cluster of KUBECONFIG, and print a unified
+    /// diff per object that would change (Secret values masked). Exits 0 when nothing would
+    /// change, 1 when something would, 2 on errors.
+    Diff(DiffArgs),
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => Some(runtime),
+        Err(error) => {
+            eprintln!("unable to start the async runtime: {error}");
+            None
+        }
+    }
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(options) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    eprintln!("unable to start the async runtime: {error}");
-                    return ExitCode::FAILURE;
-                }
+            let Some(runtime) = runtime() else {
+                return ExitCode::FAILURE;
             };
             match runtime.block_on(controller::run(*options)) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -67,7 +78,7 @@ fn main() -> ExitCode {
             root,
             kustomization,
             vars,
-        } => match flux_build(&root, &dir, kustomization, vars) {
+        } => match cli::flux_build(&root, &dir, kustomization, vars) {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS
@@ -77,48 +88,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-    }
-}
-
-fn parse_var(text: &str) -> Result<(String, String), String> {
-    text.split_once('=')
-        .map(|(key, value)| (key.to_string(), value.to_string()))
-        .ok_or_else(|| format!("'{text}' is not KEY=VALUE"))
-}
-
-/// Builds `dir` through Flux's layer with the spec of the Kustomization file, if any.
-fn flux_build(
-    root: &std::path::Path,
-    dir: &std::path::Path,
-    kustomization: Option<std::path::PathBuf>,
-    vars: Vec<(String, String)>,
-) -> Result<String, String> {
-    use kustomize_controller::api::KustomizationSpec;
-    use kustomize_controller::build::{self, flux};
-
-    // The fields the CRD requires but an offline build does not use.
-    let mut spec = serde_json::json!({
-        "interval": "10m",
-        "prune": false,
-        "sourceRef": {"kind": "GitRepository", "name": "offline"},
-    });
-    if let Some(file) = &kustomization {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let object: serde_json::Value =
-            serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-        if let Some(fields) = object.get("spec").and_then(serde_json::Value::as_object) {
-            for (key, value) in fields {
-                spec[key] = value.clone();
+        Command::Diff(args) => {
+            let Some(runtime) = runtime() else {
+                return ExitCode::from(2);
+            };
+            match runtime.block_on(cli::diff(args)) {
+                Ok(report) => {
+                    print!("{}", report.text);
+                    ExitCode::from(u8::from(report.drifted))
+                }
+                Err(e) => {
+                    eprintln!("diff failed: {e}");
+                    ExitCode::from(2)
+                }
             }
         }
-    } else if !vars.is_empty() {
-        spec["postBuild"] = serde_json::json!({});
     }
-    let spec: KustomizationSpec =
-        serde_json::from_value(spec).map_err(|e| format!("Kustomization spec: {e}"))?;
-    let inline = spec.post_build.as_ref().and_then(|p| p.substitute.as_ref());
-    let vars = flux::merge_vars(vec![vars.into_iter().collect()], inline);
-    let built =
-        flux::build(root, dir, &spec, &vars, &build::BuildOptions::new()).map_err(|e| e.to_string())?;
-    Ok(build::to_yaml(&built.objects))
 }

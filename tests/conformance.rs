@@ -15,7 +15,9 @@ use serde_json::Value;
 
 fn main() -> ExitCode {
     let Some(bin) = std::env::var_os("E2E_BIN") else {
-        eprintln!("conformance: E2E_BIN is not set (it must point at the directory holding the kustomize oracle; see e2e/controlplane/build.sh)");
+        eprintln!(
+            "conformance: E2E_BIN is not set (it must point at the directory holding the kustomize oracle; see e2e/controlplane/build.sh)"
+        );
         return ExitCode::FAILURE;
     };
     let kustomize = PathBuf::from(bin).join("kustomize");
@@ -25,7 +27,12 @@ fn main() -> ExitCode {
         .expect("tests/kustomize exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
-        .filter(|p| filter.is_empty() || filter.iter().any(|f| p.file_name().unwrap().to_string_lossy().contains(f.as_str())))
+        .filter(|p| {
+            filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|f| p.file_name().unwrap().to_string_lossy().contains(f.as_str()))
+        })
         .collect();
     cases.sort();
     // Cases may share files with sibling cases, so the oracle gets a copy of the whole tree.
@@ -45,9 +52,16 @@ fn main() -> ExitCode {
         }
     }
     if !refused.is_empty() {
-        println!("refused as unsupported (allowed by unsupported.txt): {}", refused.join(" "));
+        println!(
+            "refused as unsupported (allowed by unsupported.txt): {}",
+            refused.join(" ")
+        );
     }
-    println!("conformance: {passed} passed, {} refused as unsupported, {} failed", refused.len(), failed.len());
+    println!(
+        "conformance: {passed} passed, {} refused as unsupported, {} failed",
+        refused.len(),
+        failed.len()
+    );
     if !failed.is_empty() {
         println!("failed: {}", failed.join(" "));
         return ExitCode::FAILURE;
@@ -80,21 +94,32 @@ enum Outcome {
 
 fn run_case(kustomize: &Path, cases_dir: &Path, copy: &Path, case: &Path) -> Result<Outcome, String> {
     let dir = build_dir(case)?;
-    let rel = dir.strip_prefix(cases_dir).map_err(|_| "case.yaml path leaves the corpus".to_string())?;
+    let rel = dir
+        .strip_prefix(cases_dir)
+        .map_err(|_| "case.yaml path leaves the corpus".to_string())?;
     let oracle = run_oracle(kustomize, &copy.join(rel))?;
     let ours = build::build(cases_dir, &dir, &BuildOptions::new());
-    let expect_error = std::fs::read_to_string(case.join("expect-error.txt")).ok().map(|s| s.lines().next().unwrap_or("").to_string());
+    let expect_error = std::fs::read_to_string(case.join("expect-error.txt"))
+        .ok()
+        .map(|s| s.lines().next().unwrap_or("").to_string());
     if case.join("unsupported.txt").exists() && matches!(ours, Err(build::BuildError::Unsupported { .. })) {
         return Ok(Outcome::Refused);
     }
     match (oracle, ours) {
         (Err(theirs), Err(_)) => match expect_error {
-            Some(want) if !theirs.contains(&want) => Err(format!("kustomize failed, but without '{want}': {theirs}")),
+            Some(want) if !theirs.contains(&want) => {
+                Err(format!("kustomize failed, but without '{want}': {theirs}"))
+            }
             _ => Ok(Outcome::Same),
         },
-        (Err(theirs), Ok(_)) => Err(format!("kustomize failed but this engine succeeded; kustomize said: {}", theirs.trim())),
+        (Err(theirs), Ok(_)) => Err(format!(
+            "kustomize failed but this engine succeeded; kustomize said: {}",
+            theirs.trim()
+        )),
         (Ok(_), Err(ours)) => Err(format!("this engine failed: {ours}")),
-        (Ok(_), Ok(_)) if expect_error.is_some() => Err("expect-error.txt is present but kustomize succeeded".into()),
+        (Ok(_), Ok(_)) if expect_error.is_some() => {
+            Err("expect-error.txt is present but kustomize succeeded".into())
+        }
         (Ok(theirs), Ok(ours)) => compare(&theirs, &ours).map(|()| Outcome::Same),
     }
 }
@@ -105,9 +130,15 @@ fn run_oracle(kustomize: &Path, copy_dir: &Path) -> Result<Result<Vec<Value>, St
     for name in ["kustomization.yaml", "kustomization.yml", "Kustomization"] {
         let file = copy_dir.join(name);
         if let Ok(text) = std::fs::read_to_string(&file) {
-            let empty = text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+            let empty = text
+                .lines()
+                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
             if !empty && !text.contains("sortOptions") && !text.contains("kind: Component") {
-                std::fs::write(&file, format!("{}\nsortOptions:\n  order: fifo\n", text.trim_end())).map_err(|e| e.to_string())?;
+                std::fs::write(
+                    &file,
+                    format!("{}\nsortOptions:\n  order: fifo\n", text.trim_end()),
+                )
+                .map_err(|e| e.to_string())?;
                 restore = Some((file, text));
             }
             break;
@@ -126,7 +157,9 @@ fn run_oracle(kustomize: &Path, copy_dir: &Path) -> Result<Result<Vec<Value>, St
         return Ok(Err(String::from_utf8_lossy(&out.stderr).into_owned()));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    yaml::parse_documents(&text, "kustomize output").map(Ok).map_err(|e| e.to_string())
+    yaml::parse_documents(&text, "kustomize output")
+        .map(Ok)
+        .map_err(|e| e.to_string())
 }
 
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -154,17 +187,33 @@ fn compare(theirs: &[Value], ours: &[Value]) -> Result<(), String> {
     }
     let ids = |v: &[Value]| v.iter().map(id).collect::<Vec<_>>();
     if ids(theirs) != ids(&ours) {
-        return Err(format!("objects differ:\n  kustomize: {:?}\n  engine:    {:?}", ids(theirs), ids(&ours)));
+        return Err(format!(
+            "objects differ:\n  kustomize: {:?}\n  engine:    {:?}",
+            ids(theirs),
+            ids(&ours)
+        ));
     }
-    let (t, o) = theirs.iter().zip(&ours).find(|(t, o)| t != o).expect("some object differs");
-    let diff = similar::TextDiff::from_lines(build::to_yaml(std::slice::from_ref(t)), build::to_yaml(std::slice::from_ref(o)))
-        .unified_diff()
-        .header("kustomize", "engine")
-        .to_string();
+    let (t, o) = theirs
+        .iter()
+        .zip(&ours)
+        .find(|(t, o)| t != o)
+        .expect("some object differs");
+    let diff = similar::TextDiff::from_lines(
+        build::to_yaml(std::slice::from_ref(t)),
+        build::to_yaml(std::slice::from_ref(o)),
+    )
+    .unified_diff()
+    .header("kustomize", "engine")
+    .to_string();
     Err(format!("{} differs:\n{diff}", id(t)))
 }
 
 fn id(v: &Value) -> String {
     let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
-    format!("{}/{}/{}", s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+    format!(
+        "{}/{}/{}",
+        s("/kind"),
+        s("/metadata/namespace"),
+        s("/metadata/name")
+    )
 }

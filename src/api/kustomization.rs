@@ -673,9 +673,15 @@ mod tests {
     fn committed_crds_are_in_sync_with_the_types() {
         let generated = crd_yaml();
         for path in ["crds", "config/crd"] {
-            let file = format!("{}/{path}/kustomize.toolkit.fluxcd.io_kustomizations.yaml", env!("CARGO_MANIFEST_DIR"));
+            let file = format!(
+                "{}/{path}/kustomize.toolkit.fluxcd.io_kustomizations.yaml",
+                env!("CARGO_MANIFEST_DIR")
+            );
             let committed = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
-            assert!(committed == generated, "{file} is stale: run `make crds` and commit the result");
+            assert!(
+                committed == generated,
+                "{file} is stale: run `make crds` and commit the result"
+            );
         }
     }
 

@@ -120,9 +120,16 @@ impl Desired {
 
 /// What the dry-run decided for one object.
 enum Plan {
-    Skip { live: Option<Value> },
-    Unchanged { live: Value },
-    Apply { live: Option<Value>, ignored: Vec<String> },
+    Skip {
+        live: Option<Value>,
+    },
+    Unchanged {
+        live: Value,
+    },
+    Apply {
+        live: Option<Value>,
+        ignored: Vec<String>,
+    },
     /// Immutable change with force: delete, then create.
     Recreate,
     /// Depends on something in this apply that does not exist yet.
@@ -144,7 +151,9 @@ pub(super) fn api_url(kind: &ResolvedKind, namespace: &str) -> String {
 /// The Flux-style message of an API error: `<what> (<Reason>): <message>`.
 pub(super) fn api_message(what: &str, err: &kube::Error) -> String {
     match err {
-        kube::Error::Api(status) if !status.reason.is_empty() => format!("{what} ({}): {}", status.reason, status.message),
+        kube::Error::Api(status) if !status.reason.is_empty() => {
+            format!("{what} ({}): {}", status.reason, status.message)
+        }
         kube::Error::Api(status) => format!("{what}: {}", status.message),
         other => format!("{what}: {other}"),
     }
@@ -174,14 +183,27 @@ fn transport_kind(err: &kube::Error) -> FailureKind {
 /// errors that say "immutable" count (not every 409/422 as in Flux).
 pub fn immutable_field(status: &kube::core::Status) -> Option<String> {
     let mentions = |m: &str| m.to_ascii_lowercase().contains("immutable");
-    if let Some(cause) = status.details.as_ref().and_then(|d| d.causes.iter().find(|c| mentions(&c.message))) {
-        return Some(if cause.field.is_empty() { cause.message.clone() } else { cause.field.clone() });
+    if let Some(cause) = status
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.iter().find(|c| mentions(&c.message)))
+    {
+        return Some(if cause.field.is_empty() {
+            cause.message.clone()
+        } else {
+            cause.field.clone()
+        });
     }
     if !mentions(&status.message) {
         return None;
     }
     // "<Kind> \"name\" is invalid: spec.selector: Invalid value: ...: field is immutable"
-    let field = status.message.split(": ").nth(1).filter(|f| !f.contains(' ')).unwrap_or("(unknown field)");
+    let field = status
+        .message
+        .split(": ")
+        .nth(1)
+        .filter(|f| !f.contains(' '))
+        .unwrap_or("(unknown field)");
     Some(field.to_string())
 }
 
@@ -201,7 +223,11 @@ fn missing_dependency(status: &kube::core::Status, desired: &Desired, batch: &Ba
 
 impl Applier {
     pub fn new(resolver: ResourceResolver, options: ApplierOptions) -> Self {
-        Self { resolver, options, prints: FingerprintStore::default() }
+        Self {
+            resolver,
+            options,
+            prints: FingerprintStore::default(),
+        }
     }
 
     pub fn options(&self) -> &ApplierOptions {
@@ -227,18 +253,27 @@ impl Applier {
     }
 
     async fn apply_inner(&self, req: &ApplyRequest<'_>) -> Result<ChangeSet, ApplyError> {
-        let mut desired = self.prepare(req).await.map_err(|errors| ApplyError { errors, changes: ChangeSet::default() })?;
+        let mut desired = self.prepare(req).await.map_err(|errors| ApplyError {
+            errors,
+            changes: ChangeSet::default(),
+        })?;
         desired.sort_by_key(|d| {
             let o = &d.object;
             (d.stage, order_key(&d.api_version, &o.kind, &o.namespace, &o.name))
         });
         let batch = Batch {
-            namespaces: desired.iter().filter(|d| d.object.kind == "Namespace" && d.object.group.is_empty()).map(|d| d.object.name.clone()).collect(),
+            namespaces: desired
+                .iter()
+                .filter(|d| d.object.kind == "Namespace" && d.object.group.is_empty())
+                .map(|d| d.object.name.clone())
+                .collect(),
             pending_kinds: pending_kinds(&desired),
         };
         let key = run_key(req.revision, req.digest, req.force, req.ignore);
         let owner_key = req.owner.key();
-        let previous = self.prints.fast_path(&owner_key, &key, self.options.full_sync_every);
+        let previous = self
+            .prints
+            .fast_path(&owner_key, &key, self.options.full_sync_every);
         let full = previous.is_none();
 
         // outcome per index: action and live print after this run
@@ -252,28 +287,45 @@ impl Applier {
         // plan everything else, concurrently; nothing is written unless all plans succeed. On a
         // full run the live objects we own come from one LIST per kind instead of a GET each.
         let todo: Vec<usize> = (0..desired.len()).filter(|i| !outcomes.contains_key(i)).collect();
-        let mut prefetched =
-            if full { self.list_owned(&req.owner, &desired, todo.iter().copied(), false).await } else { HashMap::new() };
-        let plans: Vec<(usize, Result<Plan, ObjectError>)> = stream::iter(todo.into_iter().map(|i| (i, prefetched.remove(&i))))
-            .map(|(i, live)| {
-                let d = &desired[i];
-                let batch = &batch;
-                async move { (i, self.plan(d, req, batch, live).await) }
-            })
-            .buffered(self.options.concurrency.max(1))
-            .collect()
-            .await;
-        let errors: Vec<ObjectError> = plans.iter().filter_map(|(_, p)| p.as_ref().err().cloned()).collect();
+        let mut prefetched = if full {
+            self.list_owned(&req.owner, &desired, todo.iter().copied(), false)
+                .await
+        } else {
+            HashMap::new()
+        };
+        let plans: Vec<(usize, Result<Plan, ObjectError>)> =
+            stream::iter(todo.into_iter().map(|i| (i, prefetched.remove(&i))))
+                .map(|(i, live)| {
+                    let d = &desired[i];
+                    let batch = &batch;
+                    async move { (i, self.plan(d, req, batch, live).await) }
+                })
+                .buffered(self.options.concurrency.max(1))
+                .collect()
+                .await;
+        let errors: Vec<ObjectError> = plans
+            .iter()
+            .filter_map(|(_, p)| p.as_ref().err().cloned())
+            .collect();
         if !errors.is_empty() {
-            return Err(ApplyError { errors, changes: ChangeSet::default() });
+            return Err(ApplyError {
+                errors,
+                changes: ChangeSet::default(),
+            });
         }
-        let mut planned: BTreeMap<usize, Plan> = plans.into_iter().map(|(i, p)| (i, p.expect("errors handled"))).collect();
+        let mut planned: BTreeMap<usize, Plan> = plans
+            .into_iter()
+            .map(|(i, p)| (i, p.expect("errors handled")))
+            .collect();
         let mut deferred: Vec<(usize, ObjectError)> = Vec::new();
         let mut to_apply: Vec<(usize, Plan)> = Vec::new();
         for (i, plan) in std::mem::take(&mut planned) {
             match plan {
                 Plan::Skip { live } => {
-                    outcomes.insert(i, (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))));
+                    outcomes.insert(
+                        i,
+                        (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))),
+                    );
                 }
                 Plan::Unchanged { live } => {
                     outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
@@ -285,13 +337,16 @@ impl Applier {
 
         // apply stage by stage
         let mut changes = ChangeSet::default();
-        let record = |changes: &mut ChangeSet, outcomes: &BTreeMap<usize, (Action, Option<String>)>, i: usize| {
-            let d: &Desired = &desired[i];
-            changes.push(d.object.clone(), &d.api_version, outcomes[&i].0);
-        };
+        let record =
+            |changes: &mut ChangeSet, outcomes: &BTreeMap<usize, (Action, Option<String>)>, i: usize| {
+                let d: &Desired = &desired[i];
+                changes.push(d.object.clone(), &d.api_version, outcomes[&i].0);
+            };
         for stage in [Stage::Definitions, Stage::Classes, Stage::Custom, Stage::Rest] {
             let in_stage: Vec<(usize, Plan)> = {
-                let (now, later): (Vec<_>, Vec<_>) = to_apply.into_iter().partition(|(i, _)| desired[*i].stage == stage);
+                let (now, later): (Vec<_>, Vec<_>) = to_apply
+                    .into_iter()
+                    .partition(|(i, _)| desired[*i].stage == stage);
                 to_apply = later;
                 now
             };
@@ -309,7 +364,10 @@ impl Applier {
                 record(&mut changes, &outcomes, i);
             }
             if !failures.is_empty() {
-                return Err(ApplyError { errors: failures, changes });
+                return Err(ApplyError {
+                    errors: failures,
+                    changes,
+                });
             }
             if stage == Stage::Definitions {
                 let changed: Vec<&Desired> = (0..desired.len())
@@ -318,7 +376,12 @@ impl Applier {
                     .map(|i| &desired[i])
                     .collect();
                 if !changed.is_empty() {
-                    self.wait_for_definitions(&changed).await.map_err(|errors| ApplyError { errors, changes: changes.clone() })?;
+                    self.wait_for_definitions(&changed)
+                        .await
+                        .map_err(|errors| ApplyError {
+                            errors,
+                            changes: changes.clone(),
+                        })?;
                     self.resolver.invalidate();
                 }
             }
@@ -342,7 +405,10 @@ impl Applier {
                     Err(e) => failures.push(e),
                     Ok(Plan::Deferred(e)) => deferred.push((i, e)),
                     Ok(Plan::Skip { live }) => {
-                        outcomes.insert(i, (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))));
+                        outcomes.insert(
+                            i,
+                            (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))),
+                        );
                         record(&mut changes, &outcomes, i);
                     }
                     Ok(Plan::Unchanged { live }) => {
@@ -359,7 +425,10 @@ impl Applier {
                 }
             }
             if !failures.is_empty() {
-                return Err(ApplyError { errors: failures, changes });
+                return Err(ApplyError {
+                    errors: failures,
+                    changes,
+                });
             }
             if deferred.is_empty() {
                 break;
@@ -381,8 +450,19 @@ impl Applier {
             .enumerate()
             .map(|(i, d)| {
                 let (action, live) = outcomes[&i].clone();
-                let action = if action == Action::Skipped { Action::Skipped } else { Action::Unchanged };
-                (d.object.id(), ObjectPrint { desired: d.print.clone(), live, action })
+                let action = if action == Action::Skipped {
+                    Action::Skipped
+                } else {
+                    Action::Unchanged
+                };
+                (
+                    d.object.id(),
+                    ObjectPrint {
+                        desired: d.print.clone(),
+                        live,
+                        action,
+                    },
+                )
             })
             .collect();
         self.prints.record(&owner_key, &key, prints, full);
@@ -392,36 +472,60 @@ impl Applier {
     /// What an apply would change, without writing anything (the `diff` command): per object
     /// the action an apply would report and a unified diff with Secret values masked.
     pub async fn diff(&self, req: ApplyRequest<'_>) -> Result<Vec<ObjectDiff>, ApplyError> {
-        let desired = self.prepare(&req).await.map_err(|errors| ApplyError { errors, changes: ChangeSet::default() })?;
-        let batch = Batch { namespaces: HashSet::new(), pending_kinds: pending_kinds(&desired) };
+        let desired = self.prepare(&req).await.map_err(|errors| ApplyError {
+            errors,
+            changes: ChangeSet::default(),
+        })?;
+        let batch = Batch {
+            namespaces: HashSet::new(),
+            pending_kinds: pending_kinds(&desired),
+        };
         let results: Vec<Result<ObjectDiff, ObjectError>> = stream::iter(&desired)
             .map(|d| {
                 let (req, batch) = (&req, &batch);
                 async move {
                     let url = api_url(&d.kind, &d.object.namespace);
-                    let err = |kind, message: String| ObjectError { subject: d.subject(), kind, message: redact(&message, &[&d.obj]) };
-                    let live = get(self.client(), &url, &d.object.name).await.map_err(|e| err(transport_kind(&e), api_message("query failed", &e)))?;
+                    let err = |kind, message: String| ObjectError {
+                        subject: d.subject(),
+                        kind,
+                        message: redact(&message, &[&d.obj]),
+                    };
+                    let live = get(self.client(), &url, &d.object.name)
+                        .await
+                        .map_err(|e| err(transport_kind(&e), api_message("query failed", &e)))?;
                     let (action, text) = if excluded(&d.obj) || live.as_ref().is_some_and(excluded) {
                         (Action::Skipped, String::new())
                     } else {
                         match server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await {
                             Ok(dry) => {
-                                let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+                                let ignored = ignored_paths(req.ignore, &dry)
+                                    .map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
                                 let action = match &live {
                                     None => Action::Created,
-                                    Some(_) if has_drifted(live.as_ref(), &dry, &ignored) => Action::Configured,
+                                    Some(_) if has_drifted(live.as_ref(), &dry, &ignored) => {
+                                        Action::Configured
+                                    }
                                     Some(_) => Action::Unchanged,
                                 };
                                 (action, diff_text(live.as_ref(), &dry, &ignored))
                             }
                             // the namespace or CRD comes with the same apply
-                            Err(e) if live.is_none() && status_of(&e).is_some_and(|s| missing_dependency(s, d, batch) || s.code == 404) => {
+                            Err(e)
+                                if live.is_none()
+                                    && status_of(&e).is_some_and(|s| {
+                                        missing_dependency(s, d, batch) || s.code == 404
+                                    }) =>
+                            {
                                 (Action::Created, diff_text(None, &d.obj, &[]))
                             }
                             Err(e) => return Err(err(transport_kind(&e), api_message("dry-run failed", &e))),
                         }
                     };
-                    Ok(ObjectDiff { object: d.object.clone(), action, diff: text })
+                    Ok(ObjectDiff {
+                        object: d.object.clone(),
+                        action,
+                        diff: text,
+                    })
                 }
             })
             .buffered(self.options.concurrency.max(1))
@@ -429,7 +533,10 @@ impl Applier {
             .await;
         let errors: Vec<ObjectError> = results.iter().filter_map(|r| r.as_ref().err().cloned()).collect();
         if !errors.is_empty() {
-            return Err(ApplyError { errors, changes: ChangeSet::default() });
+            return Err(ApplyError {
+                errors,
+                changes: ChangeSet::default(),
+            });
         }
         Ok(results.into_iter().map(|r| r.expect("errors handled")).collect())
     }
@@ -445,18 +552,36 @@ impl Applier {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         for obj in &req.objects {
-            let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
-            let (api_version, kind, name, namespace) =
-                (text("/apiVersion"), text("/kind"), text("/metadata/name"), text("/metadata/namespace"));
+            let text = |p: &str| {
+                obj.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let (api_version, kind, name, namespace) = (
+                text("/apiVersion"),
+                text("/kind"),
+                text("/metadata/name"),
+                text("/metadata/namespace"),
+            );
             let provisional = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
-            let fail = |kind: FailureKind, message: String| ObjectError { subject: provisional.to_string(), kind, message };
+            let fail = |kind: FailureKind, message: String| ObjectError {
+                subject: provisional.to_string(),
+                kind,
+                message,
+            };
             if api_version.is_empty() || kind.is_empty() || name.is_empty() {
-                errors.push(fail(FailureKind::Invalid, "normalization error: apiVersion, kind and metadata.name are required".into()));
+                errors.push(fail(
+                    FailureKind::Invalid,
+                    "normalization error: apiVersion, kind and metadata.name are required".into(),
+                ));
                 continue;
             }
             let resolved = match self.resolver.resolve(&api_version, &kind).await {
                 Ok(r) => r,
-                Err(ResolveError::UnknownKind { .. }) if crd_serving(&crds, &api_version, &kind).is_some() => {
+                Err(ResolveError::UnknownKind { .. })
+                    if crd_serving(&crds, &api_version, &kind).is_some() =>
+                {
                     crd_serving(&crds, &api_version, &kind).expect("checked")
                 }
                 Err(e @ ResolveError::Discovery { .. }) => {
@@ -469,13 +594,30 @@ impl Applier {
                 }
             };
             let mut normalized = obj.clone();
-            if let Err(e) = normalize(&mut normalized, &req.owner, resolved.namespaced, &provisional.to_string()) {
+            if let Err(e) = normalize(
+                &mut normalized,
+                &req.owner,
+                resolved.namespaced,
+                &provisional.to_string(),
+            ) {
                 let subject = provisional.to_string();
-                let message = e.to_string().strip_prefix(&format!("{subject} ")).unwrap_or_default().to_string();
-                errors.push(ObjectError { subject, kind: FailureKind::Invalid, message });
+                let message = e
+                    .to_string()
+                    .strip_prefix(&format!("{subject} "))
+                    .unwrap_or_default()
+                    .to_string();
+                errors.push(ObjectError {
+                    subject,
+                    kind: FailureKind::Invalid,
+                    message,
+                });
                 continue;
             }
-            let namespace = if resolved.namespaced { namespace } else { String::new() };
+            let namespace = if resolved.namespaced {
+                namespace
+            } else {
+                String::new()
+            };
             let object = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
             if !seen.insert(object.id()) {
                 errors.push(ObjectError {
@@ -510,18 +652,38 @@ impl Applier {
         let mut by_kind: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for i in indices {
             let kind = &desired[i].kind.resource;
-            by_kind.entry(format!("{}/{}", kind.api_version, kind.plural)).or_default().push(i);
+            by_kind
+                .entry(format!("{}/{}", kind.api_version, kind.plural))
+                .or_default()
+                .push(i);
         }
-        let selector = format!("{}={},{}={}", keys::NAME_LABEL, owner.name, keys::NAMESPACE_LABEL, owner.namespace);
+        let selector = format!(
+            "{}={},{}={}",
+            keys::NAME_LABEL,
+            owner.name,
+            keys::NAMESPACE_LABEL,
+            owner.namespace
+        );
         let lists = stream::iter(by_kind.into_values())
             .map(|indices| {
                 let selector = &selector;
                 async move {
                     let first = &desired[indices[0]];
-                    let namespaces: HashSet<&str> = indices.iter().map(|i| desired[*i].object.namespace.as_str()).collect();
-                    let ns = if namespaces.len() == 1 { first.object.namespace.as_str() } else { "" };
+                    let namespaces: HashSet<&str> = indices
+                        .iter()
+                        .map(|i| desired[*i].object.namespace.as_str())
+                        .collect();
+                    let ns = if namespaces.len() == 1 {
+                        first.object.namespace.as_str()
+                    } else {
+                        ""
+                    };
                     let url = api_url(&first.kind, ns);
-                    (indices, list_objects(self.client(), &url, selector, metadata_only, &first.kind.resource).await)
+                    (
+                        indices,
+                        list_objects(self.client(), &url, selector, metadata_only, &first.kind.resource)
+                            .await,
+                    )
                 }
             })
             .buffer_unordered(self.options.concurrency.max(1))
@@ -547,7 +709,11 @@ impl Applier {
         desired: &[Desired],
         previous: &HashMap<String, ObjectPrint>,
     ) -> Vec<(usize, (Action, Option<String>))> {
-        let candidates = (0..desired.len()).filter(|i| previous.get(&desired[*i].object.id()).is_some_and(|p| p.desired == desired[*i].print));
+        let candidates = (0..desired.len()).filter(|i| {
+            previous
+                .get(&desired[*i].object.id())
+                .is_some_and(|p| p.desired == desired[*i].print)
+        });
         let listed = self.list_owned(owner, desired, candidates, true).await;
         let mut out = Vec::new();
         for (i, obj) in listed {
@@ -561,13 +727,25 @@ impl Applier {
     }
 
     /// Reads the live object (unless `prefetched` from a list), then decides by dry-run.
-    async fn plan(&self, d: &Desired, req: &ApplyRequest<'_>, batch: &Batch, prefetched: Option<Value>) -> Result<Plan, ObjectError> {
+    async fn plan(
+        &self,
+        d: &Desired,
+        req: &ApplyRequest<'_>,
+        batch: &Batch,
+        prefetched: Option<Value>,
+    ) -> Result<Plan, ObjectError> {
         let subject = d.subject();
-        let secrets_of = |live: Option<&Value>| -> Vec<Value> { std::iter::once(d.obj.clone()).chain(live.cloned()).collect() };
+        let secrets_of = |live: Option<&Value>| -> Vec<Value> {
+            std::iter::once(d.obj.clone()).chain(live.cloned()).collect()
+        };
         let err = |kind: FailureKind, message: String, live: Option<&Value>| {
             let objs = secrets_of(live);
             let refs: Vec<&Value> = objs.iter().collect();
-            ObjectError { subject: subject.clone(), kind, message: redact(&message, &refs) }
+            ObjectError {
+                subject: subject.clone(),
+                kind,
+                message: redact(&message, &refs),
+            }
         };
         let url = api_url(&d.kind, &d.object.namespace);
         let client = self.client();
@@ -585,16 +763,29 @@ impl Applier {
             return Ok(Plan::Skip { live });
         }
         if let Some(live) = &live {
-            self.check_ownership(d, live, &req.owner).await.map_err(|m| err(FailureKind::Conflict, m, None))?;
+            self.check_ownership(d, live, &req.owner)
+                .await
+                .map_err(|m| err(FailureKind::Conflict, m, None))?;
             if let Some(patch) = cleanup_patch(live, &d.obj, &self.options.override_managers) {
                 let cleaned = json_patch(client, &url, &d.object.name, &patch)
                     .await
-                    .map_err(|e| err(FailureKind::Api, api_message("metadata.managedFields cleanup failed", &e), Some(live)))?;
-                return self.dry_run_and_compare(d, req, batch, Some(cleaned), true).await.map_err(|e| redact_error(e, &secrets_of(None)));
+                    .map_err(|e| {
+                        err(
+                            FailureKind::Api,
+                            api_message("metadata.managedFields cleanup failed", &e),
+                            Some(live),
+                        )
+                    })?;
+                return self
+                    .dry_run_and_compare(d, req, batch, Some(cleaned), true)
+                    .await
+                    .map_err(|e| redact_error(e, &secrets_of(None)));
             }
         }
         let live = live.take();
-        self.dry_run_and_compare(d, req, batch, live, false).await.map_err(|e| redact_error(e, &secrets_of(None)))
+        self.dry_run_and_compare(d, req, batch, live, false)
+            .await
+            .map_err(|e| redact_error(e, &secrets_of(None)))
     }
 
     async fn dry_run_and_compare(
@@ -606,7 +797,11 @@ impl Applier {
         patched: bool,
     ) -> Result<Plan, ObjectError> {
         let subject = d.subject();
-        let err = |kind, message: String| ObjectError { subject: subject.clone(), kind, message };
+        let err = |kind, message: String| ObjectError {
+            subject: subject.clone(),
+            kind,
+            message,
+        };
         let url = api_url(&d.kind, &d.object.namespace);
         let dry = match server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await {
             Ok(dry) => dry,
@@ -615,7 +810,10 @@ impl Applier {
                     return Err(err(FailureKind::Api, api_message("dry-run failed", &e)));
                 };
                 if missing_dependency(status, d, batch) {
-                    return Ok(Plan::Deferred(err(FailureKind::MissingDependency, api_message("dry-run failed", &e))));
+                    return Ok(Plan::Deferred(err(
+                        FailureKind::MissingDependency,
+                        api_message("dry-run failed", &e),
+                    )));
                 }
                 if let (Some(field), Some(live)) = (immutable_field(status), live.as_ref()) {
                     let forced = req.force || force_enabled(&d.obj) || force_enabled(live);
@@ -632,31 +830,49 @@ impl Applier {
                     // recreate only when the new object is valid: a dry-run create that fails
                     // only because the name is taken
                     return match dry_run_create(self.client(), &url, &d.obj).await {
-                        Err(e) if status_of(&e).is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists") => Ok(Plan::Recreate),
+                        Err(e)
+                            if status_of(&e)
+                                .is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists") =>
+                        {
+                            Ok(Plan::Recreate)
+                        }
                         Err(e) => Err(err(transport_kind(&e), api_message("dry-run failed", &e))),
                         Ok(_) => Ok(Plan::Recreate),
                     };
                 }
                 // a namespace nobody in this apply creates may still come from elsewhere
                 // (another Kustomization): worth a retry, not a fix of the manifest
-                let kind = if namespace_missing(status) { FailureKind::MissingDependency } else { transport_kind(&e) };
+                let kind = if namespace_missing(status) {
+                    FailureKind::MissingDependency
+                } else {
+                    transport_kind(&e)
+                };
                 return Err(err(kind, api_message("dry-run failed", &e)));
             }
         };
-        let ignored = ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+        let ignored =
+            ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
         let mut live = live;
         // The dry-run merges into the stored object; when that moved since our read (another
         // controller wrote it, or our read came from an earlier LIST), compare with a fresh read
         // so that someone else's concurrent change is not mistaken for our drift.
         let rv = |o: &Value| o.pointer("/metadata/resourceVersion").cloned();
-        if let Some(stale) = live.as_ref().filter(|l| !patched && rv(&dry).is_some() && rv(l) != rv(&dry)) {
+        if let Some(stale) = live
+            .as_ref()
+            .filter(|l| !patched && rv(&dry).is_some() && rv(l) != rv(&dry))
+        {
             let fresh = get(self.client(), &url, &d.object.name)
                 .await
                 .map_err(|e| err(transport_kind(&e), api_message("query failed", &e)))?;
             live = fresh.or_else(|| Some(stale.clone()));
         }
-        if let Some(current) = live.as_ref().filter(|l| !patched && !has_drifted(Some(l), &dry, &ignored)) {
-            return Ok(Plan::Unchanged { live: current.clone() });
+        if let Some(current) = live
+            .as_ref()
+            .filter(|l| !patched && !has_drifted(Some(l), &dry, &ignored))
+        {
+            return Ok(Plan::Unchanged {
+                live: current.clone(),
+            });
         }
         Ok(Plan::Apply { live, ignored })
     }
@@ -664,7 +880,12 @@ impl Applier {
     /// An object labelled for another Kustomization is a conflict while that Kustomization still
     /// lists it in its inventory; otherwise it is taken over (e.g. moved between Kustomizations).
     async fn check_ownership(&self, d: &Desired, live: &Value, owner: &Owner) -> Result<(), String> {
-        let label = |k: &str| live.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str).unwrap_or_default();
+        let label = |k: &str| {
+            live.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
         let (name, namespace) = (label(keys::NAME_LABEL), label(keys::NAMESPACE_LABEL));
         if name.is_empty() || (name == owner.name && namespace == owner.namespace) {
             return Ok(());
@@ -687,7 +908,11 @@ impl Applier {
         let listed = other
             .pointer("/status/inventory/entries")
             .and_then(Value::as_array)
-            .is_some_and(|entries| entries.iter().any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str())));
+            .is_some_and(|entries| {
+                entries
+                    .iter()
+                    .any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str()))
+            });
         if listed && other.pointer("/metadata/deletionTimestamp").is_none() {
             return Err(format!(
                 "is already managed by Kustomization {namespace}/{name}: the object is in both Kustomizations; \
@@ -711,13 +936,25 @@ impl Applier {
     }
 
     /// Applies one planned object; returns its action and the live print after the write.
-    async fn execute(&self, d: &Desired, plan: Plan, _req: &ApplyRequest<'_>) -> Result<(Action, Option<String>), ObjectError> {
+    async fn execute(
+        &self,
+        d: &Desired,
+        plan: Plan,
+        _req: &ApplyRequest<'_>,
+    ) -> Result<(Action, Option<String>), ObjectError> {
         let subject = d.subject();
-        let err = |kind, message: String| ObjectError { subject: subject.clone(), kind, message: redact(&message, &[&d.obj]) };
+        let err = |kind, message: String| ObjectError {
+            subject: subject.clone(),
+            kind,
+            message: redact(&message, &[&d.obj]),
+        };
         let url = api_url(&d.kind, &d.object.namespace);
         let client = self.client();
         let (payload, action) = match plan {
-            Plan::Apply { live: Some(live), ignored } => (payload_with_ignored(&d.obj, &live, &ignored), Action::Configured),
+            Plan::Apply {
+                live: Some(live),
+                ignored,
+            } => (payload_with_ignored(&d.obj, &live, &ignored), Action::Configured),
             Plan::Apply { live: None, .. } => (d.obj.clone(), Action::Created),
             Plan::Recreate => {
                 self.delete_and_wait(&url, &d.object.name)
@@ -725,7 +962,9 @@ impl Applier {
                     .map_err(|m| err(FailureKind::Api, format!("immutable field detected, {m}")))?;
                 (d.obj.clone(), Action::Created)
             }
-            Plan::Skip { .. } | Plan::Unchanged { .. } | Plan::Deferred(_) => unreachable!("only writes are executed"),
+            Plan::Skip { .. } | Plan::Unchanged { .. } | Plan::Deferred(_) => {
+                unreachable!("only writes are executed")
+            }
         };
         let applied = server_side_apply(client, &url, &d.object.name, &payload, false)
             .await
@@ -743,8 +982,15 @@ impl Applier {
         loop {
             match get(self.client(), url, name).await {
                 Ok(None) => return Ok(()),
-                Ok(Some(_)) if Instant::now() < deadline => tokio::time::sleep(self.options.retry_interval / 4).await,
-                Ok(Some(_)) => return Err(format!("failed to wait for object to be deleted: still present after {:?}", self.options.wait_timeout)),
+                Ok(Some(_)) if Instant::now() < deadline => {
+                    tokio::time::sleep(self.options.retry_interval / 4).await
+                }
+                Ok(Some(_)) => {
+                    return Err(format!(
+                        "failed to wait for object to be deleted: still present after {:?}",
+                        self.options.wait_timeout
+                    ));
+                }
                 Err(e) => return Err(api_message("failed to wait for object to be deleted", &e)),
             }
         }
@@ -755,14 +1001,22 @@ impl Applier {
         let deadline = Instant::now() + self.options.wait_timeout;
         loop {
             let mut pending = Vec::new();
-            for d in objects.iter().filter(|d| matches!(d.object.kind.as_str(), "CustomResourceDefinition" | "Namespace")) {
+            for d in objects
+                .iter()
+                .filter(|d| matches!(d.object.kind.as_str(), "CustomResourceDefinition" | "Namespace"))
+            {
                 let url = api_url(&d.kind, "");
                 let ready = match get(self.client(), &url, &d.object.name).await {
-                    Ok(Some(live)) if d.object.kind == "Namespace" => live.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating"),
+                    Ok(Some(live)) if d.object.kind == "Namespace" => {
+                        live.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating")
+                    }
                     Ok(Some(live)) => live
                         .pointer("/status/conditions")
                         .and_then(Value::as_array)
-                        .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True")),
+                        .is_some_and(|c| {
+                            c.iter()
+                                .any(|c| c["type"] == "Established" && c["status"] == "True")
+                        }),
                     _ => false,
                 };
                 if !ready {
@@ -778,7 +1032,10 @@ impl Applier {
                     .map(|d| ObjectError {
                         subject: d.subject(),
                         kind: FailureKind::Api,
-                        message: format!("not ready after {:?} (CRD not Established or namespace missing)", self.options.wait_timeout),
+                        message: format!(
+                            "not ready after {:?} (CRD not Established or namespace missing)",
+                            self.options.wait_timeout
+                        ),
                     })
                     .collect());
             }
@@ -829,22 +1086,34 @@ fn crd_serving(crds: &[&Value], api_version: &str, kind: &str) -> Option<Resolve
     let (group, version) = api_version.split_once('/')?;
     crds.iter().find_map(|crd| {
         let spec = crd.get("spec")?;
-        let served = spec.get("versions")?.as_array()?.iter().any(|v| v["name"] == version && v["served"] != false);
-        (spec["group"] == group && spec.pointer("/names/kind")?.as_str() == Some(kind) && served).then(|| ResolvedKind {
-            resource: ApiResource {
-                group: group.into(),
-                version: version.into(),
-                api_version: api_version.into(),
-                kind: kind.into(),
-                plural: spec.pointer("/names/plural").and_then(Value::as_str).unwrap_or_default().into(),
-            },
-            namespaced: spec["scope"] != "Cluster",
+        let served = spec
+            .get("versions")?
+            .as_array()?
+            .iter()
+            .any(|v| v["name"] == version && v["served"] != false);
+        (spec["group"] == group && spec.pointer("/names/kind")?.as_str() == Some(kind) && served).then(|| {
+            ResolvedKind {
+                resource: ApiResource {
+                    group: group.into(),
+                    version: version.into(),
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                    plural: spec
+                        .pointer("/names/plural")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .into(),
+                },
+                namespaced: spec["scope"] != "Cluster",
+            }
         })
     })
 }
 
 pub(super) async fn get(client: &Client, url: &str, name: &str) -> Result<Option<Value>, kube::Error> {
-    let req = Request::new(url).get(name, &Default::default()).map_err(kube::Error::BuildRequest)?;
+    let req = Request::new(url)
+        .get(name, &Default::default())
+        .map_err(kube::Error::BuildRequest)?;
     match client.request::<Value>(req).await {
         Ok(v) => Ok(Some(v)),
         Err(e) if is_not_found(&e) => Ok(None),
@@ -852,31 +1121,56 @@ pub(super) async fn get(client: &Client, url: &str, name: &str) -> Result<Option
     }
 }
 
-async fn server_side_apply(client: &Client, url: &str, name: &str, body: &Value, dry_run: bool) -> Result<Value, kube::Error> {
+async fn server_side_apply(
+    client: &Client,
+    url: &str,
+    name: &str,
+    body: &Value,
+    dry_run: bool,
+) -> Result<Value, kube::Error> {
     let mut params = PatchParams::apply(keys::APPLY_FIELD_MANAGER).force();
     if dry_run {
         params = params.dry_run();
     }
-    let req = Request::new(url).patch(name, &params, &Patch::Apply(body)).map_err(kube::Error::BuildRequest)?;
+    let req = Request::new(url)
+        .patch(name, &params, &Patch::Apply(body))
+        .map_err(kube::Error::BuildRequest)?;
     client.request::<Value>(req).await
 }
 
 async fn dry_run_create(client: &Client, url: &str, body: &Value) -> Result<Value, kube::Error> {
-    let params = PostParams { dry_run: true, field_manager: Some(keys::APPLY_FIELD_MANAGER.into()) };
+    let params = PostParams {
+        dry_run: true,
+        field_manager: Some(keys::APPLY_FIELD_MANAGER.into()),
+    };
     let data = serde_json::to_vec(body).map_err(kube::Error::SerdeError)?;
-    let req = Request::new(url).create(&params, data).map_err(kube::Error::BuildRequest)?;
+    let req = Request::new(url)
+        .create(&params, data)
+        .map_err(kube::Error::BuildRequest)?;
     client.request::<Value>(req).await
 }
 
 async fn json_patch(client: &Client, url: &str, name: &str, patch: &Value) -> Result<Value, kube::Error> {
     let patch: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(kube::Error::SerdeError)?;
-    let params = PatchParams { field_manager: Some(keys::APPLY_FIELD_MANAGER.into()), ..Default::default() };
-    let req = Request::new(url).patch(name, &params, &Patch::<()>::Json(patch)).map_err(kube::Error::BuildRequest)?;
+    let params = PatchParams {
+        field_manager: Some(keys::APPLY_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let req = Request::new(url)
+        .patch(name, &params, &Patch::<()>::Json(patch))
+        .map_err(kube::Error::BuildRequest)?;
     client.request::<Value>(req).await
 }
 
-pub(super) async fn delete(client: &Client, url: &str, name: &str, params: &DeleteParams) -> Result<(), kube::Error> {
-    let req = Request::new(url).delete(name, params).map_err(kube::Error::BuildRequest)?;
+pub(super) async fn delete(
+    client: &Client,
+    url: &str,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<(), kube::Error> {
+    let req = Request::new(url)
+        .delete(name, params)
+        .map_err(kube::Error::BuildRequest)?;
     client.request::<Value>(req).await.map(|_| ())
 }
 
@@ -890,14 +1184,28 @@ async fn list_objects(
     resource: &ApiResource,
 ) -> Result<HashMap<(String, String), Value>, kube::Error> {
     let params = ListParams::default().labels(selector);
-    let req = if metadata_only { Request::new(url).list_metadata(&params) } else { Request::new(url).list(&params) };
-    let list = client.request::<Value>(req.map_err(kube::Error::BuildRequest)?).await?;
-    let items = list.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+    let req = if metadata_only {
+        Request::new(url).list_metadata(&params)
+    } else {
+        Request::new(url).list(&params)
+    };
+    let list = client
+        .request::<Value>(req.map_err(kube::Error::BuildRequest)?)
+        .await?;
+    let items = list
+        .get("items")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     Ok(items
         .into_iter()
         .filter_map(|mut item| {
             let meta = item.get("metadata")?;
-            let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+            let ns = meta
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let name = meta.get("name")?.as_str()?.to_string();
             let map = item.as_object_mut()?;
             map.insert("apiVersion".into(), resource.api_version.clone().into());
@@ -935,11 +1243,26 @@ mod tests {
             message: "Invalid value: ...: field is immutable".into(),
             field: "spec.selector".into(),
         };
-        let s = status(422, "Invalid", "Deployment.apps \"web\" is invalid: spec.selector: Invalid value: ...: field is immutable", vec![cause]);
+        let s = status(
+            422,
+            "Invalid",
+            "Deployment.apps \"web\" is invalid: spec.selector: Invalid value: ...: field is immutable",
+            vec![cause],
+        );
         assert_eq!(immutable_field(&s).as_deref(), Some("spec.selector"));
-        let s = status(422, "Invalid", "Job.batch \"j\" is invalid: spec.template: Invalid value: ...: field is immutable", vec![]);
+        let s = status(
+            422,
+            "Invalid",
+            "Job.batch \"j\" is invalid: spec.template: Invalid value: ...: field is immutable",
+            vec![],
+        );
         assert_eq!(immutable_field(&s).as_deref(), Some("spec.template"));
-        let s = status(422, "Invalid", "ConfigMap \"c\" is invalid: metadata.name: Invalid value: \"A\": a lowercase RFC 1123 subdomain", vec![]);
+        let s = status(
+            422,
+            "Invalid",
+            "ConfigMap \"c\" is invalid: metadata.name: Invalid value: \"A\": a lowercase RFC 1123 subdomain",
+            vec![],
+        );
         assert_eq!(immutable_field(&s), None);
         let s = status(409, "Conflict", "Apply failed with 1 conflict", vec![]);
         assert_eq!(immutable_field(&s), None);
@@ -970,21 +1293,68 @@ mod tests {
     // integration tests for the namespace, CRD and webhook cases).
     #[test]
     fn dependency_failures_are_deferred_only_when_this_apply_provides_the_dependency() {
-        let batch = Batch { namespaces: ["apps".to_string()].into(), pending_kinds: ["example.com/Widget".to_string()].into() };
+        let batch = Batch {
+            namespaces: ["apps".to_string()].into(),
+            pending_kinds: ["example.com/Widget".to_string()].into(),
+        };
         let mut ns_missing = status(404, "NotFound", "namespaces \"apps\" not found", vec![]);
         ns_missing.details.as_mut().unwrap().kind = "namespaces".into();
-        assert!(missing_dependency(&ns_missing, &desired("v1", "ConfigMap", "apps"), &batch));
-        assert!(!missing_dependency(&ns_missing, &desired("v1", "ConfigMap", "other"), &batch));
+        assert!(missing_dependency(
+            &ns_missing,
+            &desired("v1", "ConfigMap", "apps"),
+            &batch
+        ));
+        assert!(!missing_dependency(
+            &ns_missing,
+            &desired("v1", "ConfigMap", "other"),
+            &batch
+        ));
         assert!(namespace_missing(&ns_missing));
-        let no_kind = status(404, "NotFound", "the server could not find the requested resource", vec![]);
-        assert!(missing_dependency(&no_kind, &desired("example.com/v1", "Widget", "apps"), &batch));
-        assert!(!missing_dependency(&no_kind, &desired("example.com/v1", "Gadget", "apps"), &batch));
-        let webhook = status(500, "InternalError", "Internal error occurred: failed calling webhook \"guard\": no endpoints", vec![]);
-        assert!(missing_dependency(&webhook, &desired("v1", "ConfigMap", "x"), &batch));
-        let sa = status(403, "Forbidden", "pods \"p\" is forbidden: error looking up service account x/sa: serviceaccount \"sa\" not found", vec![]);
+        let no_kind = status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            vec![],
+        );
+        assert!(missing_dependency(
+            &no_kind,
+            &desired("example.com/v1", "Widget", "apps"),
+            &batch
+        ));
+        assert!(!missing_dependency(
+            &no_kind,
+            &desired("example.com/v1", "Gadget", "apps"),
+            &batch
+        ));
+        let webhook = status(
+            500,
+            "InternalError",
+            "Internal error occurred: failed calling webhook \"guard\": no endpoints",
+            vec![],
+        );
+        assert!(missing_dependency(
+            &webhook,
+            &desired("v1", "ConfigMap", "x"),
+            &batch
+        ));
+        let sa = status(
+            403,
+            "Forbidden",
+            "pods \"p\" is forbidden: error looking up service account x/sa: serviceaccount \"sa\" not found",
+            vec![],
+        );
         assert!(missing_dependency(&sa, &desired("v1", "Pod", "x"), &batch));
-        let invalid = status(422, "Invalid", "ConfigMap \"x\" is invalid: data: Invalid value", vec![]);
-        assert!(!missing_dependency(&invalid, &desired("v1", "ConfigMap", "apps"), &batch));
+        let invalid = status(
+            422,
+            "Invalid",
+            "ConfigMap \"x\" is invalid: data: Invalid value",
+            vec![],
+        );
+        assert!(!missing_dependency(
+            &invalid,
+            &desired("v1", "ConfigMap", "apps"),
+            &batch
+        ));
     }
 
     #[test]
@@ -993,7 +1363,8 @@ mod tests {
         let live = json!({"metadata": {"managedFields": [
             {"manager": "hpa", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
             "spec": {"replicas": 5, "paused": true}});
-        let payload = payload_with_ignored(&desired, &live, &["/spec/replicas".into(), "/spec/paused".into()]);
+        let payload =
+            payload_with_ignored(&desired, &live, &["/spec/replicas".into(), "/spec/paused".into()]);
         assert_eq!(payload, json!({"spec": {"paused": true}}));
     }
 

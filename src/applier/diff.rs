@@ -11,9 +11,18 @@ use crate::api::kustomization::{IgnoreRule, Selector};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IgnoreRuleError {
     #[error("spec.ignore[{rule}].target.{field}: invalid regular expression '{pattern}': {reason}")]
-    Regex { rule: usize, field: &'static str, pattern: String, reason: String },
+    Regex {
+        rule: usize,
+        field: &'static str,
+        pattern: String,
+        reason: String,
+    },
     #[error("spec.ignore[{rule}].target.{field}: invalid selector '{selector}'")]
-    Selector { rule: usize, field: &'static str, selector: String },
+    Selector {
+        rule: usize,
+        field: &'static str,
+        selector: String,
+    },
     #[error("spec.ignore[{rule}].paths: '{path}' is not a JSON pointer")]
     Pointer { rule: usize, path: String },
 }
@@ -24,7 +33,10 @@ pub fn ignored_paths(rules: &[IgnoreRule], obj: &Value) -> Result<Vec<String>, I
     for (i, rule) in rules.iter().enumerate() {
         for path in &rule.paths {
             if !path.is_empty() && !path.starts_with('/') {
-                return Err(IgnoreRuleError::Pointer { rule: i, path: path.clone() });
+                return Err(IgnoreRuleError::Pointer {
+                    rule: i,
+                    path: path.clone(),
+                });
             }
         }
         let applies = match &rule.target {
@@ -41,16 +53,30 @@ pub fn ignored_paths(rules: &[IgnoreRule], obj: &Value) -> Result<Vec<String>, I
 fn selector_matches(rule: usize, sel: &Selector, obj: &Value) -> Result<bool, IgnoreRuleError> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let meta = |f: &str| obj.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).unwrap_or_default().to_string();
+    let meta = |f: &str| {
+        obj.pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let fields: [(&'static str, &Option<String>, String); 5] = [
         ("group", &sel.group, group.to_string()),
         ("version", &sel.version, version.to_string()),
-        ("kind", &sel.kind, obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string()),
+        (
+            "kind",
+            &sel.kind,
+            obj.get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        ),
         ("name", &sel.name, meta("name")),
         ("namespace", &sel.namespace, meta("namespace")),
     ];
     for (field, pattern, value) in fields {
-        let Some(pattern) = pattern.as_deref().filter(|p| !p.is_empty()) else { continue };
+        let Some(pattern) = pattern.as_deref().filter(|p| !p.is_empty()) else {
+            continue;
+        };
         let re = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| IgnoreRuleError::Regex {
             rule,
             field,
@@ -65,11 +91,19 @@ fn selector_matches(rule: usize, sel: &Selector, obj: &Value) -> Result<bool, Ig
         ("labelSelector", &sel.label_selector, "labels"),
         ("annotationSelector", &sel.annotation_selector, "annotations"),
     ] {
-        let Some(selector) = selector.as_deref().filter(|s| !s.trim().is_empty()) else { continue };
+        let Some(selector) = selector.as_deref().filter(|s| !s.trim().is_empty()) else {
+            continue;
+        };
         let empty = Map::new();
-        let values = obj.pointer(&format!("/metadata/{map}")).and_then(Value::as_object).unwrap_or(&empty);
-        let matched = label_selector_matches(selector, values)
-            .ok_or_else(|| IgnoreRuleError::Selector { rule, field, selector: selector.into() })?;
+        let values = obj
+            .pointer(&format!("/metadata/{map}"))
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let matched = label_selector_matches(selector, values).ok_or_else(|| IgnoreRuleError::Selector {
+            rule,
+            field,
+            selector: selector.into(),
+        })?;
         if !matched {
             return Ok(false);
         }
@@ -133,7 +167,9 @@ fn split_set<'a>(req: &'a str, op: &str) -> Option<(&'a str, Vec<&'a str>)> {
 
 /// Removes the value at a JSON pointer, if present.
 pub fn remove_pointer(obj: &mut Value, pointer: &str) {
-    let Some((parent, last)) = pointer.rsplit_once('/') else { return };
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
     let last = last.replace("~1", "/").replace("~0", "~");
     match obj.pointer_mut(parent) {
         Some(Value::Object(map)) => {
@@ -157,13 +193,18 @@ fn comparable(obj: &Value, ignored: &[String]) -> Value {
     for path in ignored {
         remove_pointer(&mut copy, path);
     }
-    let Some(map) = copy.as_object_mut() else { return copy };
+    let Some(map) = copy.as_object_mut() else {
+        return copy;
+    };
     let metadata = map.remove("metadata").unwrap_or(Value::Null);
     map.remove("status");
     let mut kept = Map::new();
     for key in ["labels", "annotations"] {
         // an empty map and no map are the same
-        if let Some(v) = metadata.get(key).filter(|v| v.as_object().is_some_and(|m| !m.is_empty())) {
+        if let Some(v) = metadata
+            .get(key)
+            .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+        {
             kept.insert(key.into(), v.clone());
         }
     }
@@ -208,9 +249,19 @@ pub fn diff_text(live: Option<&Value>, merged: &Value, ignored: &[String]) -> St
     if before == after {
         return String::new();
     }
-    let render = |v: &Value| if v.is_null() { String::new() } else { serde_yaml::to_string(v).unwrap_or_default() };
+    let render = |v: &Value| {
+        if v.is_null() {
+            String::new()
+        } else {
+            serde_yaml::to_string(v).unwrap_or_default()
+        }
+    };
     let (old, new) = (render(&before), render(&after));
-    similar::TextDiff::from_lines(&old, &new).unified_diff().context_radius(2).header("live", "desired").to_string()
+    similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(2)
+        .header("live", "desired")
+        .to_string()
 }
 
 #[cfg(test)]
@@ -265,31 +316,91 @@ mod tests {
 
     #[test]
     fn rules_match_by_anchored_regex_and_selectors() {
-        let rule = |target: Selector| IgnoreRule { paths: vec!["/spec/replicas".into()], target: Some(target) };
+        let rule = |target: Selector| IgnoreRule {
+            paths: vec!["/spec/replicas".into()],
+            target: Some(target),
+        };
         let obj = live();
         let sel = |f: fn(&mut Selector)| {
             let mut s = Selector::default();
             f(&mut s);
             s
         };
-        assert_eq!(ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy.*".into())))], &obj).unwrap(), ["/spec/replicas"]);
+        assert_eq!(
+            ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy.*".into())))], &obj).unwrap(),
+            ["/spec/replicas"]
+        );
         // anchored: "Deploy" does not match "Deployment"
-        assert!(ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy".into())))], &obj).unwrap().is_empty());
-        assert_eq!(ignored_paths(&[rule(sel(|s| s.group = Some("apps".into())))], &obj).unwrap().len(), 1);
-        assert!(ignored_paths(&[rule(sel(|s| s.version = Some("v2".into())))], &obj).unwrap().is_empty());
-        assert_eq!(ignored_paths(&[rule(sel(|s| s.label_selector = Some("app in (web, api)".into())))], &obj).unwrap().len(), 1);
-        assert!(ignored_paths(&[rule(sel(|s| s.label_selector = Some("app!=web".into())))], &obj).unwrap().is_empty());
-        assert!(ignored_paths(&[rule(sel(|s| s.annotation_selector = Some("a=b".into())))], &obj).unwrap().is_empty());
-        assert_eq!(ignored_paths(&[IgnoreRule { paths: vec!["/x".into()], target: None }], &obj).unwrap(), ["/x"]);
+        assert!(
+            ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy".into())))], &obj)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            ignored_paths(&[rule(sel(|s| s.group = Some("apps".into())))], &obj)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(
+            ignored_paths(&[rule(sel(|s| s.version = Some("v2".into())))], &obj)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            ignored_paths(
+                &[rule(sel(|s| s.label_selector = Some("app in (web, api)".into())))],
+                &obj
+            )
+            .unwrap()
+            .len(),
+            1
+        );
+        assert!(
+            ignored_paths(&[rule(sel(|s| s.label_selector = Some("app!=web".into())))], &obj)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            ignored_paths(&[rule(sel(|s| s.annotation_selector = Some("a=b".into())))], &obj)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            ignored_paths(
+                &[IgnoreRule {
+                    paths: vec!["/x".into()],
+                    target: None
+                }],
+                &obj
+            )
+            .unwrap(),
+            ["/x"]
+        );
     }
 
     #[test]
     fn bad_rules_name_the_field() {
-        let rule = IgnoreRule { paths: vec!["/a".into()], target: Some(Selector { name: Some("(".into()), ..Default::default() }) };
+        let rule = IgnoreRule {
+            paths: vec!["/a".into()],
+            target: Some(Selector {
+                name: Some("(".into()),
+                ..Default::default()
+            }),
+        };
         let err = ignored_paths(&[rule], &live()).unwrap_err().to_string();
-        assert!(err.starts_with("spec.ignore[0].target.name: invalid regular expression '('"), "{err}");
-        let rule = IgnoreRule { paths: vec!["spec".into()], target: None };
-        assert_eq!(ignored_paths(&[rule], &live()).unwrap_err().to_string(), "spec.ignore[0].paths: 'spec' is not a JSON pointer");
+        assert!(
+            err.starts_with("spec.ignore[0].target.name: invalid regular expression '('"),
+            "{err}"
+        );
+        let rule = IgnoreRule {
+            paths: vec!["spec".into()],
+            target: None,
+        };
+        assert_eq!(
+            ignored_paths(&[rule], &live()).unwrap_err().to_string(),
+            "spec.ignore[0].paths: 'spec' is not a JSON pointer"
+        );
     }
 
     #[test]

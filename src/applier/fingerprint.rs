@@ -42,7 +42,10 @@ pub fn desired_print(obj: &Value) -> String {
 /// `metadata` map, from a full object or a metadata-only list.
 pub fn live_print(metadata: &Value) -> String {
     let field = |f: &str| metadata.get(f).cloned().unwrap_or(Value::Null);
-    let generation = metadata.get("generation").and_then(Value::as_i64).filter(|g| *g > 0);
+    let generation = metadata
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|g| *g > 0);
     let tracked = match generation {
         Some(generation) => {
             let managed: Vec<Value> = field("managedFields")
@@ -52,7 +55,13 @@ pub fn live_print(metadata: &Value) -> String {
                 .filter(|m| m.get("subresource").is_none_or(|s| s.as_str() == Some("")))
                 .cloned()
                 .collect();
-            serde_json::json!([field("uid"), generation, field("labels"), field("annotations"), managed])
+            serde_json::json!([
+                field("uid"),
+                generation,
+                field("labels"),
+                field("annotations"),
+                managed
+            ])
         }
         None => serde_json::json!([field("uid"), field("resourceVersion")]),
     };
@@ -84,7 +93,12 @@ pub struct FingerprintStore {
 impl FingerprintStore {
     /// The recorded prints when `owner`'s last successful run had the same inputs and its last
     /// full dry-run is younger than `full_sync_every`; `None` means a full dry-run is due.
-    pub fn fast_path(&self, owner: &str, key: &str, full_sync_every: Duration) -> Option<HashMap<String, ObjectPrint>> {
+    pub fn fast_path(
+        &self,
+        owner: &str,
+        key: &str,
+        full_sync_every: Duration,
+    ) -> Option<HashMap<String, ObjectPrint>> {
         let states = self.states.lock().expect("fingerprint lock");
         let state = states.get(owner)?;
         (state.key == key && state.full_sync_at.elapsed() < full_sync_every).then(|| state.objects.clone())
@@ -97,7 +111,14 @@ impl FingerprintStore {
             Some(prev) if !full && prev.key == key => prev.full_sync_at,
             _ => Instant::now(),
         };
-        states.insert(owner.to_string(), RunState { key: key.to_string(), full_sync_at, objects });
+        states.insert(
+            owner.to_string(),
+            RunState {
+                key: key.to_string(),
+                full_sync_at,
+                objects,
+            },
+        );
     }
 
     /// Drops `owner`'s state, after an error or when the Kustomization is deleted.
@@ -117,11 +138,17 @@ mod tests {
             "managedFields": [{"manager": "kustomize-controller", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]});
         let mut after_status = meta.clone();
         after_status["resourceVersion"] = "11".into();
-        after_status["managedFields"].as_array_mut().unwrap().push(json!({"manager": "kcm", "subresource": "status"}));
+        after_status["managedFields"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"manager": "kcm", "subresource": "status"}));
         assert_eq!(live_print(&meta), live_print(&after_status));
 
         let mut edited = meta.clone();
-        edited["managedFields"].as_array_mut().unwrap().push(json!({"manager": "kubectl-edit", "operation": "Update"}));
+        edited["managedFields"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"manager": "kubectl-edit", "operation": "Update"}));
         assert_ne!(live_print(&meta), live_print(&edited));
         let mut relabelled = meta.clone();
         relabelled["labels"]["a"] = "c".into();
@@ -146,8 +173,24 @@ mod tests {
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
         store.record("ns/ks", &key, HashMap::new(), true);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_some());
-        assert!(store.fast_path("ns/ks", &run_key("main@sha1:def", "sha256:1", false, &[]), Duration::from_secs(60)).is_none());
-        assert!(store.fast_path("ns/ks", &run_key("main@sha1:abc", "sha256:1", true, &[]), Duration::from_secs(60)).is_none());
+        assert!(
+            store
+                .fast_path(
+                    "ns/ks",
+                    &run_key("main@sha1:def", "sha256:1", false, &[]),
+                    Duration::from_secs(60)
+                )
+                .is_none()
+        );
+        assert!(
+            store
+                .fast_path(
+                    "ns/ks",
+                    &run_key("main@sha1:abc", "sha256:1", true, &[]),
+                    Duration::from_secs(60)
+                )
+                .is_none()
+        );
         assert!(store.fast_path("ns/ks", &key, Duration::ZERO).is_none());
         store.forget("ns/ks");
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());

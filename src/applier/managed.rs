@@ -8,12 +8,19 @@ use serde_json::{Map, Value, json};
 use super::policy::{SsaPolicy, ssa_policy};
 use crate::api::conditions::keys::APPLY_FIELD_MANAGER;
 
-const CLEANUP_ANNOTATIONS: [&str; 3] =
-    ["kubectl.kubernetes.io/last-applied-configuration", "kustomize.toolkit.fluxcd.io/checksum", "fluxcd.io/sync-checksum"];
+const CLEANUP_ANNOTATIONS: [&str; 3] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "kustomize.toolkit.fluxcd.io/checksum",
+    "fluxcd.io/sync-checksum",
+];
 const CLEANUP_LABELS: [&str; 1] = ["fluxcd.io/sync-gc-mark"];
 
 fn taken_over(entry: &Value, override_managers: &[String]) -> bool {
-    if entry.get("subresource").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+    if entry
+        .get("subresource")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+    {
         return false;
     }
     let manager = entry.get("manager").and_then(Value::as_str).unwrap_or_default();
@@ -47,14 +54,25 @@ pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]
         return None;
     }
     let mut ops = Vec::new();
-    for (field, keys) in [("annotations", &CLEANUP_ANNOTATIONS[..]), ("labels", &CLEANUP_LABELS[..])] {
+    for (field, keys) in [
+        ("annotations", &CLEANUP_ANNOTATIONS[..]),
+        ("labels", &CLEANUP_LABELS[..]),
+    ] {
         for key in keys {
-            if live.pointer(&format!("/metadata/{field}")).and_then(|m| m.get(*key)).is_some() {
+            if live
+                .pointer(&format!("/metadata/{field}"))
+                .and_then(|m| m.get(*key))
+                .is_some()
+            {
                 ops.push(json!({"op": "remove", "path": format!("/metadata/{field}/{}", escape(key))}));
             }
         }
     }
-    let entries = live.pointer("/metadata/managedFields").and_then(Value::as_array).cloned().unwrap_or_default();
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if entries.iter().any(|e| taken_over(e, override_managers)) {
         let api_version = desired.get("apiVersion").cloned().unwrap_or(Value::Null);
         let mut kept = Vec::new();
@@ -75,12 +93,17 @@ pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]
         }
         match ours {
             Some(i) => {
-                let own = kept[i].get("fieldsV1").cloned().unwrap_or(Value::Object(Map::new()));
+                let own = kept[i]
+                    .get("fieldsV1")
+                    .cloned()
+                    .unwrap_or(Value::Object(Map::new()));
                 merge_fields(&mut fields, &own);
                 kept[i]["fieldsV1"] = fields;
             }
-            None => kept.push(json!({"manager": APPLY_FIELD_MANAGER, "operation": "Apply", "apiVersion": api_version,
-                "fieldsType": "FieldsV1", "fieldsV1": fields})),
+            None => kept.push(
+                json!({"manager": APPLY_FIELD_MANAGER, "operation": "Apply", "apiVersion": api_version,
+                "fieldsType": "FieldsV1", "fieldsV1": fields}),
+            ),
         }
         ops.push(json!({"op": "replace", "path": "/metadata/managedFields", "value": kept}));
     }
@@ -91,14 +114,21 @@ pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]
 /// then an ignored field is left to it (stripped from our payload) instead of adopted.
 /// Pointer segments into lists are not resolved; such fields count as not owned elsewhere.
 pub fn owned_by_other_applier(live: &Value, pointer: &str) -> bool {
-    let segments: Vec<String> =
-        pointer.split('/').skip(1).map(|s| format!("f:{}", s.replace("~1", "/").replace("~0", "~"))).collect();
+    let segments: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|s| format!("f:{}", s.replace("~1", "/").replace("~0", "~")))
+        .collect();
     let entries = live.pointer("/metadata/managedFields").and_then(Value::as_array);
     entries.into_iter().flatten().any(|e| {
         e.get("operation").and_then(Value::as_str) == Some("Apply")
             && e.get("manager").and_then(Value::as_str) != Some(APPLY_FIELD_MANAGER)
             && e.get("subresource").is_none()
-            && segments.iter().try_fold(e.get("fieldsV1"), |node, seg| node.map(|n| n.get(seg))).flatten().is_some()
+            && segments
+                .iter()
+                .try_fold(e.get("fieldsV1"), |node, seg| node.map(|n| n.get(seg)))
+                .flatten()
+                .is_some()
     })
 }
 
@@ -122,10 +152,16 @@ mod tests {
         ]);
         let desired = json!({"apiVersion": "v1", "kind": "ConfigMap"});
         let patch = cleanup_patch(&live(managers), &desired, &[]).unwrap();
-        assert_eq!(patch[0], json!({"op": "remove", "path": "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"}));
+        assert_eq!(
+            patch[0],
+            json!({"op": "remove", "path": "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration"})
+        );
         let kept = &patch[1]["value"];
         assert_eq!(kept.as_array().unwrap().len(), 3);
-        assert_eq!(kept[0]["fieldsV1"], json!({"f:data": {"f:a": {}, "f:b": {}, "f:c": {}}}));
+        assert_eq!(
+            kept[0]["fieldsV1"],
+            json!({"f:data": {"f:a": {}, "f:b": {}, "f:c": {}}})
+        );
         assert_eq!(kept[1]["manager"], "kube-controller-manager");
         assert_eq!(kept[2]["subresource"], "status");
     }

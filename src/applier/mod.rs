@@ -22,10 +22,10 @@
 //! across reconciles.
 
 mod apply;
-mod managed;
 pub mod diff;
 pub mod fingerprint;
 pub mod inventory;
+mod managed;
 pub mod normalize;
 mod policy;
 mod prune;
@@ -51,7 +51,10 @@ pub struct Owner {
 
 impl Owner {
     pub fn new(name: &str, namespace: &str) -> Self {
-        Self { name: name.into(), namespace: namespace.into() }
+        Self {
+            name: name.into(),
+            namespace: namespace.into(),
+        }
     }
 
     /// `namespace/name`, the key of per-Kustomization state.
@@ -106,7 +109,11 @@ pub struct ChangeSet {
 
 impl ChangeSet {
     pub fn push(&mut self, object: ObjectRef, api_version: &str, action: Action) {
-        self.entries.push(ChangeSetEntry { object, api_version: api_version.into(), action });
+        self.entries.push(ChangeSetEntry {
+            object,
+            api_version: api_version.into(),
+            action,
+        });
     }
 
     pub fn is_empty(&self) -> bool {
@@ -120,12 +127,17 @@ impl ChangeSet {
 
     /// The action recorded for an object, if any.
     pub fn action_of(&self, object: &ObjectRef) -> Option<Action> {
-        self.entries.iter().find(|e| &e.object == object).map(|e| e.action)
+        self.entries
+            .iter()
+            .find(|e| &e.object == object)
+            .map(|e| e.action)
     }
 
     /// True when something was created, configured or deleted.
     pub fn has_changes(&self) -> bool {
-        self.entries.iter().any(|e| matches!(e.action, Action::Created | Action::Configured | Action::Deleted))
+        self.entries
+            .iter()
+            .any(|e| matches!(e.action, Action::Created | Action::Configured | Action::Deleted))
     }
 }
 
@@ -182,7 +194,11 @@ pub struct ApplyError {
 }
 
 fn render_errors(errors: &[ObjectError], changes: &ChangeSet) -> String {
-    let mut out = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+    let mut out = errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     if !changes.is_empty() {
         out.push('\n');
         out.push_str(&changes.to_string());
@@ -199,7 +215,12 @@ impl ApplyError {
     /// True when retrying without a change of the source may succeed (API failures, missing
     /// dependencies, conflicts the other owner may resolve); false when the manifests must change.
     pub fn is_transient(&self) -> bool {
-        self.errors.iter().any(|e| matches!(e.kind, FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict))
+        self.errors.iter().any(|e| {
+            matches!(
+                e.kind,
+                FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
+            )
+        })
     }
 }
 
@@ -214,10 +235,22 @@ mod tests {
     fn change_set_lines_are_fluxs_text() {
         let mut cs = ChangeSet::default();
         cs.push(ObjectRef::new("", "Namespace", "", "apps"), "v1", Action::Created);
-        cs.push(ObjectRef::new("apps", "Deployment", "apps", "web"), "apps/v1", Action::Configured);
-        cs.push(ObjectRef::new("", "ConfigMap", "apps", "cfg"), "v1", Action::Unchanged);
+        cs.push(
+            ObjectRef::new("apps", "Deployment", "apps", "web"),
+            "apps/v1",
+            Action::Configured,
+        );
+        cs.push(
+            ObjectRef::new("", "ConfigMap", "apps", "cfg"),
+            "v1",
+            Action::Unchanged,
+        );
         cs.push(ObjectRef::new("", "Secret", "apps", "s"), "v1", Action::Deleted);
-        cs.push(ObjectRef::new("", "Service", "apps", "svc"), "v1", Action::Skipped);
+        cs.push(
+            ObjectRef::new("", "Service", "apps", "svc"),
+            "v1",
+            Action::Skipped,
+        );
         assert_eq!(
             cs.to_string(),
             "Namespace/apps created\nDeployment/apps/web configured\nConfigMap/apps/cfg unchanged\n\
@@ -237,7 +270,10 @@ mod tests {
             }],
             changes,
         };
-        assert_eq!(err.to_string(), "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created");
+        assert_eq!(
+            err.to_string(),
+            "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created"
+        );
         assert_eq!(err.reason(), "ReconciliationFailed");
         assert!(!err.is_transient());
     }

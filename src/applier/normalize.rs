@@ -32,20 +32,45 @@ const POD_SPEC_PATHS: [(&str, &str); 7] = [
 /// Normalizes `obj` in place for applying as part of `owner`'s objects. `namespaced` is the
 /// scope of the kind; cluster-scoped objects lose a stray `metadata.namespace` so their
 /// identity is stable.
-pub fn normalize(obj: &mut Value, owner: &Owner, namespaced: bool, subject: &str) -> Result<(), NormalizeError> {
-    let malformed = |reason: &str| NormalizeError::Malformed { subject: subject.into(), reason: reason.into() };
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
-    let metadata = obj.get_mut("metadata").and_then(Value::as_object_mut).ok_or_else(|| malformed("metadata is missing"))?;
-    let namespace = metadata.get("namespace").and_then(Value::as_str).unwrap_or_default();
+pub fn normalize(
+    obj: &mut Value,
+    owner: &Owner,
+    namespaced: bool,
+    subject: &str,
+) -> Result<(), NormalizeError> {
+    let malformed = |reason: &str| NormalizeError::Malformed {
+        subject: subject.into(),
+        reason: reason.into(),
+    };
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let metadata = obj
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| malformed("metadata is missing"))?;
+    let namespace = metadata
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if namespaced && namespace.is_empty() {
-        return Err(NormalizeError::NamespaceMissing { subject: subject.into(), kind });
+        return Err(NormalizeError::NamespaceMissing {
+            subject: subject.into(),
+            kind,
+        });
     }
     if !namespaced {
         metadata.remove("namespace");
     }
     metadata.insert("creationTimestamp".into(), Value::Null);
-    let labels = metadata.entry("labels").or_insert_with(|| Value::Object(Map::new()));
-    let labels = labels.as_object_mut().ok_or_else(|| malformed("metadata.labels is not a map"))?;
+    let labels = metadata
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let labels = labels
+        .as_object_mut()
+        .ok_or_else(|| malformed("metadata.labels is not a map"))?;
     labels.insert(keys::NAME_LABEL.into(), owner.name.clone().into());
     labels.insert(keys::NAMESPACE_LABEL.into(), owner.namespace.clone().into());
 
@@ -53,7 +78,10 @@ pub fn normalize(obj: &mut Value, owner: &Owner, namespaced: bool, subject: &str
     if !is_crd && let Some(map) = obj.as_object_mut() {
         map.remove("status");
     }
-    let group_is_core_or_builtin = obj.get("apiVersion").and_then(Value::as_str).is_some_and(is_builtin_api_version);
+    let group_is_core_or_builtin = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(is_builtin_api_version);
     if group_is_core_or_builtin {
         default_protocols(obj, &kind);
     }
@@ -79,7 +107,9 @@ fn default_protocols(obj: &mut Value, kind: &str) {
         set_default(obj.pointer_mut("/spec/ports"));
     }
     if let Some((_, path)) = POD_SPEC_PATHS.iter().find(|(k, _)| *k == kind) {
-        let containers = obj.pointer_mut(&format!("{path}/containers")).and_then(Value::as_array_mut);
+        let containers = obj
+            .pointer_mut(&format!("{path}/containers"))
+            .and_then(Value::as_array_mut);
         for container in containers.into_iter().flatten() {
             set_default(container.get_mut("ports"));
         }
@@ -91,10 +121,16 @@ fn fold_string_data(obj: &mut Value) -> Result<(), String> {
     let Some(Value::Object(string_data)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) else {
         return Ok(());
     };
-    let data = obj.as_object_mut().expect("object").entry("data").or_insert_with(|| Value::Object(Map::new()));
+    let data = obj
+        .as_object_mut()
+        .expect("object")
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
     let data = data.as_object_mut().ok_or("data is not a map")?;
     for (key, value) in string_data {
-        let text = value.as_str().ok_or_else(|| format!("stringData.{key} is not a string"))?;
+        let text = value
+            .as_str()
+            .ok_or_else(|| format!("stringData.{key} is not a string"))?;
         data.insert(key, base64_encode(text.as_bytes()).into());
     }
     Ok(())
@@ -119,19 +155,28 @@ mod tests {
             json!({"app": "x", "kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"})
         );
         assert_eq!(obj["metadata"]["creationTimestamp"], Value::Null);
-        assert!(obj["metadata"].as_object().unwrap().contains_key("creationTimestamp"));
+        assert!(
+            obj["metadata"]
+                .as_object()
+                .unwrap()
+                .contains_key("creationTimestamp")
+        );
     }
 
     #[test]
     fn a_namespaced_object_without_namespace_is_an_error_naming_it() {
         let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
         let err = normalize(&mut obj, &owner(), true, "ConfigMap/c").unwrap_err();
-        assert_eq!(err.to_string(), "ConfigMap/c namespace not specified: ConfigMap is namespaced and metadata.namespace is empty");
+        assert_eq!(
+            err.to_string(),
+            "ConfigMap/c namespace not specified: ConfigMap is namespaced and metadata.namespace is empty"
+        );
     }
 
     #[test]
     fn cluster_scoped_objects_lose_a_stray_namespace() {
-        let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "namespace": "x"}});
+        let mut obj =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "namespace": "x"}});
         normalize(&mut obj, &owner(), false, "Namespace/n").unwrap();
         assert!(obj["metadata"].get("namespace").is_none());
     }
@@ -152,7 +197,10 @@ mod tests {
         let mut svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "a"},
             "spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]}});
         normalize(&mut svc, &owner(), true, "Service/a/s").unwrap();
-        assert_eq!(svc["spec"]["ports"], json!([{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]));
+        assert_eq!(
+            svc["spec"]["ports"],
+            json!([{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}])
+        );
         let mut cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "a"},
             "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 1}]}],
             "initContainers": [{"name": "i", "ports": [{"containerPort": 2}]}]}}}}}});

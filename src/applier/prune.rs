@@ -23,11 +23,19 @@ pub enum PruneError {
     /// Some deletions failed. `pending` are the stale entries not confirmed deleted or skipped:
     /// keep them in the inventory so the next reconcile retries them.
     #[error("delete failed, errors: {}", errors.iter().map(|e| format!("{e};")).collect::<String>())]
-    Delete { errors: Vec<ObjectError>, changes: ChangeSet, pending: Vec<ResourceRef> },
+    Delete {
+        errors: Vec<ObjectError>,
+        changes: ChangeSet,
+        pending: Vec<ResourceRef>,
+    },
     /// `WaitForTermination` timed out; the deletions were issued (Flux removes the finalizer
     /// anyway and emits a Warning event).
     #[error("failed to wait for resources termination: {} still present after {timeout:?}", remaining.join(", "))]
-    TerminationTimeout { changes: ChangeSet, remaining: Vec<String>, timeout: Duration },
+    TerminationTimeout {
+        changes: ChangeSet,
+        remaining: Vec<String>,
+        timeout: Duration,
+    },
 }
 
 impl PruneError {
@@ -58,14 +66,26 @@ pub enum PruneDecision {
 
 /// Deletes only while both owner labels still name `owner` and nothing protects the object.
 pub fn decide(live: &Value, owner: &Owner) -> PruneDecision {
-    let label = |k: &str| live.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str);
-    let ours = label(keys::NAME_LABEL) == Some(owner.name.as_str()) && label(keys::NAMESPACE_LABEL) == Some(owner.namespace.as_str());
-    if ours && !prune_disabled(live) && !excluded(live) { PruneDecision::Delete } else { PruneDecision::Skip }
+    let label = |k: &str| {
+        live.pointer("/metadata/labels")
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+    };
+    let ours = label(keys::NAME_LABEL) == Some(owner.name.as_str())
+        && label(keys::NAMESPACE_LABEL) == Some(owner.namespace.as_str());
+    if ours && !prune_disabled(live) && !excluded(live) {
+        PruneDecision::Delete
+    } else {
+        PruneDecision::Skip
+    }
 }
 
 /// Stale entries in deletion order: reverse stage, reverse kind order. Entries whose id cannot
 /// be read are returned apart.
-pub fn deletion_order(stale: &[ResourceRef], custom_stage_kinds: &[String]) -> (Vec<(ObjectRef, String)>, Vec<ResourceRef>) {
+pub fn deletion_order(
+    stale: &[ResourceRef],
+    custom_stage_kinds: &[String],
+) -> (Vec<(ObjectRef, String)>, Vec<ResourceRef>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
     for entry in stale {
@@ -77,7 +97,12 @@ pub fn deletion_order(stale: &[ResourceRef], custom_stage_kinds: &[String]) -> (
             Err(_) => bad.push(entry.clone()),
         }
     }
-    ok.sort_by_key(|(o, av)| (stage_of(av, &o.kind, custom_stage_kinds), order_key(av, &o.kind, &o.namespace, &o.name)));
+    ok.sort_by_key(|(o, av)| {
+        (
+            stage_of(av, &o.kind, custom_stage_kinds),
+            order_key(av, &o.kind, &o.namespace, &o.name),
+        )
+    });
     ok.reverse();
     (ok, bad)
 }
@@ -89,7 +114,11 @@ impl Applier {
         let (ordered, malformed) = deletion_order(stale, &self.options().custom_stage_kinds);
         let mut errors: Vec<ObjectError> = malformed
             .iter()
-            .map(|e| ObjectError { subject: e.id.clone(), kind: FailureKind::Invalid, message: "is not a valid inventory id".into() })
+            .map(|e| ObjectError {
+                subject: e.id.clone(),
+                kind: FailureKind::Invalid,
+                message: "is not a valid inventory id".into(),
+            })
             .collect();
         let mut pending = malformed;
         let mut changes = ChangeSet::default();
@@ -122,14 +151,34 @@ impl Applier {
             }
         }
         // kinds served by deleted CRDs go away: forget them
-        if changes.with_action(Action::Deleted).any(|e| e.object.kind == "CustomResourceDefinition") {
+        if changes
+            .with_action(Action::Deleted)
+            .any(|e| e.object.kind == "CustomResourceDefinition")
+        {
             self.resolver().invalidate();
         }
-        if errors.is_empty() { Ok(changes) } else { Err(PruneError::Delete { errors, changes, pending }) }
+        if errors.is_empty() {
+            Ok(changes)
+        } else {
+            Err(PruneError::Delete {
+                errors,
+                changes,
+                pending,
+            })
+        }
     }
 
-    async fn prune_one(&self, owner: &Owner, obj: &ObjectRef, api_version: &str) -> Result<Action, ObjectError> {
-        let err = |message: String| ObjectError { subject: obj.to_string(), kind: FailureKind::Api, message };
+    async fn prune_one(
+        &self,
+        owner: &Owner,
+        obj: &ObjectRef,
+        api_version: &str,
+    ) -> Result<Action, ObjectError> {
+        let err = |message: String| ObjectError {
+            subject: obj.to_string(),
+            kind: FailureKind::Api,
+            message,
+        };
         let kind = match self.resolver().resolve(api_version, &obj.kind).await {
             Ok(kind) => kind,
             // the kind is gone (CRD deleted), so are its objects
@@ -181,7 +230,13 @@ impl Applier {
         loop {
             let mut remaining = Vec::new();
             for entry in changes.with_action(Action::Deleted) {
-                let Ok(kind) = self.resolver().resolve(&entry.api_version, &entry.object.kind).await else { continue };
+                let Ok(kind) = self
+                    .resolver()
+                    .resolve(&entry.api_version, &entry.object.kind)
+                    .await
+                else {
+                    continue;
+                };
                 let url = api_url(&kind, &entry.object.namespace);
                 if !matches!(get(self.client(), &url, &entry.object.name).await, Ok(None)) {
                     remaining.push(entry.object.to_string());
@@ -191,7 +246,11 @@ impl Applier {
                 return Ok(changes);
             }
             if Instant::now() >= deadline {
-                return Err(PruneError::TerminationTimeout { changes, remaining, timeout });
+                return Err(PruneError::TerminationTimeout {
+                    changes,
+                    remaining,
+                    timeout,
+                });
             }
             tokio::time::sleep(self.options().retry_interval).await;
         }
@@ -206,11 +265,15 @@ mod tests {
     #[test]
     fn deletes_only_objects_still_labelled_for_this_owner_and_unprotected() {
         let owner = Owner::new("apps", "flux-system");
-        let labelled = |name: &str, ns: &str| {
-            json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": name, "kustomize.toolkit.fluxcd.io/namespace": ns}}})
-        };
-        assert_eq!(decide(&labelled("apps", "flux-system"), &owner), PruneDecision::Delete);
-        assert_eq!(decide(&labelled("other", "flux-system"), &owner), PruneDecision::Skip);
+        let labelled = |name: &str, ns: &str| json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": name, "kustomize.toolkit.fluxcd.io/namespace": ns}}});
+        assert_eq!(
+            decide(&labelled("apps", "flux-system"), &owner),
+            PruneDecision::Delete
+        );
+        assert_eq!(
+            decide(&labelled("other", "flux-system"), &owner),
+            PruneDecision::Skip
+        );
         assert_eq!(decide(&labelled("apps", "other"), &owner), PruneDecision::Skip);
         assert_eq!(decide(&json!({"metadata": {}}), &owner), PruneDecision::Skip);
         for (key, value) in [
@@ -226,18 +289,33 @@ mod tests {
 
     #[test]
     fn deletes_in_reverse_apply_order() {
-        let entry = |id: &str, v: &str| ResourceRef { id: id.into(), v: v.into() };
+        let entry = |id: &str, v: &str| ResourceRef {
+            id: id.into(),
+            v: v.into(),
+        };
         let stale = vec![
             entry("_apps__Namespace", "v1"),
             entry("apps_cfg__ConfigMap", "v1"),
-            entry("_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition", "v1"),
+            entry(
+                "_widgets.example.com_apiextensions.k8s.io_CustomResourceDefinition",
+                "v1",
+            ),
             entry("apps_web_apps_Deployment", "v1"),
             entry("_fast_storage.k8s.io_StorageClass", "v1"),
             entry("broken", "v1"),
         ];
         let (ordered, bad) = deletion_order(&stale, &[]);
         let kinds: Vec<_> = ordered.iter().map(|(o, _)| o.kind.as_str()).collect();
-        assert_eq!(kinds, ["Deployment", "ConfigMap", "StorageClass", "Namespace", "CustomResourceDefinition"]);
+        assert_eq!(
+            kinds,
+            [
+                "Deployment",
+                "ConfigMap",
+                "StorageClass",
+                "Namespace",
+                "CustomResourceDefinition"
+            ]
+        );
         assert_eq!(ordered[0].1, "apps/v1");
         assert_eq!(bad, vec![entry("broken", "v1")]);
     }

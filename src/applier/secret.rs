@@ -42,7 +42,8 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
 
 /// True for core `v1` Secrets.
 pub fn is_secret(obj: &Value) -> bool {
-    obj.get("kind").and_then(Value::as_str) == Some("Secret") && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+    obj.get("kind").and_then(Value::as_str) == Some("Secret")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
 /// The Secret values of an object, raw and base64-encoded, longest first: everything that must
@@ -94,12 +95,20 @@ pub fn mask_pair(before: &mut Value, after: &mut Value) {
         let new = after.get(field).cloned().unwrap_or(Value::Null);
         if let Some(map) = before.get_mut(field).and_then(Value::as_object_mut) {
             for (key, value) in map.iter_mut() {
-                *value = Value::from(if new.get(key) == Some(value) { "***" } else { "*** (before)" });
+                *value = Value::from(if new.get(key) == Some(value) {
+                    "***"
+                } else {
+                    "*** (before)"
+                });
             }
         }
         if let Some(map) = after.get_mut(field).and_then(Value::as_object_mut) {
             for (key, value) in map.iter_mut() {
-                *value = Value::from(if old.get(key) == Some(value) { "***" } else { "*** (after)" });
+                *value = Value::from(if old.get(key) == Some(value) {
+                    "***"
+                } else {
+                    "*** (after)"
+                });
             }
         }
     }
@@ -113,8 +122,15 @@ mod tests {
     // RFC 4648 section 10 test vectors.
     #[test]
     fn base64_matches_rfc_4648_vectors() {
-        let vectors =
-            [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy")];
+        let vectors = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
         for (plain, encoded) in vectors {
             assert_eq!(base64_encode(plain.as_bytes()), encoded);
             assert_eq!(base64_decode(encoded).unwrap(), plain.as_bytes());
@@ -126,7 +142,10 @@ mod tests {
     fn redacts_raw_and_encoded_values() {
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "data": {"a": "aHVudGVyMg=="}, "stringData": {"b": "s3cr3t"}});
         let text = "Invalid value: \"hunter2\" and aHVudGVyMg== and s3cr3t and czNjcjN0";
-        assert_eq!(redact(text, &[&secret]), "Invalid value: \"***\" and *** and *** and ***");
+        assert_eq!(
+            redact(text, &[&secret]),
+            "Invalid value: \"***\" and *** and *** and ***"
+        );
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "visible"}});
         assert_eq!(redact("visible", &[&cm]), "visible");
     }
@@ -136,7 +155,13 @@ mod tests {
         let mut before = json!({"apiVersion": "v1", "kind": "Secret", "data": {"same": "YQ==", "changed": "Yg==", "gone": "Yw=="}});
         let mut after = json!({"apiVersion": "v1", "kind": "Secret", "data": {"same": "YQ==", "changed": "ZA==", "new": "ZQ=="}});
         mask_pair(&mut before, &mut after);
-        assert_eq!(before["data"], json!({"same": "***", "changed": "*** (before)", "gone": "*** (before)"}));
-        assert_eq!(after["data"], json!({"same": "***", "changed": "*** (after)", "new": "*** (after)"}));
+        assert_eq!(
+            before["data"],
+            json!({"same": "***", "changed": "*** (before)", "gone": "*** (before)"})
+        );
+        assert_eq!(
+            after["data"],
+            json!({"same": "***", "changed": "*** (after)", "new": "*** (after)"})
+        );
     }
 }

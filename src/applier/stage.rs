@@ -61,7 +61,11 @@ pub fn stage_of(api_version: &str, kind: &str, custom_stage_kinds: &[String]) ->
         Stage::Definitions
     } else if kind.ends_with("Class") {
         Stage::Classes
-    } else if custom_stage_kinds.iter().map(|e| parse_group_kind(e)).any(|(g, k)| g == group && k == kind) {
+    } else if custom_stage_kinds
+        .iter()
+        .map(|e| parse_group_kind(e))
+        .any(|(g, k)| g == group && k == kind)
+    {
         Stage::Custom
     } else {
         Stage::Rest
@@ -79,11 +83,25 @@ pub fn order_key(
     let rank = KIND_ORDER
         .iter()
         .position(|k| *k == kind)
-        .or_else(|| LAST_KINDS.iter().position(|k| *k == kind).map(|i| KIND_ORDER.len() + 1 + i))
+        .or_else(|| {
+            LAST_KINDS
+                .iter()
+                .position(|k| *k == kind)
+                .map(|i| KIND_ORDER.len() + 1 + i)
+        })
         .unwrap_or(KIND_ORDER.len());
-    let (group, unlisted_kind) =
-        if rank == KIND_ORDER.len() { (group_of(api_version).to_string(), kind.to_string()) } else { Default::default() };
-    (rank, group, unlisted_kind, namespace.to_string(), name.to_string())
+    let (group, unlisted_kind) = if rank == KIND_ORDER.len() {
+        (group_of(api_version).to_string(), kind.to_string())
+    } else {
+        Default::default()
+    };
+    (
+        rank,
+        group,
+        unlisted_kind,
+        namespace.to_string(),
+        name.to_string(),
+    )
 }
 
 #[cfg(test)]
@@ -92,10 +110,19 @@ mod tests {
 
     #[test]
     fn stage_one_holds_crds_namespaces_and_cluster_roles_only() {
-        assert_eq!(stage_of("apiextensions.k8s.io/v1", "CustomResourceDefinition", &[]), Stage::Definitions);
+        assert_eq!(
+            stage_of("apiextensions.k8s.io/v1", "CustomResourceDefinition", &[]),
+            Stage::Definitions
+        );
         assert_eq!(stage_of("v1", "Namespace", &[]), Stage::Definitions);
-        assert_eq!(stage_of("rbac.authorization.k8s.io/v1", "ClusterRole", &[]), Stage::Definitions);
-        assert_eq!(stage_of("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &[]), Stage::Rest);
+        assert_eq!(
+            stage_of("rbac.authorization.k8s.io/v1", "ClusterRole", &[]),
+            Stage::Definitions
+        );
+        assert_eq!(
+            stage_of("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &[]),
+            Stage::Rest
+        );
         // same kind name in another group is not special
         assert_eq!(stage_of("example.com/v1", "Namespace", &[]), Stage::Rest);
     }
@@ -103,25 +130,48 @@ mod tests {
     #[test]
     fn class_kinds_then_custom_kinds_then_the_rest() {
         assert_eq!(stage_of("storage.k8s.io/v1", "StorageClass", &[]), Stage::Classes);
-        assert_eq!(stage_of("gateway.networking.k8s.io/v1", "GatewayClass", &[]), Stage::Classes);
-        let custom = vec!["rbac.authorization.k8s.io/Role".to_string(), "ConfigMap".to_string()];
-        assert_eq!(stage_of("rbac.authorization.k8s.io/v1", "Role", &custom), Stage::Custom);
+        assert_eq!(
+            stage_of("gateway.networking.k8s.io/v1", "GatewayClass", &[]),
+            Stage::Classes
+        );
+        let custom = vec![
+            "rbac.authorization.k8s.io/Role".to_string(),
+            "ConfigMap".to_string(),
+        ];
+        assert_eq!(
+            stage_of("rbac.authorization.k8s.io/v1", "Role", &custom),
+            Stage::Custom
+        );
         assert_eq!(stage_of("v1", "ConfigMap", &custom), Stage::Custom);
         assert_eq!(stage_of("rbac.authorization.k8s.io/v1", "Role", &[]), Stage::Rest);
         assert_eq!(stage_of("apps/v1", "Deployment", &custom), Stage::Rest);
-        assert!(Stage::Definitions < Stage::Classes && Stage::Classes < Stage::Custom && Stage::Custom < Stage::Rest);
+        assert!(
+            Stage::Definitions < Stage::Classes
+                && Stage::Classes < Stage::Custom
+                && Stage::Custom < Stage::Rest
+        );
     }
 
     #[test]
     fn kind_order_within_a_stage_follows_flux() {
         let mut objects = [
-            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "v"),
+            (
+                "admissionregistration.k8s.io/v1",
+                "ValidatingWebhookConfiguration",
+                "",
+                "v",
+            ),
             ("example.com/v1", "Widget", "a", "w"),
             ("apps/v1", "Deployment", "a", "d"),
             ("v1", "ConfigMap", "b", "c"),
             ("v1", "ConfigMap", "a", "z"),
             ("v1", "ServiceAccount", "a", "sa"),
-            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "", "m"),
+            (
+                "admissionregistration.k8s.io/v1",
+                "MutatingWebhookConfiguration",
+                "",
+                "m",
+            ),
             ("batch/v1", "Job", "a", "j"),
         ];
         objects.sort_by_key(|(av, k, ns, n)| order_key(av, k, ns, n));

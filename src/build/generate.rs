@@ -37,9 +37,19 @@ pub struct Context<'a> {
 }
 
 /// Runs one generator entry against the accumulated map.
-pub fn run(ctx: &Context<'_>, map: &mut ResMap, kind: GenKind, args: &GeneratorArgs, global: Option<&GeneratorOptions>) -> Result<(), BuildError> {
+pub fn run(
+    ctx: &Context<'_>,
+    map: &mut ResMap,
+    kind: GenKind,
+    args: &GeneratorArgs,
+    global: Option<&GeneratorOptions>,
+) -> Result<(), BuildError> {
     let file = ctx.loader.show(ctx.file);
-    let gen_err = |message: String| BuildError::Generator { file: file.clone(), name: args.name.clone(), message };
+    let gen_err = |message: String| BuildError::Generator {
+        file: file.clone(),
+        name: args.name.clone(),
+        message,
+    };
     if args.name.is_empty() {
         return Err(gen_err("a generator needs a name".into()));
     }
@@ -60,16 +70,27 @@ pub fn run(ctx: &Context<'_>, map: &mut ResMap, kind: GenKind, args: &GeneratorA
                 GenKind::ConfigMap => "ConfigMapGenerator",
                 GenKind::Secret => "SecretGenerator",
             };
-            res.origin = Some(Origin::Generator { file: ctx.file.to_path_buf(), kind });
+            res.origin = Some(Origin::Generator {
+                file: ctx.file.to_path_buf(),
+                kind,
+            });
             map.append(res, &file)
         }
-        ("" | "create", Some(_)) => Err(BuildError::DuplicateId { file, id: id.to_string() }),
-        ("merge" | "replace", None) => Err(gen_err(format!("id {id} does not exist; cannot merge or replace"))),
+        ("" | "create", Some(_)) => Err(BuildError::DuplicateId {
+            file,
+            id: id.to_string(),
+        }),
+        ("merge" | "replace", None) => Err(gen_err(format!(
+            "id {id} does not exist; cannot merge or replace"
+        ))),
         ("merge", Some(i)) => {
             let res = &mut map.resources[i];
             for section in ["data", "binaryData", "stringData"] {
                 if let Some(Value::Object(new)) = obj.get(section) {
-                    let old = res.obj.entry(section).or_insert_with(|| Value::Object(Map::new()));
+                    let old = res
+                        .obj
+                        .entry(section)
+                        .or_insert_with(|| Value::Object(Map::new()));
                     if let Value::Object(old) = old {
                         old.extend(new.clone());
                     }
@@ -96,16 +117,25 @@ pub fn run(ctx: &Context<'_>, map: &mut ResMap, kind: GenKind, args: &GeneratorA
             res.generated = Some(Generated { hash_suffix });
             Ok(())
         }
-        (other, _) => Err(BuildError::Invalid { file, field: "behavior".into(), message: format!("unknown behavior '{other}' in generator '{}'", args.name) }),
+        (other, _) => Err(BuildError::Invalid {
+            file,
+            field: "behavior".into(),
+            message: format!("unknown behavior '{other}' in generator '{}'", args.name),
+        }),
     }
 }
 
 /// Adds the labels and annotations of a generated object to an existing one.
 fn merge_metadata(res: &mut Resource, obj: &Map<String, Value>) {
-    let Some(Value::Object(meta)) = obj.get("metadata") else { return };
+    let Some(Value::Object(meta)) = obj.get("metadata") else {
+        return;
+    };
     for section in ["labels", "annotations"] {
         if let Some(Value::Object(new)) = meta.get(section) {
-            let target = res.metadata_mut().entry(section).or_insert_with(|| Value::Object(Map::new()));
+            let target = res
+                .metadata_mut()
+                .entry(section)
+                .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(target) = target {
                 target.extend(new.clone());
             }
@@ -141,7 +171,8 @@ fn load_pairs(ctx: &Context<'_>, args: &GeneratorArgs) -> Result<Vec<Pair>, Pair
     for env in &args.envs {
         let path = ctx.dir.join(env);
         let text = ctx.loader.read_bytes(&path, ctx.file).map_err(PairError::Build)?;
-        let text = String::from_utf8(text).map_err(|_| PairError::Message(format!("env file {env} is not valid UTF-8")))?;
+        let text = String::from_utf8(text)
+            .map_err(|_| PairError::Message(format!("env file {env} is not valid UTF-8")))?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         for (n, line) in text.split('\n').enumerate() {
             let line = line.strip_suffix('\r').unwrap_or(line).trim_start();
@@ -150,14 +181,19 @@ fn load_pairs(ctx: &Context<'_>, args: &GeneratorArgs) -> Result<Vec<Pair>, Pair
             }
             let (key, value) = line.split_once('=').unwrap_or((line, ""));
             if key.is_empty() || key.contains(char::is_whitespace) {
-                return Err(PairError::Message(format!("{env}:{}: invalid key '{key}'", n + 1)));
+                return Err(PairError::Message(format!(
+                    "{env}:{}: invalid key '{key}'",
+                    n + 1
+                )));
             }
             pairs.push((key.to_string(), value.as_bytes().to_vec()));
         }
     }
     for literal in &args.literals {
         let Some((key, value)) = literal.split_once('=') else {
-            return Err(PairError::Message(format!("invalid literal source '{literal}', expected key=value")));
+            return Err(PairError::Message(format!(
+                "invalid literal source '{literal}', expected key=value"
+            )));
         };
         pairs.push((key.to_string(), unquote(value).as_bytes().to_vec()));
     }
@@ -165,7 +201,13 @@ fn load_pairs(ctx: &Context<'_>, args: &GeneratorArgs) -> Result<Vec<Pair>, Pair
         let (key, rel) = match source.split_once('=') {
             Some((k, p)) if !k.is_empty() && !p.is_empty() => (k.to_string(), p),
             Some(_) => return Err(PairError::Message(format!("invalid file source '{source}'"))),
-            None => (Path::new(source).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), source.as_str()),
+            None => (
+                Path::new(source)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                source.as_str(),
+            ),
         };
         let path = ctx.dir.join(rel);
         if ctx.loader.is_dir(&path) {
@@ -196,7 +238,12 @@ fn unquote(s: &str) -> &str {
     s
 }
 
-fn make_object(kind: GenKind, args: &GeneratorArgs, options: &GeneratorOptions, pairs: &[Pair]) -> Map<String, Value> {
+fn make_object(
+    kind: GenKind,
+    args: &GeneratorArgs,
+    options: &GeneratorOptions,
+    pairs: &[Pair],
+) -> Map<String, Value> {
     let mut meta = Map::new();
     meta.insert("name".into(), json!(args.name));
     if !args.namespace.is_empty() {
@@ -234,7 +281,11 @@ fn make_object(kind: GenKind, args: &GeneratorArgs, options: &GeneratorOptions, 
         obj.insert("binaryData".into(), Value::Object(binary));
     }
     if kind == GenKind::Secret {
-        let t = if args.type_.is_empty() { "Opaque" } else { &args.type_ };
+        let t = if args.type_.is_empty() {
+            "Opaque"
+        } else {
+            &args.type_
+        };
         obj.insert("type".into(), json!(t));
     }
     if options.immutable == Some(true) {
@@ -280,7 +331,11 @@ fn base64(bytes: &[u8]) -> String {
 pub fn content_hash(obj: &Map<String, Value>) -> String {
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let section = |k: &str| obj.get(k).cloned().unwrap_or_else(|| json!({}));
-    let non_empty = |k: &str| obj.get(k).and_then(Value::as_object).is_some_and(|m| !m.is_empty());
+    let non_empty = |k: &str| {
+        obj.get(k)
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+    };
     // The name is always empty in kustomize's hash input (it looks up a key that never exists).
     let mut doc = Map::new();
     doc.insert("kind".into(), json!(kind));
@@ -326,7 +381,12 @@ fn sort_keys(v: &Value) -> Value {
         Value::Object(m) => {
             let mut entries: Vec<_> = m.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sort_keys(v))).collect())
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sort_keys(v)))
+                    .collect(),
+            )
         }
         Value::Array(a) => Value::Array(a.iter().map(sort_keys).collect()),
         other => other.clone(),

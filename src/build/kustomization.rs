@@ -191,38 +191,75 @@ impl Kustomization {
         // boolean there, and a boolean where a string belongs is an error.
         let map = super::yaml::parse_object_yaml11(text, file)?;
         if map.is_empty() {
-            return Err(BuildError::Kustomization { file: file.to_string(), message: "kustomization.yaml is empty".into() });
+            return Err(BuildError::Kustomization {
+                file: file.to_string(),
+                message: "kustomization.yaml is empty".into(),
+            });
         }
         check_fields(&map, file)?;
         let mut k: Kustomization = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
-            let field = map.keys().find(|key| e.to_string().contains(key.as_str())).cloned().unwrap_or_default();
-            BuildError::Invalid { file: file.to_string(), field, message: e.to_string() }
+            let field = map
+                .keys()
+                .find(|key| e.to_string().contains(key.as_str()))
+                .cloned()
+                .unwrap_or_default();
+            BuildError::Invalid {
+                file: file.to_string(),
+                field,
+                message: e.to_string(),
+            }
         })?;
-        let kind = match (k.api_version.as_deref().unwrap_or(""), k.kind.as_deref().unwrap_or("")) {
+        let kind = match (
+            k.api_version.as_deref().unwrap_or(""),
+            k.kind.as_deref().unwrap_or(""),
+        ) {
             (_, "" | "Kustomization") => Kind::Kustomization,
             (_, "Component") => Kind::Component,
             (_, other) => {
-                return Err(BuildError::Invalid { file: file.into(), field: "kind".into(), message: format!("unknown kind '{other}'") });
+                return Err(BuildError::Invalid {
+                    file: file.into(),
+                    field: "kind".into(),
+                    message: format!("unknown kind '{other}'"),
+                });
             }
         };
         // Deprecated spellings, as kustomize's FixKustomization folds them.
         k.resources.append(&mut k.bases);
         k.images.append(&mut k.image_tags);
-        for g in k.config_map_generator.iter_mut().chain(k.secret_generator.iter_mut()) {
+        for g in k
+            .config_map_generator
+            .iter_mut()
+            .chain(k.secret_generator.iter_mut())
+        {
             if g.kv_sources.is_some() {
-                return Err(BuildError::Unsupported { file: file.into(), field: format!("generator '{}' kvSources", g.name) });
+                return Err(BuildError::Unsupported {
+                    file: file.into(),
+                    field: format!("generator '{}' kvSources", g.name),
+                });
             }
             if !g.env.is_empty() {
                 g.envs.push(std::mem::take(&mut g.env));
             }
         }
-        if let Some(other) = k.build_metadata.iter().find(|b| b.as_str() != "originAnnotations") {
-            return Err(BuildError::Unsupported { file: file.into(), field: format!("buildMetadata: {other}") });
+        if let Some(other) = k
+            .build_metadata
+            .iter()
+            .find(|b| b.as_str() != "originAnnotations")
+        {
+            return Err(BuildError::Unsupported {
+                file: file.into(),
+                field: format!("buildMetadata: {other}"),
+            });
         }
         if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str())
-            && order != "fifo" && order != "legacy" {
-                return Err(BuildError::Unsupported { file: file.into(), field: format!("sortOptions.order: {order}") });
-            }
+            && order != "fifo"
+            && order != "legacy"
+        {
+            return Err(BuildError::Unsupported {
+                file: file.into(),
+                field: format!("sortOptions.order: {order}"),
+            });
+        }
         Ok((k, kind))
     }
 }
@@ -242,9 +279,16 @@ fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> 
             if empty {
                 continue;
             }
-            return Err(BuildError::Unsupported { file: file.to_string(), field: key.clone() });
+            return Err(BuildError::Unsupported {
+                file: file.to_string(),
+                field: key.clone(),
+            });
         }
-        return Err(BuildError::Invalid { file: file.to_string(), field: key.clone(), message: "unknown field".into() });
+        return Err(BuildError::Invalid {
+            file: file.to_string(),
+            field: key.clone(),
+            message: "unknown field".into(),
+        });
     }
     Ok(())
 }
@@ -255,19 +299,30 @@ mod tests {
 
     #[test]
     fn unknown_field_is_an_error_naming_it() {
-        let err = Kustomization::parse("resources: []\nresourcez: [a]\n", "app/kustomization.yaml").unwrap_err();
-        assert_eq!(err.to_string(), "app/kustomization.yaml: invalid field 'resourcez': unknown field");
+        let err =
+            Kustomization::parse("resources: []\nresourcez: [a]\n", "app/kustomization.yaml").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "app/kustomization.yaml: invalid field 'resourcez': unknown field"
+        );
     }
 
     #[test]
     fn helm_charts_are_unsupported() {
         let err = Kustomization::parse("helmCharts:\n- name: x\n", "k.yaml").unwrap_err();
-        assert_eq!(err.to_string(), "k.yaml: field 'helmCharts' is not supported by this engine");
+        assert_eq!(
+            err.to_string(),
+            "k.yaml: field 'helmCharts' is not supported by this engine"
+        );
     }
 
     #[test]
     fn deprecated_fields_fold_into_current_ones() {
-        let (k, kind) = Kustomization::parse("bases: [../b]\nresources: [a.yaml]\nimageTags: [{name: x, newTag: '1'}]\n", "k").unwrap();
+        let (k, kind) = Kustomization::parse(
+            "bases: [../b]\nresources: [a.yaml]\nimageTags: [{name: x, newTag: '1'}]\n",
+            "k",
+        )
+        .unwrap();
         assert_eq!(k.resources, vec!["a.yaml", "../b"]);
         assert_eq!(k.images[0].new_tag, "1");
         assert_eq!(kind, Kind::Kustomization);
@@ -275,7 +330,11 @@ mod tests {
 
     #[test]
     fn component_kind_is_recognised() {
-        let (_, kind) = Kustomization::parse("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n", "k").unwrap();
+        let (_, kind) = Kustomization::parse(
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
+            "k",
+        )
+        .unwrap();
         assert_eq!(kind, Kind::Component);
     }
 }

@@ -17,7 +17,10 @@ pub struct Loader {
 impl Loader {
     /// A loader for `root`, which must exist.
     pub fn new(root: &Path, max_file_bytes: u64) -> Result<Self, BuildError> {
-        let root = root.canonicalize().map_err(|e| BuildError::Io { path: root.to_path_buf(), message: e.to_string() })?;
+        let root = root.canonicalize().map_err(|e| BuildError::Io {
+            path: root.to_path_buf(),
+            message: e.to_string(),
+        })?;
         Ok(Loader { root, max_file_bytes })
     }
 
@@ -31,40 +34,64 @@ impl Loader {
     pub fn resolve(&self, path: &Path, from: &Path) -> Result<PathBuf, BuildError> {
         let lexical = normalize(path);
         if !lexical.starts_with(&self.root) {
-            return Err(BuildError::OutsideRoot { path: self.display(path) });
+            return Err(BuildError::OutsideRoot {
+                path: self.display(path),
+            });
         }
         let real = match path.canonicalize() {
             Ok(p) => p,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(BuildError::Missing { path: self.display(path), from: self.display(from) });
+                return Err(BuildError::Missing {
+                    path: self.display(path),
+                    from: self.display(from),
+                });
             }
-            Err(e) => return Err(BuildError::Io { path: self.display(path), message: e.to_string() }),
+            Err(e) => {
+                return Err(BuildError::Io {
+                    path: self.display(path),
+                    message: e.to_string(),
+                });
+            }
         };
         if !real.starts_with(&self.root) {
-            return Err(BuildError::OutsideRoot { path: self.display(path) });
+            return Err(BuildError::OutsideRoot {
+                path: self.display(path),
+            });
         }
         Ok(real)
     }
 
     /// Whether `path` is a directory inside the root.
     pub fn is_dir(&self, path: &Path) -> bool {
-        path.canonicalize().map(|p| p.starts_with(&self.root) && p.is_dir()).unwrap_or(false)
+        path.canonicalize()
+            .map(|p| p.starts_with(&self.root) && p.is_dir())
+            .unwrap_or(false)
     }
 
     /// Whether `path` is a regular file inside the root.
     pub fn is_file(&self, path: &Path) -> bool {
-        path.canonicalize().map(|p| p.starts_with(&self.root) && p.is_file()).unwrap_or(false)
+        path.canonicalize()
+            .map(|p| p.starts_with(&self.root) && p.is_file())
+            .unwrap_or(false)
     }
 
     /// Reads a whole file as bytes, refusing files above the size bound.
     pub fn read_bytes(&self, path: &Path, from: &Path) -> Result<Vec<u8>, BuildError> {
         let real = self.resolve(path, from)?;
-        let io = |e: std::io::Error| BuildError::Io { path: self.display(path), message: e.to_string() };
+        let io = |e: std::io::Error| BuildError::Io {
+            path: self.display(path),
+            message: e.to_string(),
+        };
         let file = std::fs::File::open(&real).map_err(io)?;
         let mut buf = Vec::new();
-        file.take(self.max_file_bytes + 1).read_to_end(&mut buf).map_err(io)?;
+        file.take(self.max_file_bytes + 1)
+            .read_to_end(&mut buf)
+            .map_err(io)?;
         if buf.len() as u64 > self.max_file_bytes {
-            return Err(BuildError::TooLarge { path: self.display(path), limit: self.max_file_bytes });
+            return Err(BuildError::TooLarge {
+                path: self.display(path),
+                limit: self.max_file_bytes,
+            });
         }
         Ok(buf)
     }
@@ -72,7 +99,10 @@ impl Loader {
     /// Reads a whole UTF-8 text file.
     pub fn read_text(&self, path: &Path, from: &Path) -> Result<String, BuildError> {
         let bytes = self.read_bytes(path, from)?;
-        String::from_utf8(bytes).map_err(|_| BuildError::Io { path: self.display(path), message: "file is not valid UTF-8".into() })
+        String::from_utf8(bytes).map_err(|_| BuildError::Io {
+            path: self.display(path),
+            message: "file is not valid UTF-8".into(),
+        })
     }
 
     /// A path shown relative to the root, so messages do not leak temporary directories.
@@ -130,10 +160,15 @@ mod tests {
     fn dot_dot_escape_is_refused() {
         let (_d, l) = tree();
         let p = l.root().join("app/../../secret.txt");
-        let err = l.read_text(&p, &l.root().join("app/kustomization.yaml")).unwrap_err();
+        let err = l
+            .read_text(&p, &l.root().join("app/kustomization.yaml"))
+            .unwrap_err();
         assert!(matches!(err, BuildError::OutsideRoot { .. }), "{err}");
         assert!(err.to_string().contains("secret.txt"), "{err}");
-        assert!(!err.to_string().contains("TOPSECRET"), "content must not leak: {err}");
+        assert!(
+            !err.to_string().contains("TOPSECRET"),
+            "content must not leak: {err}"
+        );
     }
 
     #[test]
@@ -142,7 +177,10 @@ mod tests {
         std::os::unix::fs::symlink(d.path().join("secret.txt"), l.root().join("app/link.txt")).unwrap();
         let p = l.root().join("app/link.txt");
         let err = l.read_text(&p, &p).unwrap_err();
-        assert_eq!(err.to_string(), "app/link.txt: path is outside the artifact root (security constraint)");
+        assert_eq!(
+            err.to_string(),
+            "app/link.txt: path is outside the artifact root (security constraint)"
+        );
     }
 
     #[test]
@@ -151,13 +189,24 @@ mod tests {
         let p = l.root().join("app/big.yaml");
         std::fs::write(&p, "x".repeat(17)).unwrap();
         let err = l.read_text(&p, &p).unwrap_err();
-        assert_eq!(err.to_string(), "app/big.yaml: file is larger than the limit of 16 bytes");
+        assert_eq!(
+            err.to_string(),
+            "app/big.yaml: file is larger than the limit of 16 bytes"
+        );
     }
 
     #[test]
     fn missing_file_names_the_referrer() {
         let (_d, l) = tree();
-        let err = l.read_text(&l.root().join("app/nope.yaml"), &l.root().join("app/kustomization.yaml")).unwrap_err();
-        assert_eq!(err.to_string(), "app/nope.yaml: no such file or directory (referenced from app/kustomization.yaml)");
+        let err = l
+            .read_text(
+                &l.root().join("app/nope.yaml"),
+                &l.root().join("app/kustomization.yaml"),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "app/nope.yaml: no such file or directory (referenced from app/kustomization.yaml)"
+        );
     }
 }

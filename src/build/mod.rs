@@ -37,7 +37,10 @@ pub struct BuildOptions {
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { kustomization_override: None, max_file_bytes: DEFAULT_MAX_FILE_BYTES }
+        BuildOptions {
+            kustomization_override: None,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
     }
 }
 
@@ -61,11 +64,23 @@ pub enum BuildError {
     #[error("{path}: file is larger than the limit of {limit} bytes")]
     TooLarge { path: PathBuf, limit: u64 },
     #[error("{file}:{line}: malformed YAML: {message}")]
-    Yaml { file: String, line: usize, message: String },
+    Yaml {
+        file: String,
+        line: usize,
+        message: String,
+    },
     #[error("{file}: document {index} is not an object (found {found})")]
-    NotObject { file: String, index: usize, found: &'static str },
+    NotObject {
+        file: String,
+        index: usize,
+        found: &'static str,
+    },
     #[error("{file}: invalid field '{field}': {message}")]
-    Invalid { file: String, field: String, message: String },
+    Invalid {
+        file: String,
+        field: String,
+        message: String,
+    },
     #[error("{file}: field '{field}' is not supported by this engine")]
     Unsupported { file: String, field: String },
     #[error("{file}: remote resource '{url}' is not supported (remote bases are disabled)")]
@@ -77,13 +92,25 @@ pub enum BuildError {
     #[error("{file}: {message}")]
     Kustomization { file: String, message: String },
     #[error("{file}: generator '{name}': {message}")]
-    Generator { file: String, name: String, message: String },
+    Generator {
+        file: String,
+        name: String,
+        message: String,
+    },
     #[error("{file}: {field}: {message}")]
-    Transform { file: String, field: String, message: String },
+    Transform {
+        file: String,
+        field: String,
+        message: String,
+    },
     #[error("{file}: patch: {message}")]
     Patch { file: String, message: String },
     #[error("name reference in {referrer} at '{path}': {message}")]
-    NameReference { referrer: String, path: String, message: String },
+    NameReference {
+        referrer: String,
+        path: String,
+        message: String,
+    },
     #[error("resource {id} is missing {field}")]
     MissingField { id: String, field: &'static str },
 }

@@ -32,22 +32,54 @@ fn target_selects(target: &NameReference, id: &ResId) -> bool {
         && target.kind == id.kind
 }
 
-fn fix_field(res: &mut Resource, referrer_id: &ResId, target: &NameReference, spec: &FieldSpec, all: &[Resource]) -> Result<(), BuildError> {
+fn fix_field(
+    res: &mut Resource,
+    referrer_id: &ResId,
+    target: &NameReference,
+    spec: &FieldSpec,
+    all: &[Resource],
+) -> Result<(), BuildError> {
     let mut obj = Value::Object(std::mem::take(&mut res.obj));
     let role_ref = spec.path == "roleRef/name";
-    let role_ref_kind = obj.pointer("/roleRef/kind").and_then(Value::as_str).map(str::to_string);
-    let role_ref_group = obj.pointer("/roleRef/apiGroup").and_then(Value::as_str).map(str::to_string);
-    if role_ref && (role_ref_kind.as_deref() != Some(target.kind) || role_ref_group.as_deref().is_some_and(|g| g != target.group)) {
-        let Value::Object(m) = obj else { unreachable!("wrapped an object") };
+    let role_ref_kind = obj
+        .pointer("/roleRef/kind")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let role_ref_group = obj
+        .pointer("/roleRef/apiGroup")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if role_ref
+        && (role_ref_kind.as_deref() != Some(target.kind)
+            || role_ref_group.as_deref().is_some_and(|g| g != target.group))
+    {
+        let Value::Object(m) = obj else {
+            unreachable!("wrapped an object")
+        };
         res.obj = m;
         return Ok(());
     }
-    let ctx = Selection { referrer: res, referrer_id, target, all };
-    let err = |message: String| BuildError::NameReference { referrer: referrer_id.to_string(), path: spec.path.clone(), message };
-    let result = visit_path(&mut obj, &path_segments(&spec.path), false, &|| Value::Null, &mut |node| {
-        rewrite(node, &ctx).map_err(&err)
-    });
-    let Value::Object(m) = obj else { unreachable!("wrapped an object") };
+    let ctx = Selection {
+        referrer: res,
+        referrer_id,
+        target,
+        all,
+    };
+    let err = |message: String| BuildError::NameReference {
+        referrer: referrer_id.to_string(),
+        path: spec.path.clone(),
+        message,
+    };
+    let result = visit_path(
+        &mut obj,
+        &path_segments(&spec.path),
+        false,
+        &|| Value::Null,
+        &mut |node| rewrite(node, &ctx).map_err(&err),
+    );
+    let Value::Object(m) = obj else {
+        unreachable!("wrapped an object")
+    };
     res.obj = m;
     result
 }
@@ -69,7 +101,9 @@ fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
         Value::Object(m) => {
             // kustomize does not look at a subject's kind: a User named like a renamed
             // ServiceAccount is renamed too.
-            let Some(old) = m.get("name").and_then(Value::as_str).map(str::to_string) else { return Ok(()) };
+            let Some(old) = m.get("name").and_then(Value::as_str).map(str::to_string) else {
+                return Ok(());
+            };
             let ns = m.get("namespace").and_then(Value::as_str).map(str::to_string);
             if let Some(referral) = ctx.select_resource(&old, ns.as_deref())? {
                 let new = referral.id();
@@ -101,16 +135,23 @@ impl Selection<'_> {
             return true;
         }
         let id = candidate.id();
-        if is_cluster_scoped(&id.group, &id.kind) || id.effective_namespace() == self.referrer_id.effective_namespace() {
+        if is_cluster_scoped(&id.group, &id.kind)
+            || id.effective_namespace() == self.referrer_id.effective_namespace()
+        {
             return true;
         }
         self.referrer_id.kind == "RoleBinding"
-            && self.referrer.obj.get("subjects").and_then(Value::as_array).is_some_and(|subjects| {
-                subjects.iter().any(|s| {
-                    s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
-                        && s.get("namespace").and_then(Value::as_str) == Some(id.namespace.as_str())
+            && self
+                .referrer
+                .obj
+                .get("subjects")
+                .and_then(Value::as_array)
+                .is_some_and(|subjects| {
+                    subjects.iter().any(|s| {
+                        s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                            && s.get("namespace").and_then(Value::as_str) == Some(id.namespace.as_str())
+                    })
                 })
-            })
     }
 
     /// The current id of the one object the reference `old` points to, if any.
@@ -150,7 +191,10 @@ impl Selection<'_> {
                     return Ok(Some(many[0]));
                 }
                 let ids: Vec<String> = many.iter().map(|r| r.id().to_string()).collect();
-                Err(format!("found multiple possible referrals for '{old}': {}", ids.join(", ")))
+                Err(format!(
+                    "found multiple possible referrals for '{old}': {}",
+                    ids.join(", ")
+                ))
             }
         }
     }

@@ -23,7 +23,10 @@ pub struct Context<'a> {
 
 impl Context<'_> {
     fn err(&self, message: impl std::fmt::Display) -> BuildError {
-        BuildError::Patch { file: self.loader.show(self.file), message: message.to_string() }
+        BuildError::Patch {
+            file: self.loader.show(self.file),
+            message: message.to_string(),
+        }
     }
 
     /// Parses patch text with kyaml's scalar rules (the text is normalized through this
@@ -31,7 +34,8 @@ impl Context<'_> {
     /// resources).
     fn parse(&self, text: &str, origin: &str) -> Result<PatchDoc, BuildError> {
         let mut docs = yaml::parse_documents(text, origin)?;
-        let operations = matches!(docs.as_slice(), [Value::Array(ops)] if ops.iter().all(|op| op.get("op").is_some()));
+        let operations =
+            matches!(docs.as_slice(), [Value::Array(ops)] if ops.iter().all(|op| op.get("op").is_some()));
         if operations {
             docs = yaml::parse_documents_yaml11(text, origin)?;
         }
@@ -46,7 +50,9 @@ impl Context<'_> {
                 Ok((self.loader.read_text(&p, self.file)?, self.loader.show(&p)))
             }
             (None, Some(text)) => Ok((text.clone(), format!("inline patch in {field}"))),
-            (Some(_), Some(_)) => Err(self.err(format!("{field}: an entry may have a path or a patch, not both"))),
+            (Some(_), Some(_)) => {
+                Err(self.err(format!("{field}: an entry may have a path or a patch, not both")))
+            }
             (None, None) => Err(self.err(format!("{field}: an entry needs a path or a patch"))),
         }
     }
@@ -68,7 +74,9 @@ pub fn strategic_merge(ctx: &Context<'_>, map: &mut ResMap, entries: &[String]) 
         };
         let doc = ctx.parse(&text, &origin)?;
         let PatchKind::StrategicMerge(docs) = doc.kind else {
-            return Err(ctx.err(format!("{origin}: patchesStrategicMerge takes strategic merge patches, found a JSON6902 patch")));
+            return Err(ctx.err(format!(
+                "{origin}: patchesStrategicMerge takes strategic merge patches, found a JSON6902 patch"
+            )));
         };
         for d in docs {
             by_own_id(ctx, map, d, PatchOptions::default())?;
@@ -85,7 +93,9 @@ pub fn patches(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -> Result
         doc.options = options(entry);
         match (&doc.kind, &entry.target) {
             (_, Some(target)) => by_selector(ctx, map, &doc, target)?,
-            (PatchKind::Json6902(_), None) => return Err(ctx.err(format!("{origin}: a JSON6902 patch must specify a target"))),
+            (PatchKind::Json6902(_), None) => {
+                return Err(ctx.err(format!("{origin}: a JSON6902 patch must specify a target")));
+            }
             (PatchKind::StrategicMerge(docs), None) => {
                 for d in docs.clone() {
                     by_own_id(ctx, map, d, doc.options)?;
@@ -102,7 +112,9 @@ pub fn json6902(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -> Resul
         let (text, origin) = ctx.text_of(entry, "patchesJson6902")?;
         let doc = ctx.parse(&text, &origin)?;
         if !matches!(doc.kind, PatchKind::Json6902(_)) {
-            return Err(ctx.err(format!("{origin}: patchesJson6902 takes a list of JSON6902 operations")));
+            return Err(ctx.err(format!(
+                "{origin}: patchesJson6902 takes a list of JSON6902 operations"
+            )));
         }
         let Some(target) = &entry.target else {
             return Err(ctx.err(format!("{origin}: patchesJson6902 entries need a target")));
@@ -121,12 +133,22 @@ fn options(entry: &Patch) -> PatchOptions {
 
 /// A strategic merge document without target patches the one object whose (any) id equals
 /// the document's own id.
-fn by_own_id(ctx: &Context<'_>, map: &mut ResMap, document: Map<String, Value>, options: PatchOptions) -> Result<(), BuildError> {
+fn by_own_id(
+    ctx: &Context<'_>,
+    map: &mut ResMap,
+    document: Map<String, Value>,
+    options: PatchOptions,
+) -> Result<(), BuildError> {
     let id = ResId::of(&document);
-    let matches: Vec<usize> = (0..map.resources.len()).filter(|&i| map.resources[i].any_id(|r| r.same_as(&id))).collect();
+    let matches: Vec<usize> = (0..map.resources.len())
+        .filter(|&i| map.resources[i].any_id(|r| r.same_as(&id)))
+        .collect();
     match matches.as_slice() {
         [i] => {
-            let doc = PatchDoc { kind: PatchKind::StrategicMerge(vec![document]), options };
+            let doc = PatchDoc {
+                kind: PatchKind::StrategicMerge(vec![document]),
+                options,
+            };
             apply_at(ctx, map, *i, &doc).map(|_| ())
         }
         [] => Err(ctx.err(format!("no resource matches strategic merge patch \"{id}\""))),
@@ -136,11 +158,19 @@ fn by_own_id(ctx: &Context<'_>, map: &mut ResMap, document: Map<String, Value>, 
 
 /// Applies `doc` to every object `target` selects (kustomize v5.8.1 accepts a target that
 /// selects nothing).
-fn by_selector(ctx: &Context<'_>, map: &mut ResMap, doc: &PatchDoc, target: &Selector) -> Result<(), BuildError> {
+fn by_selector(
+    ctx: &Context<'_>,
+    map: &mut ResMap,
+    doc: &PatchDoc,
+    target: &Selector,
+) -> Result<(), BuildError> {
     let mut selected = Vec::new();
     for (i, res) in map.resources.iter().enumerate() {
         let obj = Value::Object(res.obj.clone());
-        let original = OriginalId { name: &res.orig.name, namespace: &res.orig.namespace };
+        let original = OriginalId {
+            name: &res.orig.name,
+            namespace: &res.orig.namespace,
+        };
         if patch::selects_with_original(target, &obj, Some(original)).map_err(|e| ctx.err(e))? {
             selected.push(i);
         }
@@ -150,7 +180,11 @@ fn by_selector(ctx: &Context<'_>, map: &mut ResMap, doc: &PatchDoc, target: &Sel
         let mut doc = doc.clone();
         if let PatchKind::StrategicMerge(docs) = &mut doc.kind {
             let id = map.resources[i].id();
-            let api_version = map.resources[i].obj.get("apiVersion").cloned().unwrap_or(Value::Null);
+            let api_version = map.resources[i]
+                .obj
+                .get("apiVersion")
+                .cloned()
+                .unwrap_or(Value::Null);
             for d in docs.iter_mut() {
                 let meta = d.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
                 if let Value::Object(meta) = meta {
@@ -182,28 +216,42 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
     // `metadata.annotations` always exists for them; it disappears again when left empty.
     let mut input = res.obj.clone();
     let add_annotations = matches!(doc.kind, PatchKind::Json6902(_))
-        && input.get("metadata").is_none_or(|m| m.get("annotations").is_none_or(Value::is_null));
+        && input
+            .get("metadata")
+            .is_none_or(|m| m.get("annotations").is_none_or(Value::is_null));
     if add_annotations {
-        let meta = input.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        let meta = input
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
         if let Value::Object(meta) = meta {
             meta.insert("annotations".into(), Value::Object(Map::new()));
         }
     }
-    let mut patched = patch::apply(&Value::Object(input), doc).map_err(|e| ctx.err(format!("{before}: {e}")))?;
+    let mut patched =
+        patch::apply(&Value::Object(input), doc).map_err(|e| ctx.err(format!("{before}: {e}")))?;
     if matches!(doc.kind, PatchKind::Json6902(_))
-        && let Some(Value::Object(meta)) = patched.get_mut("metadata") {
-            if add_annotations && meta.get("annotations").is_some_and(|a| a.as_object().is_some_and(Map::is_empty)) {
-                meta.remove("annotations");
-            }
-            // Removing its index annotations again rewrites the map as strings.
-            if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
-                for v in annotations.values_mut() {
-                    if !v.is_string() {
-                        *v = Value::String(if v.is_null() { "null".into() } else { yaml::scalar_text(v) });
-                    }
+        && let Some(Value::Object(meta)) = patched.get_mut("metadata")
+    {
+        if add_annotations
+            && meta
+                .get("annotations")
+                .is_some_and(|a| a.as_object().is_some_and(Map::is_empty))
+        {
+            meta.remove("annotations");
+        }
+        // Removing its index annotations again rewrites the map as strings.
+        if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
+            for v in annotations.values_mut() {
+                if !v.is_string() {
+                    *v = Value::String(if v.is_null() {
+                        "null".into()
+                    } else {
+                        yaml::scalar_text(v)
+                    });
                 }
             }
         }
+    }
     match patched {
         Value::Null => {
             map.resources.remove(i);

@@ -53,8 +53,16 @@ impl ResId {
 
 impl std::fmt::Display for ResId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let group = if self.group.is_empty() { "[noGrp]" } else { &self.group };
-        let ns = if self.namespace.is_empty() { "[noNs]" } else { &self.namespace };
+        let group = if self.group.is_empty() {
+            "[noGrp]"
+        } else {
+            &self.group
+        };
+        let ns = if self.namespace.is_empty() {
+            "[noNs]"
+        } else {
+            &self.namespace
+        };
         write!(f, "{}.{}.{}/{}.{}", self.kind, self.version, group, self.name, ns)
     }
 }
@@ -128,7 +136,10 @@ pub enum Origin {
     File(std::path::PathBuf),
     /// Made by a builtin generator (`ConfigMapGenerator`, `SecretGenerator`) configured in
     /// this kustomization file.
-    Generator { file: std::path::PathBuf, kind: &'static str },
+    Generator {
+        file: std::path::PathBuf,
+        kind: &'static str,
+    },
 }
 
 /// One object plus the history kustomize keeps about it.
@@ -157,7 +168,15 @@ impl Resource {
                 }
             }
         }
-        Resource { orig: ResId::of(&obj), obj, prev: Vec::new(), prefixes: Vec::new(), suffixes: Vec::new(), generated: None, origin: None }
+        Resource {
+            orig: ResId::of(&obj),
+            obj,
+            prev: Vec::new(),
+            prefixes: Vec::new(),
+            suffixes: Vec::new(),
+            generated: None,
+            origin: None,
+        }
     }
 
     /// The current id.
@@ -172,7 +191,10 @@ impl Resource {
 
     /// Current metadata, created when missing.
     pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
-        let meta = self.obj.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        let meta = self
+            .obj
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
         if !meta.is_object() {
             *meta = Value::Object(Map::new());
         }
@@ -193,7 +215,8 @@ impl Resource {
         let old = self.id();
         if old.namespace != namespace {
             self.prev.push(old);
-            self.metadata_mut().insert("namespace".into(), Value::String(namespace.to_string()));
+            self.metadata_mut()
+                .insert("namespace".into(), Value::String(namespace.to_string()));
         }
     }
 }
@@ -209,7 +232,10 @@ impl ResMap {
     pub fn append(&mut self, res: Resource, file: &str) -> Result<(), BuildError> {
         let id = res.id();
         if self.resources.iter().any(|r| r.id().same_as(&id)) {
-            return Err(BuildError::DuplicateId { file: file.to_string(), id: id.to_string() });
+            return Err(BuildError::DuplicateId {
+                file: file.to_string(),
+                id: id.to_string(),
+            });
         }
         self.resources.push(res);
         Ok(())
@@ -220,7 +246,10 @@ impl ResMap {
         for (i, r) in self.resources.iter().enumerate() {
             let id = r.id();
             if self.resources[..i].iter().any(|o| o.id().same_as(&id)) {
-                return Err(BuildError::DuplicateId { file: file.to_string(), id: id.to_string() });
+                return Err(BuildError::DuplicateId {
+                    file: file.to_string(),
+                    id: id.to_string(),
+                });
             }
         }
         Ok(())
@@ -244,11 +273,18 @@ mod tests {
     #[test]
     fn duplicate_ids_are_refused_with_the_id() {
         let mut m = ResMap::default();
-        m.append(res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})), "a.yaml").unwrap();
+        m.append(
+            res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})),
+            "a.yaml",
+        )
+        .unwrap();
         let err = m
             .append(res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})), "b.yaml")
             .unwrap_err();
-        assert_eq!(err.to_string(), "b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/a.default");
+        assert_eq!(
+            err.to_string(),
+            "b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/a.default"
+        );
         assert_eq!(m.resources.len(), 1, "the map is unchanged");
     }
 

@@ -35,7 +35,10 @@ const ORDER_LAST: &[&str] = &["MutatingWebhookConfiguration", "ValidatingWebhook
 /// `group_version_kind`, then by `gvk|namespace|name`.
 pub fn legacy(map: &mut ResMap, options: Option<&LegacySortOptions>) {
     let (first, last): (Vec<&str>, Vec<&str>) = match options {
-        Some(o) => (o.order_first.iter().map(String::as_str).collect(), o.order_last.iter().map(String::as_str).collect()),
+        Some(o) => (
+            o.order_first.iter().map(String::as_str).collect(),
+            o.order_last.iter().map(String::as_str).collect(),
+        ),
         None => (ORDER_FIRST.to_vec(), ORDER_LAST.to_vec()),
     };
     let rank = |kind: &str| -> i64 {
@@ -58,9 +61,19 @@ fn or<'a>(s: &'a str, empty: &'a str) -> &'a str {
 }
 
 fn gvk_string(id: &ResId) -> String {
-    format!("{}_{}_{}", or(&id.group, "~G"), or(&id.version, "~V"), or(&id.kind, "~K"))
+    format!(
+        "{}_{}_{}",
+        or(&id.group, "~G"),
+        or(&id.version, "~V"),
+        or(&id.kind, "~K")
+    )
 }
 
 fn sort_string(id: &ResId) -> String {
-    format!("{}|{}|{}", gvk_string(id), or(&id.namespace, "~X"), or(&id.name, "~N"))
+    format!(
+        "{}|{}|{}",
+        gvk_string(id),
+        or(&id.namespace, "~X"),
+        or(&id.name, "~N")
+    )
 }

@@ -19,12 +19,27 @@ const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
 const ORIGIN: &str = "config.kubernetes.io/origin";
 
 /// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
-pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Vec<Value>, BuildError> {
-    let dir = if dir.is_absolute() { dir.to_path_buf() } else { loader.root().join(dir) };
+pub fn build_root(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+) -> Result<Vec<Value>, BuildError> {
+    let dir = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        loader.root().join(dir)
+    };
     let dir = loader.resolve(&dir, &dir)?;
     let mut map = ResMap::default();
     let mut visiting = Vec::new();
-    accumulate(loader, &dir, override_text, Kind::Kustomization, &mut visiting, &mut map)?;
+    accumulate(
+        loader,
+        &dir,
+        override_text,
+        Kind::Kustomization,
+        &mut visiting,
+        &mut map,
+    )?;
     for res in &mut map.resources {
         if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
             let name = format!("{}-{}", res.id().name, generate::content_hash(&res.obj));
@@ -42,11 +57,16 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
                 let text = match origin {
                     Origin::File(path) => format!("path: {}\n", relative(&dir, path)),
                     Origin::Generator { file, kind } => {
-                        format!("configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n", relative(&dir, file))
+                        format!(
+                            "configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n",
+                            relative(&dir, file)
+                        )
                     }
                 };
                 let meta = res.metadata_mut();
-                let annotations = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+                let annotations = meta
+                    .entry("annotations")
+                    .or_insert_with(|| Value::Object(Default::default()));
                 if let Value::Object(a) = annotations {
                     a.insert(ORIGIN.into(), Value::String(text));
                 }
@@ -55,17 +75,28 @@ pub fn build_root(loader: &Loader, dir: &Path, override_text: Option<&str>) -> R
     }
     let mut out = Vec::with_capacity(map.resources.len());
     for res in map.resources {
-        let local = res.obj.get("metadata").and_then(|m| m.get("annotations")).and_then(|a| a.get(LOCAL_CONFIG)).is_some();
+        let local = res
+            .obj
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(LOCAL_CONFIG))
+            .is_some();
         if local {
             continue;
         }
         // kustomize accepts an object without apiVersion; Flux's layer rejects it later.
         let id = res.id();
         if id.kind.is_empty() {
-            return Err(BuildError::MissingField { id: id.to_string(), field: "kind" });
+            return Err(BuildError::MissingField {
+                id: id.to_string(),
+                field: "kind",
+            });
         }
         if id.name.is_empty() {
-            return Err(BuildError::MissingField { id: id.to_string(), field: "metadata.name" });
+            return Err(BuildError::MissingField {
+                id: id.to_string(),
+                field: "metadata.name",
+            });
         }
         out.push(Value::Object(res.obj));
     }
@@ -78,12 +109,20 @@ fn relative(from: &Path, to: &Path) -> String {
     let to_parts: Vec<_> = to.components().collect();
     let common = from.iter().zip(&to_parts).take_while(|(a, b)| a == b).count();
     let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
-    parts.extend(to_parts[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    parts.extend(
+        to_parts[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
     parts.join("/")
 }
 
 /// The root kustomization: its `sortOptions` and `buildMetadata` apply to the whole build.
-fn root_kustomization(loader: &Loader, dir: &Path, override_text: Option<&str>) -> Result<Kustomization, BuildError> {
+fn root_kustomization(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+) -> Result<Kustomization, BuildError> {
     let (file, text) = match override_text {
         Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
         None => {
@@ -97,19 +136,32 @@ fn root_kustomization(loader: &Loader, dir: &Path, override_text: Option<&str>) 
 
 /// Finds the kustomization file of `dir`; more than one recognised name is an error.
 fn kustomization_file(loader: &Loader, dir: &Path) -> Result<PathBuf, BuildError> {
-    let found: Vec<PathBuf> = FILE_NAMES.iter().map(|n| dir.join(n)).filter(|p| loader.is_file(p)).collect();
+    let found: Vec<PathBuf> = FILE_NAMES
+        .iter()
+        .map(|n| dir.join(n))
+        .filter(|p| loader.is_file(p))
+        .collect();
     match found.len() {
         1 => Ok(found.into_iter().next().expect("one element")),
         0 => Err(BuildError::Kustomization {
             file: loader.show(dir),
-            message: format!("unable to find one of {} in directory", FILE_NAMES.map(|n| format!("'{n}'")).join(", ")),
+            message: format!(
+                "unable to find one of {} in directory",
+                FILE_NAMES.map(|n| format!("'{n}'")).join(", ")
+            ),
         }),
-        _ => Err(BuildError::Kustomization { file: loader.show(dir), message: "found multiple kustomization files".into() }),
+        _ => Err(BuildError::Kustomization {
+            file: loader.show(dir),
+            message: "found multiple kustomization files".into(),
+        }),
     }
 }
 
 fn is_remote(entry: &str) -> bool {
-    entry.contains("://") || entry.starts_with("git@") || entry.starts_with("github.com/") || entry.starts_with("gitlab.com/")
+    entry.contains("://")
+        || entry.starts_with("git@")
+        || entry.starts_with("github.com/")
+        || entry.starts_with("gitlab.com/")
 }
 
 fn accumulate(
@@ -121,7 +173,9 @@ fn accumulate(
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
     if visiting.iter().any(|v| v.starts_with(dir)) {
-        return Err(BuildError::Cycle { path: loader.display(dir) });
+        return Err(BuildError::Cycle {
+            path: loader.display(dir),
+        });
     }
     let (file, text) = match override_text {
         Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
@@ -134,8 +188,17 @@ fn accumulate(
     let shown = loader.show(&file);
     let (k, kind) = Kustomization::parse(&text, &shown)?;
     if kind != expected {
-        let want = if expected == Kind::Component { "Component" } else { "Kustomization" };
-        return Err(BuildError::Kustomization { file: shown, message: format!("expected kind '{want}' here (resources take Kustomizations, components take Components)") });
+        let want = if expected == Kind::Component {
+            "Component"
+        } else {
+            "Kustomization"
+        };
+        return Err(BuildError::Kustomization {
+            file: shown,
+            message: format!(
+                "expected kind '{want}' here (resources take Kustomizations, components take Components)"
+            ),
+        });
     }
     visiting.push(dir.to_path_buf());
     let result = accumulate_body(loader, dir, &file, &shown, &k, visiting, map);
@@ -160,7 +223,10 @@ fn accumulate_body(
             for obj in yaml::parse_resources(&text, &origin)? {
                 if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
                     let name = super::resmap::str_at(&obj, &["metadata", "name"]);
-                    return Err(BuildError::Kustomization { file: origin, message: format!("missing kind in object '{name}'") });
+                    return Err(BuildError::Kustomization {
+                        file: origin,
+                        message: format!("missing kind in object '{name}'"),
+                    });
                 }
                 let mut res = Resource::new(obj);
                 res.origin = Some(Origin::File(path.clone()));
@@ -172,7 +238,10 @@ fn accumulate_body(
             accumulate(loader, &sub_dir, None, Kind::Kustomization, visiting, &mut sub)?;
             map.append_all(sub, shown)?;
         } else if is_remote(entry) {
-            return Err(BuildError::Remote { file: shown.to_string(), url: entry.clone() });
+            return Err(BuildError::Remote {
+                file: shown.to_string(),
+                url: entry.clone(),
+            });
         } else {
             // Surfaces "outside the root" or "missing" with the referring file.
             loader.resolve(&path, file)?;
@@ -188,7 +257,10 @@ fn accumulate_body(
     for entry in &k.components {
         let path = dir.join(entry);
         if is_remote(entry) {
-            return Err(BuildError::Remote { file: shown.to_string(), url: entry.clone() });
+            return Err(BuildError::Remote {
+                file: shown.to_string(),
+                url: entry.clone(),
+            });
         }
         let comp_dir = loader.resolve(&path, file)?;
         accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
@@ -198,7 +270,12 @@ fn accumulate_body(
 }
 
 /// kustomize's builtin transformer order.
-fn run_transformers(k: &Kustomization, patch_ctx: &patches::Context<'_>, file: &str, map: &mut ResMap) -> Result<(), BuildError> {
+fn run_transformers(
+    k: &Kustomization,
+    patch_ctx: &patches::Context<'_>,
+    file: &str,
+    map: &mut ResMap,
+) -> Result<(), BuildError> {
     patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
     patches::patches(patch_ctx, map, &k.patches)?;
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
@@ -206,7 +283,11 @@ fn run_transformers(k: &Kustomization, patch_ctx: &patches::Context<'_>, file: &
         // Renaming Namespace objects (or moving objects) may make two ids collide.
         map.check_unique(file)?;
     }
-    transform::names::apply(map, k.name_prefix.as_deref().unwrap_or(""), k.name_suffix.as_deref().unwrap_or(""));
+    transform::names::apply(
+        map,
+        k.name_prefix.as_deref().unwrap_or(""),
+        k.name_suffix.as_deref().unwrap_or(""),
+    );
     for label in &k.labels {
         let mut specs = if label.include_selectors {
             fieldspecs::common_labels()
@@ -220,8 +301,20 @@ fn run_transformers(k: &Kustomization, patch_ctx: &patches::Context<'_>, file: &
         specs.extend(label.fields.iter().cloned());
         transform::labels::apply(map, &label.pairs, &specs, file, "labels")?;
     }
-    transform::labels::apply(map, &k.common_labels, &fieldspecs::common_labels(), file, "commonLabels")?;
-    transform::labels::apply(map, &k.common_annotations, &fieldspecs::common_annotations(), file, "commonAnnotations")?;
+    transform::labels::apply(
+        map,
+        &k.common_labels,
+        &fieldspecs::common_labels(),
+        file,
+        "commonLabels",
+    )?;
+    transform::labels::apply(
+        map,
+        &k.common_annotations,
+        &fieldspecs::common_annotations(),
+        file,
+        "commonAnnotations",
+    )?;
     patches::json6902(patch_ctx, map, &k.patches_json6902)?;
     for replica in &k.replicas {
         transform::replicas::apply(map, replica, file)?;
@@ -254,66 +347,151 @@ mod tests {
 
     #[test]
     fn a_cycle_of_bases_fails() {
-        let err = build_err(&[("a/kustomization.yaml", "resources: [../b]\n"), ("b/kustomization.yaml", "resources: [../a]\n")], "a");
-        assert_eq!(err.to_string(), "cycle detected: candidate root 'a' contains a visited root");
+        let err = build_err(
+            &[
+                ("a/kustomization.yaml", "resources: [../b]\n"),
+                ("b/kustomization.yaml", "resources: [../a]\n"),
+            ],
+            "a",
+        );
+        assert_eq!(
+            err.to_string(),
+            "cycle detected: candidate root 'a' contains a visited root"
+        );
     }
 
     #[test]
     fn duplicate_ids_across_files_fail_naming_the_id() {
         let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n";
-        let err = build_err(&[("app/kustomization.yaml", "resources: [a.yaml, b.yaml]\n"), ("app/a.yaml", cm), ("app/b.yaml", cm)], "app");
-        assert_eq!(err.to_string(), "app/b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/same.[noNs]");
+        let err = build_err(
+            &[
+                ("app/kustomization.yaml", "resources: [a.yaml, b.yaml]\n"),
+                ("app/a.yaml", cm),
+                ("app/b.yaml", cm),
+            ],
+            "app",
+        );
+        assert_eq!(
+            err.to_string(),
+            "app/b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/same.[noNs]"
+        );
     }
 
     #[test]
     fn a_missing_resource_names_the_kustomization() {
         let err = build_err(&[("app/kustomization.yaml", "resources: [nope.yaml]\n")], "app");
-        assert_eq!(err.to_string(), "app/nope.yaml: no such file or directory (referenced from app/kustomization.yaml)");
+        assert_eq!(
+            err.to_string(),
+            "app/nope.yaml: no such file or directory (referenced from app/kustomization.yaml)"
+        );
     }
 
     #[test]
     fn a_base_outside_the_root_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        write(tmp.path(), &[("root/app/kustomization.yaml", "resources: [../../outside]\n"), ("outside/kustomization.yaml", "resources: []\n")]);
+        write(
+            tmp.path(),
+            &[
+                ("root/app/kustomization.yaml", "resources: [../../outside]\n"),
+                ("outside/kustomization.yaml", "resources: []\n"),
+            ],
+        );
         let err = build(&tmp.path().join("root"), Path::new("app"), &BuildOptions::new()).unwrap_err();
         assert!(matches!(err, BuildError::OutsideRoot { .. }), "{err}");
-        assert!(err.to_string().ends_with("outside: path is outside the artifact root (security constraint)"), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("outside: path is outside the artifact root (security constraint)"),
+            "{err}"
+        );
     }
 
     #[test]
     fn malformed_yaml_in_a_resource_names_file_and_line() {
-        let err = build_err(&[("app/kustomization.yaml", "resources: [d.yaml]\n"), ("app/d.yaml", "kind: A\nmetadata:\n  name: [x\n")], "app");
-        assert!(matches!(&err, BuildError::Yaml { file, line, .. } if file == "app/d.yaml" && *line >= 3), "{err}");
+        let err = build_err(
+            &[
+                ("app/kustomization.yaml", "resources: [d.yaml]\n"),
+                ("app/d.yaml", "kind: A\nmetadata:\n  name: [x\n"),
+            ],
+            "app",
+        );
+        assert!(
+            matches!(&err, BuildError::Yaml { file, line, .. } if file == "app/d.yaml" && *line >= 3),
+            "{err}"
+        );
     }
 
     #[test]
     fn an_oversized_resource_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        write(tmp.path(), &[("app/kustomization.yaml", "resources: [big.yaml]\n"), ("app/big.yaml", &"#".repeat(200))]);
-        let options = BuildOptions { max_file_bytes: 100, ..BuildOptions::new() };
+        write(
+            tmp.path(),
+            &[
+                ("app/kustomization.yaml", "resources: [big.yaml]\n"),
+                ("app/big.yaml", &"#".repeat(200)),
+            ],
+        );
+        let options = BuildOptions {
+            max_file_bytes: 100,
+            ..BuildOptions::new()
+        };
         let err = build(tmp.path(), Path::new("app"), &options).unwrap_err();
-        assert_eq!(err.to_string(), "app/big.yaml: file is larger than the limit of 100 bytes");
+        assert_eq!(
+            err.to_string(),
+            "app/big.yaml: file is larger than the limit of 100 bytes"
+        );
     }
 
     #[test]
     fn a_non_object_document_is_refused() {
-        let err = build_err(&[("app/kustomization.yaml", "resources: [l.yaml]\n"), ("app/l.yaml", "- a\n")], "app");
-        assert_eq!(err.to_string(), "app/l.yaml: document 1 is not an object (found a list)");
+        let err = build_err(
+            &[
+                ("app/kustomization.yaml", "resources: [l.yaml]\n"),
+                ("app/l.yaml", "- a\n"),
+            ],
+            "app",
+        );
+        assert_eq!(
+            err.to_string(),
+            "app/l.yaml: document 1 is not an object (found a list)"
+        );
     }
 
     #[test]
     fn remote_bases_are_refused() {
-        let err = build_err(&[("app/kustomization.yaml", "resources: [https://example.com/x.yaml]\n")], "app");
-        assert_eq!(err.to_string(), "app/kustomization.yaml: remote resource 'https://example.com/x.yaml' is not supported (remote bases are disabled)");
+        let err = build_err(
+            &[(
+                "app/kustomization.yaml",
+                "resources: [https://example.com/x.yaml]\n",
+            )],
+            "app",
+        );
+        assert_eq!(
+            err.to_string(),
+            "app/kustomization.yaml: remote resource 'https://example.com/x.yaml' is not supported (remote bases are disabled)"
+        );
     }
 
     #[test]
     fn the_override_replaces_the_kustomization_file() {
         let tmp = tempfile::tempdir().unwrap();
         let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n";
-        write(tmp.path(), &[("app/kustomization.yaml", "resources: [nope.yaml]\n"), ("app/cm.yaml", cm)]);
-        let options = BuildOptions { kustomization_override: Some("resources: [cm.yaml]\nnamespace: x\n".into()), ..BuildOptions::new() };
+        write(
+            tmp.path(),
+            &[
+                ("app/kustomization.yaml", "resources: [nope.yaml]\n"),
+                ("app/cm.yaml", cm),
+            ],
+        );
+        let options = BuildOptions {
+            kustomization_override: Some("resources: [cm.yaml]\nnamespace: x\n".into()),
+            ..BuildOptions::new()
+        };
         let objs = build(tmp.path(), Path::new("app"), &options).unwrap();
-        assert_eq!(objs, vec![serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})]);
+        assert_eq!(
+            objs,
+            vec![
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})
+            ]
+        );
     }
 }

@@ -24,13 +24,20 @@ fn parse_with(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, Buil
     // goyaml (kyaml) reads YAML 1.1 only and refuses other version directives.
     for (n, line) in text.lines().enumerate() {
         if let Some(version) = line.strip_prefix("%YAML")
-            && version.trim() != "1.1" {
-                return Err(BuildError::Yaml { file: origin.to_string(), line: n + 1, message: "found incompatible YAML document".into() });
-            }
+            && version.trim() != "1.1"
+        {
+            return Err(BuildError::Yaml {
+                file: origin.to_string(),
+                line: n + 1,
+                message: "found incompatible YAML document".into(),
+            });
+        }
     }
     let mut out = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
-        let json = document.deserialize_any(Scalars { text, yaml11 }).map_err(|e| yaml_error(origin, &e))?;
+        let json = document
+            .deserialize_any(Scalars { text, yaml11 })
+            .map_err(|e| yaml_error(origin, &e))?;
         if !json.is_null() {
             out.push(json);
         }
@@ -46,9 +53,16 @@ pub fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value
         0 => Ok(Map::new()),
         1 => match docs.remove(0) {
             Value::Object(map) => Ok(map),
-            other => Err(BuildError::NotObject { file: origin.to_string(), index: 1, found: kind_of(&other) }),
+            other => Err(BuildError::NotObject {
+                file: origin.to_string(),
+                index: 1,
+                found: kind_of(&other),
+            }),
         },
-        n => Err(BuildError::Kustomization { file: origin.to_string(), message: format!("expected one YAML document, found {n}") }),
+        n => Err(BuildError::Kustomization {
+            file: origin.to_string(),
+            message: format!("expected one YAML document, found {n}"),
+        }),
     }
 }
 
@@ -61,7 +75,13 @@ pub fn parse_resources(text: &str, origin: &str) -> Result<Vec<Map<String, Value
         match doc {
             Value::Object(map) if is_list(&map) => expand_list(map, origin, i + 1, &mut items)?,
             Value::Object(map) => out.push(map),
-            other => return Err(BuildError::NotObject { file: origin.to_string(), index: i + 1, found: kind_of(&other) }),
+            other => {
+                return Err(BuildError::NotObject {
+                    file: origin.to_string(),
+                    index: i + 1,
+                    found: kind_of(&other),
+                });
+            }
         }
     }
     out.append(&mut items);
@@ -69,19 +89,35 @@ pub fn parse_resources(text: &str, origin: &str) -> Result<Vec<Map<String, Value
 }
 
 fn is_list(map: &Map<String, Value>) -> bool {
-    map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) && matches!(map.get("items"), Some(Value::Array(_)))
+    map.get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
+        && matches!(map.get("items"), Some(Value::Array(_)))
 }
 
-fn expand_list(map: Map<String, Value>, origin: &str, index: usize, out: &mut Vec<Map<String, Value>>) -> Result<(), BuildError> {
+fn expand_list(
+    map: Map<String, Value>,
+    origin: &str,
+    index: usize,
+    out: &mut Vec<Map<String, Value>>,
+) -> Result<(), BuildError> {
     if !is_list(&map) {
         out.push(map);
         return Ok(());
     }
-    let Some(Value::Array(items)) = map.get("items") else { unreachable!("checked above") };
+    let Some(Value::Array(items)) = map.get("items") else {
+        unreachable!("checked above")
+    };
     for item in items {
         match item {
             Value::Object(m) => expand_list(m.clone(), origin, index, out)?,
-            other => return Err(BuildError::NotObject { file: origin.to_string(), index, found: kind_of(other) }),
+            other => {
+                return Err(BuildError::NotObject {
+                    file: origin.to_string(),
+                    index,
+                    found: kind_of(other),
+                });
+            }
         }
     }
     Ok(())
@@ -104,7 +140,11 @@ fn yaml_error(origin: &str, e: &serde_yaml::Error) -> BuildError {
     // serde_yaml appends "at line X column Y"; the line is reported separately.
     let message = e.to_string();
     let message = message.split(" at line ").next().unwrap_or(&message).to_string();
-    BuildError::Yaml { file: origin.to_string(), line, message }
+    BuildError::Yaml {
+        file: origin.to_string(),
+        line,
+        message,
+    }
 }
 
 /// A serde visitor building JSON values. serde_yaml hands plain and quoted scalars that
@@ -152,7 +192,9 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
     }
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
         if !v.is_finite() {
-            return Err(E::custom(format!("unsupported value: {v} (JSON has no infinity or NaN)")));
+            return Err(E::custom(format!(
+                "unsupported value: {v} (JSON has no infinity or NaN)"
+            )));
         }
         Ok(float(v))
     }
@@ -208,7 +250,9 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
                 continue;
             }
             if map.contains_key(&key) {
-                return Err(serde::de::Error::custom(format!("mapping key \"{key}\" already defined")));
+                return Err(serde::de::Error::custom(format!(
+                    "mapping key \"{key}\" already defined"
+                )));
             }
             map.insert(key, value);
         }
@@ -240,7 +284,9 @@ fn float(f: f64) -> Value {
     if f.fract() == 0.0 && f.abs() < 9.0e15 {
         return Value::from(f as i64);
     }
-    serde_json::Number::from_f64(f).map(Value::Number).unwrap_or_else(|| Value::String(f.to_string()))
+    serde_json::Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or_else(|| Value::String(f.to_string()))
 }
 
 /// Resolves a plain scalar that serde_yaml left as a string, with goyaml v3's extra rules:
@@ -274,9 +320,10 @@ fn resolve_plain(s: &str) -> Value {
         return Value::from(if negative { -n } else { n });
     }
     if is_yaml_float(&plain)
-        && let Ok(f) = plain.parse::<f64>() {
-            return float(f);
-        }
+        && let Ok(f) = plain.parse::<f64>()
+    {
+        return float(f);
+    }
     if is_date(s) {
         return Value::String(format!("{s}T00:00:00Z"));
     }
@@ -303,7 +350,10 @@ fn is_yaml_float(s: &str) -> bool {
 /// `YYYY-MM-DD` (a YAML timestamp without time).
 fn is_date(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() == 10 && b[4] == b'-' && b[7] == b'-' && [0, 1, 2, 3, 5, 6, 8, 9].iter().all(|&i| b[i].is_ascii_digit())
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && [0, 1, 2, 3, 5, 6, 8, 9].iter().all(|&i| b[i].is_ascii_digit())
 }
 
 /// The text of a scalar value (`true`, `12`, `a`); composite values print as JSON.
@@ -399,17 +449,36 @@ fn scalar(v: &Value) -> String {
 /// (a JSON string is a valid YAML double-quoted scalar).
 fn quote_if_needed(s: &str) -> String {
     let plain_ok = !s.is_empty()
-        && !s.starts_with([' ', '\t', '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', '~'])
+        && !s.starts_with([
+            ' ', '\t', '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%',
+            '@', '`', '~',
+        ])
         && !s.ends_with([' ', '\t', ':'])
         && !s.contains(": ")
         && !s.contains(" #")
         && !s.chars().any(|c| c.is_control())
         && !matches!(
             s.to_ascii_lowercase().as_str(),
-            "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "y" | "n" | ".inf" | "-.inf" | "+.inf" | ".nan"
+            "true"
+                | "false"
+                | "null"
+                | "yes"
+                | "no"
+                | "on"
+                | "off"
+                | "y"
+                | "n"
+                | ".inf"
+                | "-.inf"
+                | "+.inf"
+                | ".nan"
         )
         && resolve_plain(s) == Value::String(s.to_string());
-    if plain_ok { s.to_string() } else { serde_json::to_string(s).expect("strings serialize") }
+    if plain_ok {
+        s.to_string()
+    } else {
+        serde_json::to_string(s).expect("strings serialize")
+    }
 }
 
 #[cfg(test)]
@@ -427,12 +496,16 @@ mod tests {
     #[test]
     fn non_object_document_is_rejected_with_its_index() {
         let err = parse_resources("kind: A\n---\n- 1\n- 2\n", "res.yaml").unwrap_err();
-        assert_eq!(err.to_string(), "res.yaml: document 2 is not an object (found a list)");
+        assert_eq!(
+            err.to_string(),
+            "res.yaml: document 2 is not an object (found a list)"
+        );
     }
 
     #[test]
     fn anchors_aliases_and_merge_keys_resolve() {
-        let docs = parse_documents("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nref: *b\n", "f").unwrap();
+        let docs =
+            parse_documents("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nref: *b\n", "f").unwrap();
         assert_eq!(docs[0]["other"], serde_json::json!({"x": 1, "y": 3}));
         assert_eq!(docs[0]["ref"], serde_json::json!({"x": 1, "y": 2}));
     }

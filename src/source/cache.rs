@@ -44,7 +44,9 @@ struct TreeDir {
 impl Drop for TreeDir {
     fn drop(&mut self) {
         match std::fs::remove_dir_all(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => tracing::warn!(path = %self.path.display(), error = %e, "failed to remove artifact tree"),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(path = %self.path.display(), error = %e, "failed to remove artifact tree")
+            }
             _ => {}
         }
     }
@@ -77,8 +79,16 @@ impl TreeCache {
     pub(crate) fn new(parent: &Path, max_bytes: u64) -> Result<Self, SourceError> {
         std::fs::create_dir_all(parent)
             .and_then(|()| tempfile::Builder::new().prefix("artifacts-").tempdir_in(parent))
-            .map(|root| Self { root: Arc::new(root), max_bytes, next_dir: AtomicU64::new(0), state: Mutex::default() })
-            .map_err(|source| SourceError::Storage { context: format!("create cache directory in {}", parent.display()), source })
+            .map(|root| Self {
+                root: Arc::new(root),
+                max_bytes,
+                next_dir: AtomicU64::new(0),
+                state: Mutex::default(),
+            })
+            .map_err(|source| SourceError::Storage {
+                context: format!("create cache directory in {}", parent.display()),
+                source,
+            })
     }
 
     /// Where downloads are staged before extraction (inside the cache, same filesystem).
@@ -104,14 +114,24 @@ impl TreeCache {
         let n = self.next_dir.fetch_add(1, Ordering::Relaxed);
         let path = self.root.path().join(format!("tree-{n}"));
         // Owning the directory from the start means an error cleans it up by drop.
-        let dir = Arc::new(TreeDir { path: path.clone(), _root: self.root.clone() });
+        let dir = Arc::new(TreeDir {
+            path: path.clone(),
+            _root: self.root.clone(),
+        });
         let result = fill(path).await;
         let mut state = self.state();
         state.filling.remove(key);
         let bytes = result?;
         state.clock += 1;
         let last_used = state.clock;
-        state.entries.insert(key.to_string(), Entry { dir: dir.clone(), bytes, last_used });
+        state.entries.insert(
+            key.to_string(),
+            Entry {
+                dir: dir.clone(),
+                bytes,
+                last_used,
+            },
+        );
         evict(&mut state, self.max_bytes);
         Ok(ArtifactTree { dir })
     }
@@ -122,7 +142,9 @@ impl TreeCache {
         let now = state.clock;
         let entry = state.entries.get_mut(key)?;
         entry.last_used = now;
-        Some(ArtifactTree { dir: entry.dir.clone() })
+        Some(ArtifactTree {
+            dir: entry.dir.clone(),
+        })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -176,7 +198,10 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         let cache = TreeCache::new(parent.path(), 1000).unwrap();
         let first = fill_with(&cache, "sha256:a", 10).await;
-        let second = cache.get_or_fill("sha256:a", |_| async { panic!("filled twice") }).await.unwrap();
+        let second = cache
+            .get_or_fill("sha256:a", |_| async { panic!("filled twice") })
+            .await
+            .unwrap();
         assert_eq!(first.root(), second.root());
     }
 
@@ -218,7 +243,10 @@ mod tests {
         let cache = TreeCache::new(parent.path(), 1000).unwrap();
         let tree = fill_with(&cache, "a", 10).await;
         drop(cache);
-        assert!(tree.root().join("data").exists(), "a held tree outlives the cache");
+        assert!(
+            tree.root().join("data").exists(),
+            "a held tree outlives the cache"
+        );
         drop(tree);
         assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
     }
@@ -231,7 +259,10 @@ mod tests {
             .get_or_fill("a", |dir| async move {
                 std::fs::create_dir(&dir).unwrap();
                 std::fs::write(dir.join("partial"), "x").unwrap();
-                Err(SourceError::Download { url: "http://x".into(), cause: "boom".into() })
+                Err(SourceError::Download {
+                    url: "http://x".into(),
+                    cause: "boom".into(),
+                })
             })
             .await
             .unwrap_err();

@@ -67,12 +67,17 @@ impl ArtifactDigest {
             return Err(DigestError::Empty);
         }
         let (name, hex) = text.split_once(':').unwrap_or(("sha256", text));
-        let algorithm = Algorithm::parse(name).ok_or_else(|| DigestError::UnsupportedAlgorithm(text.into()))?;
-        let well_formed = hex.len() == algorithm.hex_len() && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let algorithm =
+            Algorithm::parse(name).ok_or_else(|| DigestError::UnsupportedAlgorithm(text.into()))?;
+        let well_formed =
+            hex.len() == algorithm.hex_len() && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         if !well_formed {
             return Err(DigestError::InvalidFormat(text.into()));
         }
-        Ok(Self { algorithm, hex: hex.into() })
+        Ok(Self {
+            algorithm,
+            hex: hex.into(),
+        })
     }
 
     /// A hasher for this digest's algorithm.
@@ -90,7 +95,9 @@ impl ArtifactDigest {
         if hasher.finish_hex() == self.hex {
             Ok(())
         } else {
-            Err(DigestError::Mismatch { expected: self.to_string() })
+            Err(DigestError::Mismatch {
+                expected: self.to_string(),
+            })
         }
     }
 }
@@ -166,20 +173,35 @@ mod tests {
     #[test]
     fn a_mismatch_names_the_expected_digest() {
         let err = verify(&format!("sha256:{ABC_SHA256}"), b"abd").unwrap_err();
-        assert_eq!(err.to_string(), format!("computed digest doesn't match provided 'sha256:{ABC_SHA256}'"));
+        assert_eq!(
+            err.to_string(),
+            format!("computed digest doesn't match provided 'sha256:{ABC_SHA256}'")
+        );
     }
 
     #[test]
     fn malformed_digests_are_refused() {
         assert_eq!(ArtifactDigest::parse(""), Err(DigestError::Empty));
-        assert!(matches!(ArtifactDigest::parse("md5:900150983cd24fb0d6963f7d28e17f72"), Err(DigestError::UnsupportedAlgorithm(_))));
-        assert!(matches!(ArtifactDigest::parse("sha256:abc"), Err(DigestError::InvalidFormat(_))));
+        assert!(matches!(
+            ArtifactDigest::parse("md5:900150983cd24fb0d6963f7d28e17f72"),
+            Err(DigestError::UnsupportedAlgorithm(_))
+        ));
+        assert!(matches!(
+            ArtifactDigest::parse("sha256:abc"),
+            Err(DigestError::InvalidFormat(_))
+        ));
         let upper = format!("sha256:{}", ABC_SHA256.to_uppercase());
-        assert!(matches!(ArtifactDigest::parse(&upper), Err(DigestError::InvalidFormat(_))));
+        assert!(matches!(
+            ArtifactDigest::parse(&upper),
+            Err(DigestError::InvalidFormat(_))
+        ));
     }
 
     #[test]
     fn a_bare_hex_digest_is_sha256() {
-        assert_eq!(ArtifactDigest::parse(ABC_SHA256).unwrap().to_string(), format!("sha256:{ABC_SHA256}"));
+        assert_eq!(
+            ArtifactDigest::parse(ABC_SHA256).unwrap().to_string(),
+            format!("sha256:{ABC_SHA256}")
+        );
     }
 }

@@ -29,7 +29,10 @@ pub struct ExtractLimits {
 
 impl Default for ExtractLimits {
     fn default() -> Self {
-        Self { max_bytes: 256 << 20, max_entries: 100_000 }
+        Self {
+            max_bytes: 256 << 20,
+            max_entries: 100_000,
+        }
     }
 }
 
@@ -70,7 +73,10 @@ pub enum ExtractError {
     #[error("archive has more than {limit} entries (at tar entry '{entry}')")]
     TooManyEntries { entry: String, limit: u64 },
     #[error("corrupt archive{}: {source}", at_entry(.entry))]
-    Corrupt { entry: Option<String>, source: io::Error },
+    Corrupt {
+        entry: Option<String>,
+        source: io::Error,
+    },
     #[error("tar entry '{entry}': {source}")]
     Write { entry: String, source: io::Error },
     #[error("extraction directory {}: {source}", .dest.display())]
@@ -78,17 +84,27 @@ pub enum ExtractError {
 }
 
 fn at_entry(entry: &Option<String>) -> String {
-    entry.as_ref().map(|e| format!(" at tar entry '{e}'")).unwrap_or_default()
+    entry
+        .as_ref()
+        .map(|e| format!(" at tar entry '{e}'"))
+        .unwrap_or_default()
 }
 
 /// Extracts the gzip-compressed tarball `reader` into `dest`, which must be missing (it is
 /// created) or empty. On error `dest` may hold a partial tree: the caller removes it.
 pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result<ExtractStats, ExtractError> {
     prepare_destination(dest)?;
-    let root = fs::canonicalize(dest).map_err(|source| ExtractError::Destination { dest: dest.into(), source })?;
+    let root = fs::canonicalize(dest).map_err(|source| ExtractError::Destination {
+        dest: dest.into(),
+        source,
+    })?;
 
     let exceeded = Rc::new(Cell::new(false));
-    let stream = LimitedReader { inner: MultiGzDecoder::new(reader), left: limits.max_bytes, exceeded: exceeded.clone() };
+    let stream = LimitedReader {
+        inner: MultiGzDecoder::new(reader),
+        left: limits.max_bytes,
+        exceeded: exceeded.clone(),
+    };
     let mut archive = tar::Archive::new(stream);
     let mut stats = ExtractStats::default();
     let mut symlinks = Vec::new();
@@ -97,9 +113,15 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
     // Maps a stream error to a size-limit error when the limit tripped, else to corruption.
     let stream_error = |entry: &Option<String>, source: io::Error| {
         if exceeded.get() {
-            ExtractError::TooManyBytes { entry: entry.clone().unwrap_or_default(), limit: limits.max_bytes }
+            ExtractError::TooManyBytes {
+                entry: entry.clone().unwrap_or_default(),
+                limit: limits.max_bytes,
+            }
         } else {
-            ExtractError::Corrupt { entry: entry.clone(), source }
+            ExtractError::Corrupt {
+                entry: entry.clone(),
+                source,
+            }
         }
     };
 
@@ -110,7 +132,10 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
         current = Some(name.clone());
         stats.entries += 1;
         if stats.entries > limits.max_entries {
-            return Err(ExtractError::TooManyEntries { entry: name, limit: limits.max_entries });
+            return Err(ExtractError::TooManyEntries {
+                entry: name,
+                limit: limits.max_entries,
+            });
         }
         let kind = entry.header().entry_type();
         if matches!(kind, EntryType::XGlobalHeader | EntryType::XHeader) {
@@ -121,7 +146,8 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
         match kind {
             EntryType::Directory => {
                 if let Some(rel) = rel {
-                    fs::create_dir_all(root.join(rel)).map_err(|source| ExtractError::Write { entry: name, source })?;
+                    fs::create_dir_all(root.join(rel))
+                        .map_err(|source| ExtractError::Write { entry: name, source })?;
                 }
             }
             EntryType::Regular | EntryType::Continuous => {
@@ -129,14 +155,28 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
                 let target = root.join(&rel);
                 make_parent(&target, &name)?;
                 clear_file_slot(&target, &name)?;
-                let mut file = fs::File::create_new(&target).map_err(|source| ExtractError::Write { entry: name.clone(), source })?;
+                let mut file = fs::File::create_new(&target).map_err(|source| ExtractError::Write {
+                    entry: name.clone(),
+                    source,
+                })?;
                 let written = io::copy(&mut entry, &mut file).map_err(|e| {
                     if exceeded.get() {
-                        ExtractError::TooManyBytes { entry: name.clone(), limit: limits.max_bytes }
-                    } else if e.kind() == io::ErrorKind::UnexpectedEof || e.kind() == io::ErrorKind::InvalidInput {
-                        ExtractError::Corrupt { entry: Some(name.clone()), source: e }
+                        ExtractError::TooManyBytes {
+                            entry: name.clone(),
+                            limit: limits.max_bytes,
+                        }
+                    } else if e.kind() == io::ErrorKind::UnexpectedEof
+                        || e.kind() == io::ErrorKind::InvalidInput
+                    {
+                        ExtractError::Corrupt {
+                            entry: Some(name.clone()),
+                            source: e,
+                        }
                     } else {
-                        ExtractError::Write { entry: name.clone(), source: e }
+                        ExtractError::Write {
+                            entry: name.clone(),
+                            source: e,
+                        }
                     }
                 })?;
                 stats.files += 1;
@@ -147,14 +187,20 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
                 let target_name = link_name(&entry, &name)?;
                 let target_rel = hard_link_target(&name, &target_name)?;
                 let source = root.join(target_rel);
-                let is_file = fs::symlink_metadata(&source).map(|m| m.is_file()).unwrap_or(false);
+                let is_file = fs::symlink_metadata(&source)
+                    .map(|m| m.is_file())
+                    .unwrap_or(false);
                 if !is_file {
-                    return Err(ExtractError::HardLinkTarget { entry: name, target: target_name });
+                    return Err(ExtractError::HardLinkTarget {
+                        entry: name,
+                        target: target_name,
+                    });
                 }
                 let link = root.join(&rel);
                 make_parent(&link, &name)?;
                 clear_file_slot(&link, &name)?;
-                fs::hard_link(&source, &link).map_err(|source| ExtractError::Write { entry: name, source })?;
+                fs::hard_link(&source, &link)
+                    .map_err(|source| ExtractError::Write { entry: name, source })?;
                 stats.files += 1;
             }
             EntryType::Symlink => {
@@ -164,7 +210,10 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
                 symlinks.push((name, rel, target));
             }
             other => {
-                return Err(ExtractError::Unsupported { entry: name, kind: entry_kind(other) });
+                return Err(ExtractError::Unsupported {
+                    entry: name,
+                    kind: entry_kind(other),
+                });
             }
         }
     }
@@ -179,11 +228,17 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
 }
 
 fn prepare_destination(dest: &Path) -> Result<(), ExtractError> {
-    let err = |source| ExtractError::Destination { dest: dest.into(), source };
+    let err = |source| ExtractError::Destination {
+        dest: dest.into(),
+        source,
+    };
     match fs::read_dir(dest) {
         Ok(mut entries) => match entries.next() {
             None => Ok(()),
-            Some(_) => Err(err(io::Error::new(io::ErrorKind::AlreadyExists, "directory is not empty"))),
+            Some(_) => Err(err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "directory is not empty",
+            ))),
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir(dest).map_err(err),
         Err(e) => Err(err(e)),
@@ -198,7 +253,9 @@ fn archive_path(name: &str, path: &Path) -> Result<Option<PathBuf>, ExtractError
             Component::Normal(part) => rel.push(part),
             Component::CurDir => {}
             Component::ParentDir => return Err(ExtractError::ParentComponent { entry: name.into() }),
-            Component::RootDir | Component::Prefix(_) => return Err(ExtractError::AbsolutePath { entry: name.into() }),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(ExtractError::AbsolutePath { entry: name.into() });
+            }
         }
     }
     Ok((!rel.as_os_str().is_empty()).then_some(rel))
@@ -216,7 +273,10 @@ fn link_name<R: Read>(entry: &tar::Entry<'_, R>, name: &str) -> Result<String, E
 
 /// Hard link targets name another archive member, relative to the archive root.
 fn hard_link_target(name: &str, target: &str) -> Result<PathBuf, ExtractError> {
-    let escape = || ExtractError::LinkEscape { entry: name.into(), target: target.into() };
+    let escape = || ExtractError::LinkEscape {
+        entry: name.into(),
+        target: target.into(),
+    };
     let mut rel = PathBuf::new();
     for component in Path::new(target).components() {
         match component {
@@ -234,7 +294,10 @@ fn hard_link_target(name: &str, target: &str) -> Result<PathBuf, ExtractError> {
 /// Lexical check of a symlink target, relative to the link's directory. The on-disk check in
 /// `create_symlinks` is the one that counts; this one rejects the obvious early, by name.
 fn check_symlink_target(name: &str, rel: &Path, target: &str) -> Result<(), ExtractError> {
-    let escape = || ExtractError::LinkEscape { entry: name.into(), target: target.into() };
+    let escape = || ExtractError::LinkEscape {
+        entry: name.into(),
+        target: target.into(),
+    };
     let mut depth: Vec<&std::ffi::OsStr> = rel.parent().map(|p| p.iter().collect()).unwrap_or_default();
     for component in Path::new(target).components() {
         match component {
@@ -249,7 +312,11 @@ fn check_symlink_target(name: &str, rel: &Path, target: &str) -> Result<(), Extr
     Ok(())
 }
 
-fn create_symlinks(root: &Path, links: Vec<(String, PathBuf, String)>, stats: &mut ExtractStats) -> Result<(), ExtractError> {
+fn create_symlinks(
+    root: &Path,
+    links: Vec<(String, PathBuf, String)>,
+    stats: &mut ExtractStats,
+) -> Result<(), ExtractError> {
     let mut created = Vec::with_capacity(links.len());
     for (name, rel, target) in links {
         let link = root.join(&rel);
@@ -259,12 +326,18 @@ fn create_symlinks(root: &Path, links: Vec<(String, PathBuf, String)>, stats: &m
         for part in rel.parent().into_iter().flat_map(Path::iter) {
             parent.push(part);
             if fs::symlink_metadata(root.join(&parent)).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(ExtractError::ThroughSymlink { entry: name, parent: parent.display().to_string() });
+                return Err(ExtractError::ThroughSymlink {
+                    entry: name,
+                    parent: parent.display().to_string(),
+                });
             }
         }
         make_parent(&link, &name)?;
         clear_file_slot(&link, &name)?;
-        std::os::unix::fs::symlink(&target, &link).map_err(|source| ExtractError::Write { entry: name.clone(), source })?;
+        std::os::unix::fs::symlink(&target, &link).map_err(|source| ExtractError::Write {
+            entry: name.clone(),
+            source,
+        })?;
         created.push((name, link, target));
     }
     for (name, link, target) in created {
@@ -287,7 +360,10 @@ fn create_symlinks(root: &Path, links: Vec<(String, PathBuf, String)>, stats: &m
 
 fn make_parent(path: &Path, name: &str) -> Result<(), ExtractError> {
     match path.parent() {
-        Some(parent) => fs::create_dir_all(parent).map_err(|source| ExtractError::Write { entry: name.into(), source }),
+        Some(parent) => fs::create_dir_all(parent).map_err(|source| ExtractError::Write {
+            entry: name.into(),
+            source,
+        }),
         None => Ok(()),
     }
 }
@@ -300,7 +376,10 @@ fn clear_file_slot(path: &Path, name: &str) -> Result<(), ExtractError> {
             entry: name.into(),
             source: io::Error::new(io::ErrorKind::AlreadyExists, "a directory of that name exists"),
         }),
-        Ok(_) => fs::remove_file(path).map_err(|source| ExtractError::Write { entry: name.into(), source }),
+        Ok(_) => fs::remove_file(path).map_err(|source| ExtractError::Write {
+            entry: name.into(),
+            source,
+        }),
         Err(_) => Ok(()),
     }
 }
@@ -352,7 +431,10 @@ mod tests {
     use crate::source::test_archive::{Member, file, gzip, tar_gz};
 
     /// Extracts into `<fresh parent>/tree`; the parent lets tests check nothing leaked out.
-    fn run(archive: &[u8], limits: &ExtractLimits) -> (tempfile::TempDir, PathBuf, Result<ExtractStats, ExtractError>) {
+    fn run(
+        archive: &[u8],
+        limits: &ExtractLimits,
+    ) -> (tempfile::TempDir, PathBuf, Result<ExtractStats, ExtractError>) {
         let parent = tempfile::tempdir().unwrap();
         let dest = parent.path().join("tree");
         let result = extract(archive, &dest, limits);
@@ -360,8 +442,15 @@ mod tests {
     }
 
     fn assert_nothing_outside(parent: &tempfile::TempDir) {
-        let names: Vec<_> = fs::read_dir(parent.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, ["tree"], "only the extraction directory may exist in the parent");
+        let names: Vec<_> = fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            ["tree"],
+            "only the extraction directory may exist in the parent"
+        );
     }
 
     fn refused(members: &[Member]) -> String {
@@ -380,7 +469,10 @@ mod tests {
         ]);
         let (parent, dest, result) = run(&archive, &ExtractLimits::default());
         let stats = result.unwrap();
-        assert_eq!(fs::read_to_string(dest.join("apps/cm.yaml")).unwrap(), "kind: ConfigMap\n");
+        assert_eq!(
+            fs::read_to_string(dest.join("apps/cm.yaml")).unwrap(),
+            "kind: ConfigMap\n"
+        );
         assert_eq!(fs::read_to_string(dest.join("top.yaml")).unwrap(), "x: 1\n");
         assert_eq!((stats.entries, stats.files, stats.bytes), (4, 3, 42));
         assert_nothing_outside(&parent);
@@ -388,21 +480,36 @@ mod tests {
 
     #[test]
     fn parent_components_are_refused_by_name() {
-        assert_eq!(refused(&[file("../x", "pwned")]), "tar entry '../x': '..' path components are not allowed");
-        assert_eq!(refused(&[file("a/../../x", "pwned")]), "tar entry 'a/../../x': '..' path components are not allowed");
+        assert_eq!(
+            refused(&[file("../x", "pwned")]),
+            "tar entry '../x': '..' path components are not allowed"
+        );
+        assert_eq!(
+            refused(&[file("a/../../x", "pwned")]),
+            "tar entry 'a/../../x': '..' path components are not allowed"
+        );
     }
 
     #[test]
     fn absolute_paths_are_refused_by_name() {
-        assert_eq!(refused(&[file("/etc/x", "pwned")]), "tar entry '/etc/x': absolute paths are not allowed");
+        assert_eq!(
+            refused(&[file("/etc/x", "pwned")]),
+            "tar entry '/etc/x': absolute paths are not allowed"
+        );
     }
 
     #[test]
     fn a_symlink_to_etc_passwd_is_refused() {
         let message = refused(&[Member::Symlink("passwd", "/etc/passwd")]);
-        assert_eq!(message, "tar entry 'passwd': link target '/etc/passwd' leads outside the extraction root");
+        assert_eq!(
+            message,
+            "tar entry 'passwd': link target '/etc/passwd' leads outside the extraction root"
+        );
         let message = refused(&[Member::Dir("a/"), Member::Symlink("a/up", "../../outside")]);
-        assert_eq!(message, "tar entry 'a/up': link target '../../outside' leads outside the extraction root");
+        assert_eq!(
+            message,
+            "tar entry 'a/up': link target '../../outside' leads outside the extraction root"
+        );
     }
 
     #[test]
@@ -411,9 +518,20 @@ mod tests {
         // physically the parent's `secret`.
         let parent = tempfile::tempdir().unwrap();
         fs::write(parent.path().join("secret"), "s3cr3t").unwrap();
-        let archive = tar_gz(&[Member::Symlink("here", "."), Member::Symlink("evil", "here/../secret")]);
-        let err = extract(&archive[..], &parent.path().join("tree"), &ExtractLimits::default()).unwrap_err();
-        assert_eq!(err.to_string(), "tar entry 'evil': link target 'here/../secret' leads outside the extraction root");
+        let archive = tar_gz(&[
+            Member::Symlink("here", "."),
+            Member::Symlink("evil", "here/../secret"),
+        ]);
+        let err = extract(
+            &archive[..],
+            &parent.path().join("tree"),
+            &ExtractLimits::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tar entry 'evil': link target 'here/../secret' leads outside the extraction root"
+        );
         // Where nothing exists outside, such a link dangles and is dropped.
         let archive = tar_gz(&[Member::Symlink("here", "."), Member::Symlink("evil", "here/../x")]);
         let (parent, dest, result) = run(&archive, &ExtractLimits::default());
@@ -421,7 +539,11 @@ mod tests {
         assert!(fs::symlink_metadata(dest.join("evil")).is_err());
         assert_nothing_outside(&parent);
         // A link is never created below another link.
-        let message = refused(&[Member::Symlink("d", "sub"), Member::Dir("sub/"), Member::Symlink("d/l", "x")]);
+        let message = refused(&[
+            Member::Symlink("d", "sub"),
+            Member::Dir("sub/"),
+            Member::Symlink("d/l", "x"),
+        ]);
         assert_eq!(message, "tar entry 'd/l': parent 'd' is a symbolic link");
     }
 
@@ -443,7 +565,10 @@ mod tests {
         ]);
         let (parent, dest, result) = run(&archive, &ExtractLimits::default());
         let stats = result.unwrap();
-        assert_eq!(fs::read_to_string(dest.join("alias/self.yaml")).unwrap(), "a: 1\n");
+        assert_eq!(
+            fs::read_to_string(dest.join("alias/self.yaml")).unwrap(),
+            "a: 1\n"
+        );
         assert!(fs::symlink_metadata(dest.join("dangling")).is_err());
         assert_eq!((stats.symlinks, stats.dropped_symlinks), (2, 1));
         assert_nothing_outside(&parent);
@@ -452,12 +577,21 @@ mod tests {
     #[test]
     fn hard_link_escapes_are_refused() {
         let message = refused(&[Member::HardLink("passwd", "/etc/passwd")]);
-        assert_eq!(message, "tar entry 'passwd': link target '/etc/passwd' leads outside the extraction root");
+        assert_eq!(
+            message,
+            "tar entry 'passwd': link target '/etc/passwd' leads outside the extraction root"
+        );
         let message = refused(&[Member::HardLink("passwd", "../../../../etc/passwd")]);
-        assert!(message.starts_with("tar entry 'passwd': link target '../../../../etc/passwd'"), "{message}");
+        assert!(
+            message.starts_with("tar entry 'passwd': link target '../../../../etc/passwd'"),
+            "{message}"
+        );
         // A hard link to a member that is not a file extracted before it.
         let message = refused(&[Member::Symlink("s", "a"), Member::HardLink("h", "s")]);
-        assert_eq!(message, "tar entry 'h': hard link target 's' is not a regular file extracted before it");
+        assert_eq!(
+            message,
+            "tar entry 'h': hard link target 's' is not a regular file extracted before it"
+        );
     }
 
     #[test]
@@ -470,31 +604,55 @@ mod tests {
 
     #[test]
     fn device_and_fifo_entries_are_refused() {
-        assert_eq!(refused(&[Member::CharDevice("null")]), "tar entry 'null': character device entries are not allowed");
-        assert_eq!(refused(&[Member::Fifo("pipe")]), "tar entry 'pipe': fifo entries are not allowed");
+        assert_eq!(
+            refused(&[Member::CharDevice("null")]),
+            "tar entry 'null': character device entries are not allowed"
+        );
+        assert_eq!(
+            refused(&[Member::Fifo("pipe")]),
+            "tar entry 'pipe': fifo entries are not allowed"
+        );
     }
 
     #[test]
     fn the_byte_limit_names_the_entry() {
-        let archive = tar_gz(&[file("small.yaml", "x"), Member::File("big.bin", vec![0; 64 * 1024])]);
-        let limits = ExtractLimits { max_bytes: 16 * 1024, ..ExtractLimits::default() };
+        let archive = tar_gz(&[
+            file("small.yaml", "x"),
+            Member::File("big.bin", vec![0; 64 * 1024]),
+        ]);
+        let limits = ExtractLimits {
+            max_bytes: 16 * 1024,
+            ..ExtractLimits::default()
+        };
         let (parent, _dest, result) = run(&archive, &limits);
         let message = result.unwrap_err().to_string();
-        assert_eq!(message, "archive expands beyond the limit of 16384 bytes (at tar entry 'big.bin')");
+        assert_eq!(
+            message,
+            "archive expands beyond the limit of 16384 bytes (at tar entry 'big.bin')"
+        );
         assert_nothing_outside(&parent);
     }
 
     #[test]
     fn the_entry_limit_names_the_entry() {
         let archive = tar_gz(&[file("1", "a"), file("2", "b"), file("3", "c")]);
-        let limits = ExtractLimits { max_entries: 2, ..ExtractLimits::default() };
+        let limits = ExtractLimits {
+            max_entries: 2,
+            ..ExtractLimits::default()
+        };
         let (_parent, _dest, result) = run(&archive, &limits);
-        assert_eq!(result.unwrap_err().to_string(), "archive has more than 2 entries (at tar entry '3')");
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "archive has more than 2 entries (at tar entry '3')"
+        );
     }
 
     #[test]
     fn truncated_gzip_is_corrupt() {
-        let archive = tar_gz(&[Member::File("data.bin", (0..20_000u32).map(|i| (i * 7919 % 251) as u8).collect())]);
+        let archive = tar_gz(&[Member::File(
+            "data.bin",
+            (0..20_000u32).map(|i| (i * 7919 % 251) as u8).collect(),
+        )]);
         for cut in [archive.len() - 4, archive.len() / 2, 10] {
             let (parent, _dest, result) = run(&archive[..cut], &ExtractLimits::default());
             let err = result.unwrap_err();
@@ -522,7 +680,12 @@ mod tests {
     fn the_destination_must_be_fresh() {
         let parent = tempfile::tempdir().unwrap();
         fs::write(parent.path().join("existing"), "x").unwrap();
-        let err = extract(&tar_gz(&[file("a", "b")])[..], parent.path(), &ExtractLimits::default()).unwrap_err();
+        let err = extract(
+            &tar_gz(&[file("a", "b")])[..],
+            parent.path(),
+            &ExtractLimits::default(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("directory is not empty"), "{err}");
     }
 }

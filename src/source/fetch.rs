@@ -49,7 +49,10 @@ impl FetchInner {
                 tracing::warn!(error = %e, "no system CA certificates; HTTPS artifact URLs will fail to verify");
                 let config = rustls::ClientConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
-                    .map_err(|e| SourceError::Storage { context: "TLS setup".into(), source: std::io::Error::other(e) })?
+                    .map_err(|e| SourceError::Storage {
+                        context: "TLS setup".into(),
+                        source: std::io::Error::other(e),
+                    })?
                     .with_root_certificates(rustls::RootCertStore::empty())
                     .with_no_client_auth();
                 HttpsConnectorBuilder::new().with_tls_config(config)
@@ -58,7 +61,11 @@ impl FetchInner {
         let https = tls.https_or_http().enable_http1().wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(https);
         let cache = TreeCache::new(&config.cache_dir, config.max_cache_bytes)?;
-        Ok(Self { client, cache, config })
+        Ok(Self {
+            client,
+            cache,
+            config,
+        })
     }
 
     pub(crate) async fn fetch(&self, artifact: &Artifact) -> Result<ArtifactTree, SourceError> {
@@ -67,10 +74,17 @@ impl FetchInner {
             None => artifact.url.clone(),
         };
         let url = redact_url(&raw_url);
-        let digest = ArtifactDigest::parse(artifact.digest.as_deref().unwrap_or(""))
-            .map_err(|source| SourceError::Verify { url: url.clone(), source })?;
+        let digest = ArtifactDigest::parse(artifact.digest.as_deref().unwrap_or("")).map_err(|source| {
+            SourceError::Verify {
+                url: url.clone(),
+                source,
+            }
+        })?;
         let limit = self.config.max_artifact_bytes;
-        if artifact.size.is_some_and(|size| u64::try_from(size).unwrap_or(0) > limit) {
+        if artifact
+            .size
+            .is_some_and(|size| u64::try_from(size).unwrap_or(0) > limit)
+        {
             return Err(SourceError::TooLarge { url, limit });
         }
         self.cache
@@ -78,16 +92,27 @@ impl FetchInner {
                 let staged = tempfile::Builder::new()
                     .prefix("download-")
                     .tempfile_in(self.cache.staging_dir())
-                    .map_err(|source| SourceError::Storage { context: "create download file".into(), source })?;
+                    .map_err(|source| SourceError::Storage {
+                        context: "create download file".into(),
+                        source,
+                    })?;
                 self.download(&raw_url, &url, &digest, staged.path()).await?;
-                let archive = staged
-                    .reopen()
-                    .map_err(|source| SourceError::Storage { context: "reopen download file".into(), source })?;
+                let archive = staged.reopen().map_err(|source| SourceError::Storage {
+                    context: "reopen download file".into(),
+                    source,
+                })?;
                 let limits = self.config.extract_limits.clone();
-                let extracted = tokio::task::spawn_blocking(move || extract(BufReader::new(archive), &dir, &limits))
-                    .await
-                    .map_err(|e| SourceError::Storage { context: "extraction task".into(), source: std::io::Error::other(e) })?;
-                let stats = extracted.map_err(|source| SourceError::Extract { url: url.clone(), source })?;
+                let extracted =
+                    tokio::task::spawn_blocking(move || extract(BufReader::new(archive), &dir, &limits))
+                        .await
+                        .map_err(|e| SourceError::Storage {
+                            context: "extraction task".into(),
+                            source: std::io::Error::other(e),
+                        })?;
+                let stats = extracted.map_err(|source| SourceError::Extract {
+                    url: url.clone(),
+                    source,
+                })?;
                 tracing::debug!(url = %url, files = stats.files, bytes = stats.bytes, "artifact extracted");
                 Ok(stats.bytes)
             })
@@ -96,7 +121,13 @@ impl FetchInner {
 
     /// Downloads `raw_url` into `dest` and checks the digest, retrying transient failures.
     /// `url` is the redacted form used in messages.
-    async fn download(&self, raw_url: &str, url: &str, digest: &ArtifactDigest, dest: &Path) -> Result<(), SourceError> {
+    async fn download(
+        &self,
+        raw_url: &str,
+        url: &str,
+        digest: &ArtifactDigest,
+        dest: &Path,
+    ) -> Result<(), SourceError> {
         let mut retry = 0;
         loop {
             match self.attempt(raw_url, url, digest, dest).await {
@@ -110,22 +141,46 @@ impl FetchInner {
                 }
                 Err(Failure::Transient(cause)) => {
                     let cause = format!("{cause} (giving up after {} attempts)", retry + 1);
-                    return Err(SourceError::Download { url: url.into(), cause });
+                    return Err(SourceError::Download {
+                        url: url.into(),
+                        cause,
+                    });
                 }
             }
         }
     }
 
-    async fn attempt(&self, raw_url: &str, url: &str, digest: &ArtifactDigest, dest: &Path) -> Result<(), Failure> {
-        let final_download = |cause: String| Failure::Final(SourceError::Download { url: url.into(), cause });
-        let uri: hyper::Uri = raw_url.parse().map_err(|e| final_download(format!("invalid URL: {e}")))?;
+    async fn attempt(
+        &self,
+        raw_url: &str,
+        url: &str,
+        digest: &ArtifactDigest,
+        dest: &Path,
+    ) -> Result<(), Failure> {
+        let final_download = |cause: String| {
+            Failure::Final(SourceError::Download {
+                url: url.into(),
+                cause,
+            })
+        };
+        let uri: hyper::Uri = raw_url
+            .parse()
+            .map_err(|e| final_download(format!("invalid URL: {e}")))?;
         let request = hyper::Request::get(uri)
-            .header(header::USER_AGENT, concat!("kustomize-controller/", env!("CARGO_PKG_VERSION")))
+            .header(
+                header::USER_AGENT,
+                concat!("kustomize-controller/", env!("CARGO_PKG_VERSION")),
+            )
             .body(Empty::new())
             .map_err(|e| final_download(format!("invalid request: {e}")))?;
         let read_timeout = self.config.read_timeout;
         let response = match tokio::time::timeout(read_timeout, self.client.request(request)).await {
-            Err(_) => return Err(Failure::Transient(format!("no response within {}", duration::format(read_timeout)))),
+            Err(_) => {
+                return Err(Failure::Transient(format!(
+                    "no response within {}",
+                    duration::format(read_timeout)
+                )));
+            }
             Ok(Err(e)) => return Err(Failure::Transient(error_chain(&e))),
             Ok(Ok(response)) => response,
         };
@@ -140,14 +195,29 @@ impl FetchInner {
             return Err(final_download(format!("status: {status}")));
         }
         let limit = self.config.max_artifact_bytes;
-        let too_large = || Failure::Final(SourceError::TooLarge { url: url.into(), limit });
-        let announced = response.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let too_large = || {
+            Failure::Final(SourceError::TooLarge {
+                url: url.into(),
+                limit,
+            })
+        };
+        let announced = response
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if announced.is_some_and(|len| len > limit) {
             return Err(too_large());
         }
 
-        let storage = |context: &str, source| Failure::Final(SourceError::Storage { context: context.into(), source });
-        let mut file = tokio::fs::File::create(dest).await.map_err(|e| storage("create download file", e))?;
+        let storage = |context: &str, source| {
+            Failure::Final(SourceError::Storage {
+                context: context.into(),
+                source,
+            })
+        };
+        let mut file = tokio::fs::File::create(dest)
+            .await
+            .map_err(|e| storage("create download file", e))?;
         let mut hasher: Hasher = digest.hasher();
         let mut received: u64 = 0;
         let mut body = response.into_body();
@@ -160,7 +230,12 @@ impl FetchInner {
                     )));
                 }
                 Ok(None) => break,
-                Ok(Some(Err(e))) => return Err(Failure::Transient(format!("reading body after {received} bytes: {}", error_chain(&e)))),
+                Ok(Some(Err(e))) => {
+                    return Err(Failure::Transient(format!(
+                        "reading body after {received} bytes: {}",
+                        error_chain(&e)
+                    )));
+                }
                 Ok(Some(Ok(frame))) => frame,
             };
             let Ok(data) = frame.into_data() else { continue };
@@ -169,17 +244,29 @@ impl FetchInner {
                 return Err(too_large());
             }
             hasher.update(&data);
-            file.write_all(&data).await.map_err(|e| storage("write download file", e))?;
+            file.write_all(&data)
+                .await
+                .map_err(|e| storage("write download file", e))?;
         }
-        file.flush().await.map_err(|e| storage("write download file", e))?;
-        digest.verify(hasher).map_err(|source| Failure::Final(SourceError::Verify { url: url.into(), source }))
+        file.flush()
+            .await
+            .map_err(|e| storage("write download file", e))?;
+        digest.verify(hasher).map_err(|source| {
+            Failure::Final(SourceError::Verify {
+                url: url.into(),
+                source,
+            })
+        })
     }
 }
 
 /// Exponential wait between attempts, within the configured bounds.
 fn retry_wait(config: &FetcherConfig, retry: u32) -> Duration {
     let factor = 2u32.saturating_pow(retry.min(16));
-    config.retry_wait_min.saturating_mul(factor).min(config.retry_wait_max)
+    config
+        .retry_wait_min
+        .saturating_mul(factor)
+        .min(config.retry_wait_max)
 }
 
 /// An error and its causes on one line: hyper's top-level texts alone say little.

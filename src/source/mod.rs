@@ -82,10 +82,19 @@ impl Default for FetcherConfig {
 pub enum SourceError {
     /// `--no-cross-namespace-refs` forbids this sourceRef.
     #[error("can't access '{kind}/{namespace}/{name}', cross-namespace references have been blocked")]
-    CrossNamespaceBlocked { kind: &'static str, namespace: String, name: String },
+    CrossNamespaceBlocked {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
     /// The source object does not exist; the message is the API server's.
     #[error("{message}")]
-    SourceNotFound { kind: &'static str, namespace: String, name: String, message: String },
+    SourceNotFound {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        message: String,
+    },
     /// Reading the source object failed for another reason (transient).
     #[error("unable to get source '{namespace}/{name}': {source}")]
     SourceUnreadable {
@@ -104,14 +113,20 @@ pub enum SourceError {
     },
     /// The source has no artifact yet.
     #[error("Source artifact not found for '{kind}/{namespace}/{name}'")]
-    NoArtifact { kind: &'static str, namespace: String, name: String },
+    NoArtifact {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
     /// The artifact server answered 404: the source is being updated.
     #[error("artifact not found at {url}")]
     ArtifactNotFound { url: String },
     /// Connection, timeout or HTTP status failure after the retries.
     #[error("failed to download archive from {url}: {cause}")]
     Download { url: String, cause: String },
-    #[error("failed to download archive from {url}: artifact is larger than the max download size of {limit} bytes")]
+    #[error(
+        "failed to download archive from {url}: artifact is larger than the max download size of {limit} bytes"
+    )]
     TooLarge { url: String, limit: u64 },
     #[error("failed to verify archive from {url}: {source}")]
     Verify {
@@ -133,7 +148,10 @@ pub enum SourceError {
         source: std::io::Error,
     },
     #[error("kustomization path not found: stat {}: {}", .path.display(), io_text(*.cause))]
-    PathNotFound { path: PathBuf, cause: std::io::ErrorKind },
+    PathNotFound {
+        path: PathBuf,
+        cause: std::io::ErrorKind,
+    },
     #[error("kustomization path '{spec_path}' leads outside the source root")]
     PathOutsideRoot { spec_path: String },
     #[error("kustomization path '{spec_path}': too many levels of symbolic links")]
@@ -170,7 +188,9 @@ impl SourceError {
     /// for exponential backoff.
     pub fn requeue_after(&self, spec: &KustomizationSpec, requeue_dependency: Duration) -> Option<Duration> {
         match self {
-            Self::CrossNamespaceBlocked { .. } | Self::SourceUnreadable { .. } | Self::InvalidArtifact { .. } => None,
+            Self::CrossNamespaceBlocked { .. }
+            | Self::SourceUnreadable { .. }
+            | Self::InvalidArtifact { .. } => None,
             Self::NoArtifact { .. } | Self::ArtifactNotFound { .. } => Some(requeue_dependency),
             _ => Some(spec.retry_interval()),
         }
@@ -182,7 +202,9 @@ impl SourceError {
         let after = duration::format(requeue_dependency);
         match self {
             Self::NoArtifact { .. } => format!("Source artifact not found, retrying in {after}"),
-            Self::ArtifactNotFound { .. } => format!("Source is not ready, artifact not found, retrying in {after}"),
+            Self::ArtifactNotFound { .. } => {
+                format!("Source is not ready, artifact not found, retrying in {after}")
+            }
             other => other.to_string(),
         }
     }
@@ -198,7 +220,9 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new(config: FetcherConfig) -> Result<Self, SourceError> {
-        Ok(Self { inner: Arc::new(fetch::FetchInner::new(config)?) })
+        Ok(Self {
+            inner: Arc::new(fetch::FetchInner::new(config)?),
+        })
     }
 
     /// The extracted tree of `artifact`: from the cache when its digest was fetched before,
@@ -210,16 +234,26 @@ impl Fetcher {
         match tokio::spawn(async move { inner.fetch(&artifact).await }).await {
             Ok(result) => result,
             Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
-            Err(join) => Err(SourceError::Storage { context: "artifact fetch task".into(), source: std::io::Error::other(join) }),
+            Err(join) => Err(SourceError::Storage {
+                context: "artifact fetch task".into(),
+                source: std::io::Error::other(join),
+            }),
         }
     }
 }
 
 /// `url` with its `host[:port]` replaced by `host`; credentials and the rest are kept.
 pub(crate) fn override_host(url: &str, host: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let (authority, path) = rest.find(['/', '?', '#']).map_or((rest, ""), |i| rest.split_at(i));
-    let userinfo = authority.rsplit_once('@').map(|(user, _)| format!("{user}@")).unwrap_or_default();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, path) = rest
+        .find(['/', '?', '#'])
+        .map_or((rest, ""), |i| rest.split_at(i));
+    let userinfo = authority
+        .rsplit_once('@')
+        .map(|(user, _)| format!("{user}@"))
+        .unwrap_or_default();
     format!("{scheme}://{userinfo}{host}{path}")
 }
 
@@ -263,7 +297,10 @@ mod tests {
     #[test]
     fn the_host_override_replaces_host_and_port_only() {
         let url = "http://source-controller.flux-system.svc.cluster.local./gitrepository/ns/app/abc.tar.gz";
-        assert_eq!(override_host(url, "localhost:9090"), "http://localhost:9090/gitrepository/ns/app/abc.tar.gz");
+        assert_eq!(
+            override_host(url, "localhost:9090"),
+            "http://localhost:9090/gitrepository/ns/app/abc.tar.gz"
+        );
         assert_eq!(override_host("https://u:p@h:1?x=1", "l"), "https://u:p@l?x=1");
     }
 
@@ -278,21 +315,40 @@ mod tests {
     #[test]
     fn flux_requeue_rules() {
         let dep = Duration::from_secs(30);
-        let no_artifact = SourceError::NoArtifact { kind: "GitRepository", namespace: "ns".into(), name: "app".into() };
+        let no_artifact = SourceError::NoArtifact {
+            kind: "GitRepository",
+            namespace: "ns".into(),
+            name: "app".into(),
+        };
         assert_eq!(no_artifact.requeue_after(&spec(), dep), Some(dep));
-        assert_eq!(no_artifact.condition_message(dep), "Source artifact not found, retrying in 30s");
-        let gone = SourceError::ArtifactNotFound { url: "http://x/a.tar.gz".into() };
+        assert_eq!(
+            no_artifact.condition_message(dep),
+            "Source artifact not found, retrying in 30s"
+        );
+        let gone = SourceError::ArtifactNotFound {
+            url: "http://x/a.tar.gz".into(),
+        };
         assert_eq!(gone.requeue_after(&spec(), dep), Some(dep));
-        assert_eq!(gone.condition_message(dep), "Source is not ready, artifact not found, retrying in 30s");
+        assert_eq!(
+            gone.condition_message(dep),
+            "Source is not ready, artifact not found, retrying in 30s"
+        );
         let missing = SourceError::SourceNotFound {
             kind: "GitRepository",
             namespace: "ns".into(),
             name: "app".into(),
             message: "gitrepositories.source.toolkit.fluxcd.io \"app\" not found".into(),
         };
-        assert_eq!(missing.requeue_after(&spec(), dep), Some(Duration::from_secs(120)));
+        assert_eq!(
+            missing.requeue_after(&spec(), dep),
+            Some(Duration::from_secs(120))
+        );
         assert_eq!(missing.reason(), "ArtifactFailed");
-        let blocked = SourceError::CrossNamespaceBlocked { kind: "GitRepository", namespace: "other".into(), name: "app".into() };
+        let blocked = SourceError::CrossNamespaceBlocked {
+            kind: "GitRepository",
+            namespace: "other".into(),
+            name: "app".into(),
+        };
         assert!(blocked.is_terminal());
         assert_eq!(blocked.reason(), "AccessDenied");
         assert_eq!(blocked.requeue_after(&spec(), dep), None);

@@ -15,7 +15,9 @@ const MAX_SYMLINK_HOPS: usize = 40;
 /// result exists; it is `root` itself when `spec_path` is empty or missing.
 pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, SourceError> {
     let spec = spec_path.unwrap_or("");
-    let outside = || SourceError::PathOutsideRoot { spec_path: spec.to_string() };
+    let outside = || SourceError::PathOutsideRoot {
+        spec_path: spec.to_string(),
+    };
 
     // Components still to walk, last one on top.
     let mut pending: Vec<OsString> = Vec::new();
@@ -32,7 +34,9 @@ pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, Sou
             Ok(meta) if meta.file_type().is_symlink() => {
                 hops += 1;
                 if hops > MAX_SYMLINK_HOPS {
-                    return Err(SourceError::PathSymlinkLoop { spec_path: spec.into() });
+                    return Err(SourceError::PathSymlinkLoop {
+                        spec_path: spec.into(),
+                    });
                 }
                 let target = fs::read_link(&candidate).map_err(|e| not_found(&candidate, e))?;
                 if target.has_root() {
@@ -73,7 +77,10 @@ fn join(root: &Path, parts: &[OsString]) -> PathBuf {
 }
 
 fn not_found(path: &Path, error: io::Error) -> SourceError {
-    SourceError::PathNotFound { path: path.to_path_buf(), cause: error.kind() }
+    SourceError::PathNotFound {
+        path: path.to_path_buf(),
+        cause: error.kind(),
+    }
 }
 
 #[cfg(test)]
@@ -107,9 +114,15 @@ mod tests {
     fn plain_and_symlinked_paths_resolve_inside() {
         let dir = tree();
         let root = dir.path().join("root");
-        assert_eq!(resolve_path(&root, Some("./apps/prod")).unwrap(), root.join("apps/prod"));
+        assert_eq!(
+            resolve_path(&root, Some("./apps/prod")).unwrap(),
+            root.join("apps/prod")
+        );
         assert_eq!(resolve_path(&root, Some("prod")).unwrap(), root.join("apps/prod"));
-        assert_eq!(resolve_path(&root, Some("apps/prod/../prod/")).unwrap(), root.join("apps/prod"));
+        assert_eq!(
+            resolve_path(&root, Some("apps/prod/../prod/")).unwrap(),
+            root.join("apps/prod")
+        );
     }
 
     #[test]
@@ -117,7 +130,10 @@ mod tests {
         let dir = tree();
         let root = dir.path().join("root");
         let err = resolve_path(&root, Some("../..")).unwrap_err();
-        assert_eq!(err.to_string(), "kustomization path '../..' leads outside the source root");
+        assert_eq!(
+            err.to_string(),
+            "kustomization path '../..' leads outside the source root"
+        );
         assert_eq!(err.reason(), "ArtifactFailed");
         assert!(resolve_path(&root, Some("apps/../../secret")).is_err());
     }
@@ -128,7 +144,10 @@ mod tests {
         let root = dir.path().join("root");
         for spec in ["escape", "escape/", "etc", "./etc/passwd"] {
             let err = resolve_path(&root, Some(spec)).unwrap_err();
-            assert_eq!(err.to_string(), format!("kustomization path '{spec}' leads outside the source root"));
+            assert_eq!(
+                err.to_string(),
+                format!("kustomization path '{spec}' leads outside the source root")
+            );
         }
     }
 
@@ -137,12 +156,19 @@ mod tests {
         let dir = tree();
         let root = dir.path().join("root");
         let err = resolve_path(&root, Some("./apps/staging")).unwrap_err();
-        let expected = format!("kustomization path not found: stat {}: no such file or directory", root.join("apps/staging").display());
+        let expected = format!(
+            "kustomization path not found: stat {}: no such file or directory",
+            root.join("apps/staging").display()
+        );
         assert_eq!(err.to_string(), expected);
         assert_eq!(err.reason(), "ArtifactFailed");
         // Through a symlink, the reported path is the resolved one.
         let err = resolve_path(&root, Some("prod/missing/deeper")).unwrap_err();
-        assert!(err.to_string().contains(&root.join("apps/prod/missing/deeper").display().to_string()), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&root.join("apps/prod/missing/deeper").display().to_string()),
+            "{err}"
+        );
     }
 
     #[test]

@@ -21,16 +21,28 @@ pub struct ResolvedSource {
 pub fn source_namespace(ks: &Kustomization, no_cross_namespace_refs: bool) -> Result<String, SourceError> {
     let own = ks.namespace().unwrap_or_default();
     let source = &ks.spec.source_ref;
-    let namespace = source.namespace.clone().filter(|ns| !ns.is_empty()).unwrap_or_else(|| own.clone());
+    let namespace = source
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| own.clone());
     if no_cross_namespace_refs && namespace != own {
-        return Err(SourceError::CrossNamespaceBlocked { kind: source.kind.as_str(), namespace, name: source.name.clone() });
+        return Err(SourceError::CrossNamespaceBlocked {
+            kind: source.kind.as_str(),
+            namespace,
+            name: source.name.clone(),
+        });
     }
     Ok(namespace)
 }
 
 /// Reads the source object (`source.toolkit.fluxcd.io/v1`, whatever `sourceRef.apiVersion`
 /// says, as Flux does) and its `status.artifact`.
-pub async fn get_artifact(client: &Client, ks: &Kustomization, no_cross_namespace_refs: bool) -> Result<ResolvedSource, SourceError> {
+pub async fn get_artifact(
+    client: &Client,
+    ks: &Kustomization,
+    no_cross_namespace_refs: bool,
+) -> Result<ResolvedSource, SourceError> {
     let namespace = source_namespace(ks, no_cross_namespace_refs)?;
     let kind = ks.spec.source_ref.kind;
     let name = ks.spec.source_ref.name.clone();
@@ -38,16 +50,44 @@ pub async fn get_artifact(client: &Client, ks: &Kustomization, no_cross_namespac
     let object = match api.get(&name).await {
         Ok(object) => object,
         Err(kube::Error::Api(status)) if status.code == 404 => {
-            return Err(SourceError::SourceNotFound { kind: kind.as_str(), namespace, name, message: status.message });
+            return Err(SourceError::SourceNotFound {
+                kind: kind.as_str(),
+                namespace,
+                name,
+                message: status.message,
+            });
         }
-        Err(source) => return Err(SourceError::SourceUnreadable { namespace, name, source }),
+        Err(source) => {
+            return Err(SourceError::SourceUnreadable {
+                namespace,
+                name,
+                source,
+            });
+        }
     };
     let artifact = match artifact_of(&object) {
         Ok(Some(artifact)) => artifact,
-        Ok(None) => return Err(SourceError::NoArtifact { kind: kind.as_str(), namespace, name }),
-        Err(source) => return Err(SourceError::InvalidArtifact { namespace, name, source }),
+        Ok(None) => {
+            return Err(SourceError::NoArtifact {
+                kind: kind.as_str(),
+                namespace,
+                name,
+            });
+        }
+        Err(source) => {
+            return Err(SourceError::InvalidArtifact {
+                namespace,
+                name,
+                source,
+            });
+        }
     };
-    Ok(ResolvedSource { kind, namespace, name, artifact })
+    Ok(ResolvedSource {
+        kind,
+        namespace,
+        name,
+        artifact,
+    })
 }
 
 #[cfg(test)]
@@ -67,17 +107,24 @@ mod tests {
     fn the_namespace_defaults_to_the_kustomizations() {
         let ks = kustomization(serde_json::json!({"kind": "GitRepository", "name": "repo"}));
         assert_eq!(source_namespace(&ks, true).unwrap(), "team-a");
-        let ks = kustomization(serde_json::json!({"kind": "GitRepository", "name": "repo", "namespace": "team-a"}));
+        let ks = kustomization(
+            serde_json::json!({"kind": "GitRepository", "name": "repo", "namespace": "team-a"}),
+        );
         assert_eq!(source_namespace(&ks, true).unwrap(), "team-a");
     }
 
     #[test]
     fn cross_namespace_refs_are_allowed_unless_blocked() {
-        let ks = kustomization(serde_json::json!({"kind": "OCIRepository", "name": "repo", "namespace": "flux-system"}));
+        let ks = kustomization(
+            serde_json::json!({"kind": "OCIRepository", "name": "repo", "namespace": "flux-system"}),
+        );
         assert_eq!(source_namespace(&ks, false).unwrap(), "flux-system");
         let err = source_namespace(&ks, true).unwrap_err();
         // Flux: acl.AccessDeniedError, reason AccessDenied, terminal.
-        assert_eq!(err.to_string(), "can't access 'OCIRepository/flux-system/repo', cross-namespace references have been blocked");
+        assert_eq!(
+            err.to_string(),
+            "can't access 'OCIRepository/flux-system/repo', cross-namespace references have been blocked"
+        );
         assert_eq!(err.reason(), "AccessDenied");
         assert!(err.is_terminal());
     }

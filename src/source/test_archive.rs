@@ -41,7 +41,11 @@ pub fn tar(members: &[Member]) -> Vec<u8> {
             gnu.linkname[..link.len()].copy_from_slice(link.as_bytes());
         }
         header.set_entry_type(kind);
-        header.set_mode(if kind == tar::EntryType::Directory { 0o755 } else { 0o644 });
+        header.set_mode(if kind == tar::EntryType::Directory {
+            0o755
+        } else {
+            0o644
+        });
         header.set_size(data.len() as u64);
         header.set_cksum();
         builder.append(&header, data).expect("append to in-memory tar");

@@ -26,8 +26,20 @@ use serde_json::{Value, json};
 use crate::support::applier::applier;
 use crate::support::{TestNamespace, eventually, kustomization_crd, unique_suffix};
 
-fn request<'a>(owner: &Owner, objects: Vec<Value>, revision: &'a str, ignore: &'a [IgnoreRule]) -> ApplyRequest<'a> {
-    ApplyRequest { owner: owner.clone(), objects, force: false, ignore, revision, digest: "sha256:test" }
+fn request<'a>(
+    owner: &Owner,
+    objects: Vec<Value>,
+    revision: &'a str,
+    ignore: &'a [IgnoreRule],
+) -> ApplyRequest<'a> {
+    ApplyRequest {
+        owner: owner.clone(),
+        objects,
+        force: false,
+        ignore,
+        revision,
+        digest: "sha256:test",
+    }
 }
 
 fn lines(cs: &ChangeSet) -> Vec<String> {
@@ -49,11 +61,16 @@ fn deployment(ns: &str, name: &str, app: &str) -> Value {
 async fn live(client: &Client, api_version: &str, kind: &str, ns: &str, name: &str) -> Option<Value> {
     let resolver = ResourceResolver::new(client.clone());
     let (api, _) = resolver.api(api_version, kind, Some(ns)).await.expect("resolve");
-    api.get_opt(name).await.expect("get").map(|o| serde_json::to_value(o).unwrap())
+    api.get_opt(name)
+        .await
+        .expect("get")
+        .map(|o| serde_json::to_value(o).unwrap())
 }
 
 async fn rv(client: &Client, api_version: &str, kind: &str, ns: &str, name: &str) -> String {
-    let obj = live(client, api_version, kind, ns, name).await.expect("object exists");
+    let obj = live(client, api_version, kind, ns, name)
+        .await
+        .expect("object exists");
     obj["metadata"]["resourceVersion"].as_str().unwrap().to_string()
 }
 
@@ -61,7 +78,9 @@ async fn rv(client: &Client, api_version: &str, kind: &str, ns: &str, name: &str
 async fn edit_as(client: &Client, manager: &str, ns: &str, name: &str, data: Value) {
     let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns);
     let patch = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": data});
-    api.patch(name, &PatchParams::apply(manager).force(), &Patch::Apply(&patch)).await.expect("edit");
+    api.patch(name, &PatchParams::apply(manager).force(), &Patch::Apply(&patch))
+        .await
+        .expect("edit");
 }
 
 fn crd(group: &str) -> Value {
@@ -97,7 +116,10 @@ async fn a_crd_a_namespace_and_custom_resources_in_them_apply_in_one_go() {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         crd(&group),
     ];
-    let cs = applier.apply(request(&owner, objects, "rev1", &[])).await.expect("apply");
+    let cs = applier
+        .apply(request(&owner, objects, "rev1", &[]))
+        .await
+        .expect("apply");
     assert_eq!(
         lines(&cs),
         [
@@ -107,14 +129,34 @@ async fn a_crd_a_namespace_and_custom_resources_in_them_apply_in_one_go() {
             format!("Widget/{ns}/w1 created"),
         ]
     );
-    let widget = live(&client, &format!("{group}/v1"), "Widget", &ns, "w1").await.expect("widget exists");
+    let widget = live(&client, &format!("{group}/v1"), "Widget", &ns, "w1")
+        .await
+        .expect("widget exists");
     assert_eq!(widget["spec"]["size"], 3);
-    assert_eq!(widget["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"], "apps");
-    let widget_dry_runs = counts.snapshot().iter().filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == format!("widgets.{group}")).map(|(_, n)| *n).sum::<u64>();
-    assert!(widget_dry_runs >= 2, "the widget went through a second pass: {:?}", counts.snapshot());
+    assert_eq!(
+        widget["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
+        "apps"
+    );
+    let widget_dry_runs = counts
+        .snapshot()
+        .iter()
+        .filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == format!("widgets.{group}"))
+        .map(|(_, n)| *n)
+        .sum::<u64>();
+    assert!(
+        widget_dry_runs >= 2,
+        "the widget went through a second pass: {:?}",
+        counts.snapshot()
+    );
 
     delete_cluster_object(&client, "v1", "Namespace", &ns).await;
-    delete_cluster_object(&client, "apiextensions.k8s.io/v1", "CustomResourceDefinition", &format!("widgets.{group}")).await;
+    delete_cluster_object(
+        &client,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        &format!("widgets.{group}"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -132,7 +174,10 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
             deployment(&ns.name, "web", "web"),
         ]
     };
-    let first = applier.apply(request(&owner, objects(), "rev1", &[])).await.expect("first apply");
+    let first = applier
+        .apply(request(&owner, objects(), "rev1", &[]))
+        .await
+        .expect("first apply");
     assert_eq!(first.with_action(Action::Created).count(), 5, "{first}");
     let before = [
         rv(&client, "v1", "ConfigMap", &ns.name, "a").await,
@@ -141,19 +186,29 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
     ];
 
     // the Deployment's controller writes it (revision annotation, status); wait until it is done
-    let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
+    let deployments =
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
     eventually("Deployment settled", Duration::from_secs(60), || async {
         let d = deployments.get("web").await.ok()?;
         let status = d.status?;
-        let annotated = d.metadata.annotations?.contains_key("deployment.kubernetes.io/revision");
-        (annotated && status.observed_generation == d.metadata.generation && status.available_replicas == Some(1)).then_some(())
+        let annotated = d
+            .metadata
+            .annotations?
+            .contains_key("deployment.kubernetes.io/revision");
+        (annotated
+            && status.observed_generation == d.metadata.generation
+            && status.available_replicas == Some(1))
+        .then_some(())
     })
     .await;
 
     // same revision: the fast path; the Deployment, written by its controller since, takes one
     // dry-run, which confirms it unchanged
     counts.reset();
-    let second = applier.apply(request(&owner, objects(), "rev1", &[])).await.expect("second apply");
+    let second = applier
+        .apply(request(&owner, objects(), "rev1", &[]))
+        .await
+        .expect("second apply");
     assert_eq!(second.with_action(Action::Unchanged).count(), 5, "{second}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
@@ -161,14 +216,20 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
 
     // a quiet no-op: one metadata LIST per kind and nothing else
     counts.reset();
-    let quiet = applier.apply(request(&owner, objects(), "rev1", &[])).await.expect("quiet apply");
+    let quiet = applier
+        .apply(request(&owner, objects(), "rev1", &[]))
+        .await
+        .expect("quiet apply");
     assert_eq!(quiet.with_action(Action::Unchanged).count(), 5, "{quiet}");
     assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
     assert_eq!(counts.total(), 4, "{:?}", counts.snapshot());
 
     // a new revision with the same objects: a full dry-run, still no write
     counts.reset();
-    let third = applier.apply(request(&owner, objects(), "rev2", &[])).await.expect("third apply");
+    let third = applier
+        .apply(request(&owner, objects(), "rev2", &[]))
+        .await
+        .expect("third apply");
     assert_eq!(third.with_action(Action::Unchanged).count(), 5, "{third}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("dry-run-patch"), 5, "{:?}", counts.snapshot());
@@ -189,15 +250,36 @@ async fn out_of_band_edits_and_deletions_are_corrected_even_on_the_fast_path() {
     let (applier, counts, client) = applier().await;
     let ns = TestNamespace::new(&client, "applier-drift").await;
     let owner = Owner::new("drift", &ns.name);
-    let objects = || vec![configmap(&ns.name, "edited", json!({"k": "v"})), configmap(&ns.name, "deleted", json!({"k": "v"})), configmap(&ns.name, "quiet", json!({"k": "v"}))];
-    applier.apply(request(&owner, objects(), "rev1", &[])).await.expect("first apply");
+    let objects = || {
+        vec![
+            configmap(&ns.name, "edited", json!({"k": "v"})),
+            configmap(&ns.name, "deleted", json!({"k": "v"})),
+            configmap(&ns.name, "quiet", json!({"k": "v"})),
+        ]
+    };
+    applier
+        .apply(request(&owner, objects(), "rev1", &[]))
+        .await
+        .expect("first apply");
 
-    edit_as(&client, "someone-else", &ns.name, "edited", json!({"k": "changed"})).await;
+    edit_as(
+        &client,
+        "someone-else",
+        &ns.name,
+        "edited",
+        json!({"k": "changed"}),
+    )
+    .await;
     let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
-    api.delete("deleted", &DeleteParams::default()).await.expect("delete");
+    api.delete("deleted", &DeleteParams::default())
+        .await
+        .expect("delete");
 
     counts.reset();
-    let cs = applier.apply(request(&owner, objects(), "rev1", &[])).await.expect("second apply");
+    let cs = applier
+        .apply(request(&owner, objects(), "rev1", &[]))
+        .await
+        .expect("second apply");
     assert_eq!(
         lines(&cs),
         [
@@ -206,8 +288,17 @@ async fn out_of_band_edits_and_deletions_are_corrected_even_on_the_fast_path() {
             format!("ConfigMap/{}/quiet unchanged", ns.name),
         ]
     );
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "edited").await.unwrap()["data"]["k"], "v");
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "deleted").await.is_some());
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "edited")
+            .await
+            .unwrap()["data"]["k"],
+        "v"
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "deleted")
+            .await
+            .is_some()
+    );
     // only the two changed objects were dry-run
     assert_eq!(counts.verb("dry-run-patch"), 2, "{:?}", counts.snapshot());
     ns.delete().await;
@@ -227,40 +318,122 @@ async fn per_object_annotations_are_honoured() {
     // `kubectl` created `merged` and `overridden` with an extra key before Flux took them over
     let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
     for name in ["merged", "overridden"] {
-        let cm = serde_json::from_value(configmap(&ns.name, name, json!({"k": "v", "extra": "kubectl"}))).unwrap();
-        api.create(&PostParams { field_manager: Some("kubectl-create".into()), ..Default::default() }, &cm).await.unwrap();
+        let cm =
+            serde_json::from_value(configmap(&ns.name, name, json!({"k": "v", "extra": "kubectl"}))).unwrap();
+        api.create(
+            &PostParams {
+                field_manager: Some("kubectl-create".into()),
+                ..Default::default()
+            },
+            &cm,
+        )
+        .await
+        .unwrap();
     }
     let objects = |v: &str| {
         vec![
             annotated("ignored", SSA, "Ignore", json!({"k": v})),
-            annotated("disabled", "kustomize.toolkit.fluxcd.io/reconcile", "disabled", json!({"k": v})),
+            annotated(
+                "disabled",
+                "kustomize.toolkit.fluxcd.io/reconcile",
+                "disabled",
+                json!({"k": v}),
+            ),
             annotated("once", SSA, "IfNotPresent", json!({"k": v})),
             annotated("merged", SSA, "Merge", json!({"k": v})),
             annotated("overridden", SSA, "Override", json!({"k": v})),
         ]
     };
-    let cs = applier.apply(request(&owner, objects("1"), "rev1", &[])).await.expect("apply");
-    assert_eq!(cs.action_of(&kustomize_controller::api::inventory::ObjectRef::new("", "ConfigMap", &ns.name, "ignored")), Some(Action::Skipped));
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "ignored").await.is_none(), "ssa: Ignore is never applied");
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "disabled").await.is_none(), "reconcile: disabled is never applied");
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "once").await.unwrap()["data"], json!({"k": "1"}));
+    let cs = applier
+        .apply(request(&owner, objects("1"), "rev1", &[]))
+        .await
+        .expect("apply");
+    assert_eq!(
+        cs.action_of(&kustomize_controller::api::inventory::ObjectRef::new(
+            "",
+            "ConfigMap",
+            &ns.name,
+            "ignored"
+        )),
+        Some(Action::Skipped)
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "ignored")
+            .await
+            .is_none(),
+        "ssa: Ignore is never applied"
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "disabled")
+            .await
+            .is_none(),
+        "reconcile: disabled is never applied"
+    );
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "once").await.unwrap()["data"],
+        json!({"k": "1"})
+    );
     // Merge keeps kubectl's field; Override takes kubectl's fields over and drops what is not in the manifest
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "merged").await.unwrap()["data"], json!({"k": "1", "extra": "kubectl"}));
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "overridden").await.unwrap()["data"], json!({"k": "1"}));
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "merged")
+            .await
+            .unwrap()["data"],
+        json!({"k": "1", "extra": "kubectl"})
+    );
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "overridden")
+            .await
+            .unwrap()["data"],
+        json!({"k": "1"})
+    );
 
     // IfNotPresent: created once, never patched again
-    let cs = applier.apply(request(&owner, objects("2"), "rev2", &[])).await.expect("apply");
-    assert!(lines(&cs).contains(&format!("ConfigMap/{}/once skipped", ns.name)), "{cs}");
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "once").await.unwrap()["data"], json!({"k": "1"}));
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "overridden").await.unwrap()["data"], json!({"k": "2"}));
+    let cs = applier
+        .apply(request(&owner, objects("2"), "rev2", &[]))
+        .await
+        .expect("apply");
+    assert!(
+        lines(&cs).contains(&format!("ConfigMap/{}/once skipped", ns.name)),
+        "{cs}"
+    );
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "once").await.unwrap()["data"],
+        json!({"k": "1"})
+    );
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "overridden")
+            .await
+            .unwrap()["data"],
+        json!({"k": "2"})
+    );
 
     // reconcile: disabled on the live object protects it from changes
-    edit_as(&client, "someone", &ns.name, "overridden", json!({"k": "hands-off"})).await;
+    edit_as(
+        &client,
+        "someone",
+        &ns.name,
+        "overridden",
+        json!({"k": "hands-off"}),
+    )
+    .await;
     let protect = json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}}});
-    api.patch("overridden", &PatchParams::default(), &Patch::Merge(&protect)).await.unwrap();
-    let cs = applier.apply(request(&owner, objects("2"), "rev3", &[])).await.expect("apply");
-    assert!(lines(&cs).contains(&format!("ConfigMap/{}/overridden skipped", ns.name)), "{cs}");
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "overridden").await.unwrap()["data"]["k"], "hands-off");
+    api.patch("overridden", &PatchParams::default(), &Patch::Merge(&protect))
+        .await
+        .unwrap();
+    let cs = applier
+        .apply(request(&owner, objects("2"), "rev3", &[]))
+        .await
+        .expect("apply");
+    assert!(
+        lines(&cs).contains(&format!("ConfigMap/{}/overridden skipped", ns.name)),
+        "{cs}"
+    );
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "overridden")
+            .await
+            .unwrap()["data"]["k"],
+        "hands-off"
+    );
     ns.delete().await;
 }
 
@@ -269,15 +442,45 @@ async fn immutable_field_changes_fail_without_force_and_recreate_with_it() {
     let (applier, _counts, client) = applier().await;
     let ns = TestNamespace::new(&client, "applier-immutable").await;
     let owner = Owner::new("imm", &ns.name);
-    applier.apply(request(&owner, vec![deployment(&ns.name, "web", "v1")], "rev1", &[])).await.expect("first apply");
-    let uid = live(&client, "apps/v1", "Deployment", &ns.name, "web").await.unwrap()["metadata"]["uid"].clone();
+    applier
+        .apply(request(
+            &owner,
+            vec![deployment(&ns.name, "web", "v1")],
+            "rev1",
+            &[],
+        ))
+        .await
+        .expect("first apply");
+    let uid = live(&client, "apps/v1", "Deployment", &ns.name, "web")
+        .await
+        .unwrap()["metadata"]["uid"]
+        .clone();
 
     // the selector of a Deployment is immutable
-    let err = applier.apply(request(&owner, vec![deployment(&ns.name, "web", "v2")], "rev2", &[])).await.unwrap_err();
+    let err = applier
+        .apply(request(
+            &owner,
+            vec![deployment(&ns.name, "web", "v2")],
+            "rev2",
+            &[],
+        ))
+        .await
+        .unwrap_err();
     let message = err.to_string();
-    assert!(message.starts_with(&format!("Deployment/{}/web immutable field detected (spec.selector)", ns.name)), "{message}");
+    assert!(
+        message.starts_with(&format!(
+            "Deployment/{}/web immutable field detected (spec.selector)",
+            ns.name
+        )),
+        "{message}"
+    );
     assert!(!err.is_transient());
-    assert_eq!(live(&client, "apps/v1", "Deployment", &ns.name, "web").await.unwrap()["metadata"]["uid"], uid);
+    assert_eq!(
+        live(&client, "apps/v1", "Deployment", &ns.name, "web")
+            .await
+            .unwrap()["metadata"]["uid"],
+        uid
+    );
 
     // force with a change that is also invalid: the object is kept (Flux would delete it)
     let mut invalid = deployment(&ns.name, "web", "v2");
@@ -286,14 +489,24 @@ async fn immutable_field_changes_fail_without_force_and_recreate_with_it() {
     req.force = true;
     let err = applier.apply(req).await.unwrap_err();
     assert!(err.to_string().contains("spec.replicas"), "{err}");
-    assert_eq!(live(&client, "apps/v1", "Deployment", &ns.name, "web").await.unwrap()["metadata"]["uid"], uid);
+    assert_eq!(
+        live(&client, "apps/v1", "Deployment", &ns.name, "web")
+            .await
+            .unwrap()["metadata"]["uid"],
+        uid
+    );
 
     // the force annotation recreates it
     let mut forced = deployment(&ns.name, "web", "v2");
     forced["metadata"]["annotations"] = json!({"kustomize.toolkit.fluxcd.io/force": "enabled"});
-    let cs = applier.apply(request(&owner, vec![forced], "rev4", &[])).await.expect("forced apply");
+    let cs = applier
+        .apply(request(&owner, vec![forced], "rev4", &[]))
+        .await
+        .expect("forced apply");
     assert_eq!(lines(&cs), [format!("Deployment/{}/web created", ns.name)]);
-    let recreated = live(&client, "apps/v1", "Deployment", &ns.name, "web").await.unwrap();
+    let recreated = live(&client, "apps/v1", "Deployment", &ns.name, "web")
+        .await
+        .unwrap();
     assert_ne!(recreated["metadata"]["uid"], uid);
     assert_eq!(recreated["spec"]["selector"]["matchLabels"]["app"], "v2");
     ns.delete().await;
@@ -310,18 +523,32 @@ async fn invalid_objects_are_named_and_nothing_else_changes() {
             "spec": {"ports": [{"port": 70000}]}}),
     ];
     counts.reset();
-    let err = applier.apply(request(&owner, objects, "rev1", &[])).await.unwrap_err();
+    let err = applier
+        .apply(request(&owner, objects, "rev1", &[]))
+        .await
+        .unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
     assert_eq!(err.errors[0].subject, format!("Service/{}/bad-port", ns.name));
     assert_eq!(err.errors[0].kind, FailureKind::Invalid);
-    assert!(err.errors[0].message.starts_with("dry-run failed (Invalid): "), "{err}");
+    assert!(
+        err.errors[0].message.starts_with("dry-run failed (Invalid): "),
+        "{err}"
+    );
     assert!(err.errors[0].message.contains("spec.ports[0].port"), "{err}");
     assert_eq!(counts.verb("patch"), 0);
     assert!(live(&client, "v1", "ConfigMap", &ns.name, "good").await.is_none());
 
     // a namespaced object without namespace is an error, never defaulted
     let no_ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "floating"}});
-    let err = applier.apply(request(&owner, vec![configmap(&ns.name, "good", json!({})), no_ns], "rev2", &[])).await.unwrap_err();
+    let err = applier
+        .apply(request(
+            &owner,
+            vec![configmap(&ns.name, "good", json!({})), no_ns],
+            "rev2",
+            &[],
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "ConfigMap/floating namespace not specified: ConfigMap is namespaced and metadata.namespace is empty"
@@ -337,18 +564,41 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
     let ns = TestNamespace::new(&client, "applier-conflict").await;
     let first = Owner::new("first", &ns.name);
     let second = Owner::new("second", &ns.name);
-    let cs = applier.apply(request(&first, vec![configmap(&ns.name, "shared", json!({"k": "1"}))], "r", &[])).await.unwrap();
+    let cs = applier
+        .apply(request(
+            &first,
+            vec![configmap(&ns.name, "shared", json!({"k": "1"}))],
+            "r",
+            &[],
+        ))
+        .await
+        .unwrap();
     // the first Kustomization records the object in its inventory
     let ks = kustomize_controller::kube_ext::ResourceResolver::new(client.clone());
-    let (api, _) = ks.api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(&ns.name)).await.unwrap();
+    let (api, _) = ks
+        .api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(&ns.name))
+        .await
+        .unwrap();
     let obj = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
         "metadata": {"name": "first", "namespace": ns.name},
         "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}});
-    api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap()).await.unwrap();
+    api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap())
+        .await
+        .unwrap();
     let status = json!({"status": {"inventory": inventory_of(&cs)}});
-    api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
 
-    let err = applier.apply(request(&second, vec![configmap(&ns.name, "shared", json!({"k": "2"}))], "r", &[])).await.unwrap_err();
+    let err = applier
+        .apply(request(
+            &second,
+            vec![configmap(&ns.name, "shared", json!({"k": "2"}))],
+            "r",
+            &[],
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -357,16 +607,36 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
             ns = ns.name
         )
     );
-    let cm = live(&client, "v1", "ConfigMap", &ns.name, "shared").await.unwrap();
+    let cm = live(&client, "v1", "ConfigMap", &ns.name, "shared")
+        .await
+        .unwrap();
     assert_eq!(cm["data"]["k"], "1");
-    assert_eq!(cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"], "first");
+    assert_eq!(
+        cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
+        "first"
+    );
 
     // once the first no longer lists it, the second takes it over (a move between Kustomizations)
     let status = json!({"status": {"inventory": {"entries": []}}});
-    api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-    applier.apply(request(&second, vec![configmap(&ns.name, "shared", json!({"k": "2"}))], "r", &[])).await.unwrap();
-    let cm = live(&client, "v1", "ConfigMap", &ns.name, "shared").await.unwrap();
-    assert_eq!(cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"], "second");
+    api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    applier
+        .apply(request(
+            &second,
+            vec![configmap(&ns.name, "shared", json!({"k": "2"}))],
+            "r",
+            &[],
+        ))
+        .await
+        .unwrap();
+    let cm = live(&client, "v1", "ConfigMap", &ns.name, "shared")
+        .await
+        .unwrap();
+    assert_eq!(
+        cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
+        "second"
+    );
     ns.delete().await;
 }
 
@@ -384,11 +654,23 @@ async fn prune_deletes_only_what_is_still_ours() {
     let first = applier.apply(request(&owner, all, "rev1", &[])).await.unwrap();
     let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
     let relabel = json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "someone-else"}}});
-    api.patch("relabelled", &PatchParams::default(), &Patch::Merge(&relabel)).await.unwrap();
+    api.patch("relabelled", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .unwrap();
     let protect = json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/prune": "disabled"}}});
-    api.patch("protected", &PatchParams::default(), &Patch::Merge(&protect)).await.unwrap();
+    api.patch("protected", &PatchParams::default(), &Patch::Merge(&protect))
+        .await
+        .unwrap();
 
-    let second = applier.apply(request(&owner, vec![configmap(&ns.name, "kept", json!({}))], "rev2", &[])).await.unwrap();
+    let second = applier
+        .apply(request(
+            &owner,
+            vec![configmap(&ns.name, "kept", json!({}))],
+            "rev2",
+            &[],
+        ))
+        .await
+        .unwrap();
     let stale_entries = stale(&inventory_of(&first), &inventory_of(&second));
     assert_eq!(stale_entries.len(), 3);
     let pruned = applier.prune(&owner, &stale_entries).await.unwrap();
@@ -402,11 +684,22 @@ async fn prune_deletes_only_what_is_still_ours() {
             format!("ConfigMap/{}/stale deleted", ns.name),
         ]
     );
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "relabelled").await.is_some());
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "protected").await.is_some());
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "relabelled")
+            .await
+            .is_some()
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "protected")
+            .await
+            .is_some()
+    );
     assert!(live(&client, "v1", "ConfigMap", &ns.name, "kept").await.is_some());
     eventually("stale ConfigMap gone", Duration::from_secs(20), || async {
-        live(&client, "v1", "ConfigMap", &ns.name, "stale").await.is_none().then_some(())
+        live(&client, "v1", "ConfigMap", &ns.name, "stale")
+            .await
+            .is_none()
+            .then_some(())
     })
     .await;
     ns.delete().await;
@@ -417,14 +710,49 @@ async fn deletion_policies_decide_what_finalize_deletes() {
     let (applier, _counts, client) = applier().await;
     let ns = TestNamespace::new(&client, "applier-finalize").await;
     let owner = Owner::new("fin", &ns.name);
-    let cs = applier.apply(request(&owner, vec![configmap(&ns.name, "a", json!({}))], "rev1", &[])).await.unwrap();
+    let cs = applier
+        .apply(request(
+            &owner,
+            vec![configmap(&ns.name, "a", json!({}))],
+            "rev1",
+            &[],
+        ))
+        .await
+        .unwrap();
     let inventory: ResourceInventory = inventory_of(&cs);
-    let none = applier.finalize(&owner, &inventory, DeletionPolicy::Orphan, true, Duration::from_secs(10)).await.unwrap();
+    let none = applier
+        .finalize(
+            &owner,
+            &inventory,
+            DeletionPolicy::Orphan,
+            true,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
     assert!(none.is_empty());
-    let none = applier.finalize(&owner, &inventory, DeletionPolicy::MirrorPrune, false, Duration::from_secs(10)).await.unwrap();
+    let none = applier
+        .finalize(
+            &owner,
+            &inventory,
+            DeletionPolicy::MirrorPrune,
+            false,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
     assert!(none.is_empty());
     assert!(live(&client, "v1", "ConfigMap", &ns.name, "a").await.is_some());
-    let deleted = applier.finalize(&owner, &inventory, DeletionPolicy::WaitForTermination, false, Duration::from_secs(20)).await.unwrap();
+    let deleted = applier
+        .finalize(
+            &owner,
+            &inventory,
+            DeletionPolicy::WaitForTermination,
+            false,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
     assert_eq!(lines(&deleted), [format!("ConfigMap/{}/a deleted", ns.name)]);
     assert!(live(&client, "v1", "ConfigMap", &ns.name, "a").await.is_none());
     ns.delete().await;
@@ -439,13 +767,29 @@ async fn secret_values_never_show_in_diffs() {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": ns.name},
             "stringData": {"password": password, "user": "admin"}})
     };
-    applier.apply(request(&owner, vec![secret("hunter2")], "rev1", &[])).await.unwrap();
-    let diffs = applier.diff(request(&owner, vec![secret("s3cr3t-new")], "rev2", &[])).await.unwrap();
+    applier
+        .apply(request(&owner, vec![secret("hunter2")], "rev1", &[]))
+        .await
+        .unwrap();
+    let diffs = applier
+        .diff(request(&owner, vec![secret("s3cr3t-new")], "rev2", &[]))
+        .await
+        .unwrap();
     assert_eq!(diffs.len(), 1);
     assert_eq!(diffs[0].action, Action::Configured);
     let text = &diffs[0].diff;
-    assert!(text.contains("*** (before)") && text.contains("*** (after)"), "{text}");
-    for leaked in ["hunter2", "aHVudGVyMg==", "s3cr3t-new", "czNjcjN0LW5ldw==", "admin", "YWRtaW4="] {
+    assert!(
+        text.contains("*** (before)") && text.contains("*** (after)"),
+        "{text}"
+    );
+    for leaked in [
+        "hunter2",
+        "aHVudGVyMg==",
+        "s3cr3t-new",
+        "czNjcjN0LW5ldw==",
+        "admin",
+        "YWRtaW4=",
+    ] {
         assert!(!text.contains(leaked), "{leaked} in {text}");
     }
     ns.delete().await;
@@ -456,15 +800,38 @@ async fn ignore_rules_keep_drift_in_ignored_fields_out() {
     let (applier, _counts, client) = applier().await;
     let ns = TestNamespace::new(&client, "applier-ignore").await;
     let owner = Owner::new("ign", &ns.name);
-    applier.apply(request(&owner, vec![configmap(&ns.name, "c", json!({"k": "v", "tuned": "1"}))], "rev1", &[])).await.unwrap();
+    applier
+        .apply(request(
+            &owner,
+            vec![configmap(&ns.name, "c", json!({"k": "v", "tuned": "1"}))],
+            "rev1",
+            &[],
+        ))
+        .await
+        .unwrap();
     edit_as(&client, "tuner", &ns.name, "c", json!({"tuned": "2"})).await;
     let rules = vec![IgnoreRule {
         paths: vec!["/data/tuned".into()],
-        target: Some(Selector { kind: Some("ConfigMap".into()), name: Some("c".into()), ..Default::default() }),
+        target: Some(Selector {
+            kind: Some("ConfigMap".into()),
+            name: Some("c".into()),
+            ..Default::default()
+        }),
     }];
-    let cs = applier.apply(request(&owner, vec![configmap(&ns.name, "c", json!({"k": "v", "tuned": "1"}))], "rev2", &rules)).await.unwrap();
+    let cs = applier
+        .apply(request(
+            &owner,
+            vec![configmap(&ns.name, "c", json!({"k": "v", "tuned": "1"}))],
+            "rev2",
+            &rules,
+        ))
+        .await
+        .unwrap();
     assert_eq!(lines(&cs), [format!("ConfigMap/{}/c unchanged", ns.name)]);
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "c").await.unwrap()["data"]["tuned"], "2");
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "c").await.unwrap()["data"]["tuned"],
+        "2"
+    );
     ns.delete().await;
 }
 
@@ -505,29 +872,64 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
             configmap(&ns.name, "free", json!({"k": v})),
         ]
     };
-    applier.apply(request(&owner, objects("1"), "rev1", &[])).await.expect("first apply");
+    applier
+        .apply(request(&owner, objects("1"), "rev1", &[]))
+        .await
+        .expect("first apply");
     // the API server picks up webhook configurations asynchronously
     let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
     eventually("webhook in effect", Duration::from_secs(20), || async {
         let probe = guarded("probe");
         let params = PatchParams::apply("probe").force().dry_run();
-        api.patch("guarded", &params, &Patch::Apply(&probe)).await.is_err().then_some(())
+        api.patch("guarded", &params, &Patch::Apply(&probe))
+            .await
+            .is_err()
+            .then_some(())
     })
     .await;
 
     counts.reset();
-    let err = applier.apply(request(&owner, objects("2"), "rev2", &[])).await.unwrap_err();
+    let err = applier
+        .apply(request(&owner, objects("2"), "rev2", &[]))
+        .await
+        .unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
     assert_eq!(err.errors[0].subject, format!("ConfigMap/{}/guarded", ns.name));
     assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
     assert!(err.errors[0].message.contains("failed calling webhook"), "{err}");
     assert!(err.is_transient());
-    assert!(lines(&err.changes).contains(&format!("ConfigMap/{}/free configured", ns.name)), "{err}");
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "free").await.unwrap()["data"]["k"], "2");
-    assert_eq!(live(&client, "v1", "ConfigMap", &ns.name, "guarded").await.unwrap()["data"]["k"], "1");
-    let guarded_dry_runs = counts.snapshot().iter().filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == "configmaps").map(|(_, n)| *n).sum::<u64>();
-    assert!(guarded_dry_runs >= 3, "retried in a second pass: {:?}", counts.snapshot());
+    assert!(
+        lines(&err.changes).contains(&format!("ConfigMap/{}/free configured", ns.name)),
+        "{err}"
+    );
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "free").await.unwrap()["data"]["k"],
+        "2"
+    );
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "guarded")
+            .await
+            .unwrap()["data"]["k"],
+        "1"
+    );
+    let guarded_dry_runs = counts
+        .snapshot()
+        .iter()
+        .filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == "configmaps")
+        .map(|(_, n)| *n)
+        .sum::<u64>();
+    assert!(
+        guarded_dry_runs >= 3,
+        "retried in a second pass: {:?}",
+        counts.snapshot()
+    );
 
-    delete_cluster_object(&client, "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", &hook_name).await;
+    delete_cluster_object(
+        &client,
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        &hook_name,
+    )
+    .await;
     ns.delete().await;
 }

@@ -8,4 +8,5 @@ mod controller;
 mod flux_build_cli;
 mod foundation;
 mod health;
+mod ship;
 mod source;

@@ -10,7 +10,8 @@ use kustomize_controller::source::{Fetcher, FetcherConfig, SourceError, get_arti
 
 use crate::support::artifacts::test_archive::{Member, file, gzip, tar_gz};
 use crate::support::artifacts::{
-    ALL_SOURCE_KINDS, ArtifactServer, Reply, artifact_json, create_source, publish_artifact, sha256_digest, source_crds,
+    ALL_SOURCE_KINDS, ArtifactServer, Reply, artifact_json, create_source, publish_artifact, sha256_digest,
+    source_crds,
 };
 use crate::support::{TestNamespace, client};
 
@@ -44,7 +45,10 @@ impl Harness {
             ..FetcherConfig::default()
         };
         tune(&mut config);
-        Self { fetcher: Fetcher::new(config).unwrap(), parent }
+        Self {
+            fetcher: Fetcher::new(config).unwrap(),
+            parent,
+        }
     }
 
     /// Everything under the cache parent: one private cache directory and what it holds.
@@ -67,24 +71,43 @@ impl Harness {
     fn assert_clean(&self) {
         let files = self.files();
         assert_eq!(files.len(), 1, "leftovers: {files:?}");
-        assert!(files[0].file_name().unwrap().to_string_lossy().starts_with("artifacts-"));
+        assert!(
+            files[0]
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("artifacts-")
+        );
     }
 
     /// Guards against hangs: every fetch in these tests must finish on its own.
-    async fn fetch(&self, artifact: &Artifact) -> Result<kustomize_controller::source::ArtifactTree, SourceError> {
-        tokio::time::timeout(Duration::from_secs(60), self.fetcher.fetch(artifact)).await.expect("fetch hung")
+    async fn fetch(
+        &self,
+        artifact: &Artifact,
+    ) -> Result<kustomize_controller::source::ArtifactTree, SourceError> {
+        tokio::time::timeout(Duration::from_secs(60), self.fetcher.fetch(artifact))
+            .await
+            .expect("fetch hung")
     }
 }
 
 fn artifact(url: &str, bytes: &[u8]) -> Artifact {
-    serde_json::from_value(artifact_json(url, "main@sha1:0123456789abcdef0123456789abcdef01234567", bytes)).unwrap()
+    serde_json::from_value(artifact_json(
+        url,
+        "main@sha1:0123456789abcdef0123456789abcdef01234567",
+        bytes,
+    ))
+    .unwrap()
 }
 
 fn app_archive() -> Vec<u8> {
     tar_gz(&[
         Member::Dir("deploy/"),
         file("deploy/kustomization.yaml", "resources:\n- cm.yaml\n"),
-        file("deploy/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n"),
+        file(
+            "deploy/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n",
+        ),
         Member::Symlink("current", "deploy"),
     ])
 }
@@ -100,19 +123,44 @@ async fn every_source_kind_resolves_and_fetches() {
     for kind in ALL_SOURCE_KINDS {
         let name = format!("{}-src", kind.as_str().to_lowercase());
         let url = server.route(&format!("/{name}/latest.tar.gz"), Reply::Serve(archive.clone()));
-        publish_artifact(&client, kind, &ns.name, &name, artifact_json(&url, "latest@sha256:abc", &archive)).await;
+        publish_artifact(
+            &client,
+            kind,
+            &ns.name,
+            &name,
+            artifact_json(&url, "latest@sha256:abc", &archive),
+        )
+        .await;
 
         let ks = kustomization(&ns.name, serde_json::json!({"kind": kind.as_str(), "name": name}));
-        let resolved = get_artifact(&client, &ks, true).await.unwrap_or_else(|e| panic!("{kind:?}: {e}"));
-        assert_eq!((resolved.kind, resolved.namespace.as_str(), resolved.name.as_str()), (kind, ns.name.as_str(), name.as_str()));
+        let resolved = get_artifact(&client, &ks, true)
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(
+            (resolved.kind, resolved.namespace.as_str(), resolved.name.as_str()),
+            (kind, ns.name.as_str(), name.as_str())
+        );
         assert_eq!(resolved.artifact.url, url);
         assert_eq!(resolved.artifact.revision, "latest@sha256:abc");
-        assert_eq!(resolved.artifact.digest.as_deref(), Some(sha256_digest(&archive).as_str()));
+        assert_eq!(
+            resolved.artifact.digest.as_deref(),
+            Some(sha256_digest(&archive).as_str())
+        );
 
-        let tree = harness.fetch(&resolved.artifact).await.unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let tree = harness
+            .fetch(&resolved.artifact)
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         let dir = resolve_path(tree.root(), ks.spec.path.as_deref()).unwrap();
-        assert_eq!(std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap(), "resources:\n- cm.yaml\n");
-        assert_eq!(resolve_path(tree.root(), Some("current")).unwrap(), dir, "in-root symlinks are followed");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap(),
+            "resources:\n- cm.yaml\n"
+        );
+        assert_eq!(
+            resolve_path(tree.root(), Some("current")).unwrap(),
+            dir,
+            "in-root symlinks are followed"
+        );
     }
     ns.delete().await;
 }
@@ -124,13 +172,32 @@ async fn cross_namespace_refs_can_be_blocked() {
     let own = TestNamespace::new(&client, "source-own").await;
     let other = TestNamespace::new(&client, "source-other").await;
     let archive = app_archive();
-    publish_artifact(&client, SourceKind::GitRepository, &other.name, "shared", artifact_json("http://127.0.0.1:1/a.tar.gz", "r", &archive)).await;
-    let ks = kustomization(&own.name, serde_json::json!({"kind": "GitRepository", "name": "shared", "namespace": other.name}));
+    publish_artifact(
+        &client,
+        SourceKind::GitRepository,
+        &other.name,
+        "shared",
+        artifact_json("http://127.0.0.1:1/a.tar.gz", "r", &archive),
+    )
+    .await;
+    let ks = kustomization(
+        &own.name,
+        serde_json::json!({"kind": "GitRepository", "name": "shared", "namespace": other.name}),
+    );
 
     let err = get_artifact(&client, &ks, true).await.unwrap_err();
-    assert_eq!(err.to_string(), format!("can't access 'GitRepository/{}/shared', cross-namespace references have been blocked", other.name));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "can't access 'GitRepository/{}/shared', cross-namespace references have been blocked",
+            other.name
+        )
+    );
     assert_eq!((err.reason(), err.is_terminal()), ("AccessDenied", true));
-    assert_eq!(get_artifact(&client, &ks, false).await.unwrap().namespace, other.name);
+    assert_eq!(
+        get_artifact(&client, &ks, false).await.unwrap().namespace,
+        other.name
+    );
     own.delete().await;
     other.delete().await;
 }
@@ -143,9 +210,15 @@ async fn a_missing_source_retries_after_the_retry_interval() {
     let ks = kustomization(&ns.name, serde_json::json!({"kind": "Bucket", "name": "nope"}));
     let err = get_artifact(&client, &ks, false).await.unwrap_err();
     // Flux puts the API server's text in the condition.
-    assert_eq!(err.to_string(), "buckets.source.toolkit.fluxcd.io \"nope\" not found");
+    assert_eq!(
+        err.to_string(),
+        "buckets.source.toolkit.fluxcd.io \"nope\" not found"
+    );
     assert_eq!(err.reason(), "ArtifactFailed");
-    assert_eq!(err.requeue_after(&ks.spec, REQUEUE_DEPENDENCY), Some(Duration::from_secs(60)));
+    assert_eq!(
+        err.requeue_after(&ks.spec, REQUEUE_DEPENDENCY),
+        Some(Duration::from_secs(60))
+    );
     assert!(!err.is_terminal());
     ns.delete().await;
 }
@@ -156,11 +229,20 @@ async fn a_source_without_artifact_retries_after_requeue_dependency() {
     source_crds(&client).await;
     let ns = TestNamespace::new(&client, "source-noartifact").await;
     create_source(&client, SourceKind::OCIRepository, &ns.name, "pending").await;
-    let ks = kustomization(&ns.name, serde_json::json!({"kind": "OCIRepository", "name": "pending"}));
+    let ks = kustomization(
+        &ns.name,
+        serde_json::json!({"kind": "OCIRepository", "name": "pending"}),
+    );
     let err = get_artifact(&client, &ks, false).await.unwrap_err();
     assert!(matches!(err, SourceError::NoArtifact { .. }), "{err}");
-    assert_eq!(err.condition_message(REQUEUE_DEPENDENCY), "Source artifact not found, retrying in 30s");
-    assert_eq!(err.requeue_after(&ks.spec, REQUEUE_DEPENDENCY), Some(REQUEUE_DEPENDENCY));
+    assert_eq!(
+        err.condition_message(REQUEUE_DEPENDENCY),
+        "Source artifact not found, retrying in 30s"
+    );
+    assert_eq!(
+        err.requeue_after(&ks.spec, REQUEUE_DEPENDENCY),
+        Some(REQUEUE_DEPENDENCY)
+    );
     assert_eq!(err.reason(), "ArtifactFailed");
     ns.delete().await;
 }
@@ -180,7 +262,10 @@ async fn the_same_digest_is_downloaded_once() {
     // Another URL with the same digest is the same content.
     let mirror = server.route("/mirror/1.tar.gz", Reply::Serve(archive.clone()));
     harness.fetch(&self::artifact(&mirror, &archive)).await.unwrap();
-    assert_eq!((server.hits("/app/1.tar.gz"), server.hits("/mirror/1.tar.gz")), (1, 0));
+    assert_eq!(
+        (server.hits("/app/1.tar.gz"), server.hits("/mirror/1.tar.gz")),
+        (1, 0)
+    );
 }
 
 #[tokio::test]
@@ -203,9 +288,16 @@ async fn dropping_the_fetcher_removes_its_cache_once_trees_are_released() {
     let url = server.route("/app/4.tar.gz", Reply::Serve(archive.clone()));
     let tree = fetcher.fetch(&artifact(&url, &archive)).await.unwrap();
     drop(fetcher);
-    assert!(tree.root().join("deploy/cm.yaml").is_file(), "a tree in use outlives the fetcher");
+    assert!(
+        tree.root().join("deploy/cm.yaml").is_file(),
+        "a tree in use outlives the fetcher"
+    );
     drop(tree);
-    assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0, "cache directory removed");
+    assert_eq!(
+        std::fs::read_dir(parent.path()).unwrap().count(),
+        0,
+        "cache directory removed"
+    );
 }
 
 #[tokio::test]
@@ -230,9 +322,16 @@ async fn a_digest_mismatch_is_artifact_failed_with_url_and_cause() {
     let claimed = sha256_digest(b"something else");
     artifact.digest = Some(claimed.clone());
     let err = harness.fetch(&artifact).await.unwrap_err();
-    assert_eq!(err.to_string(), format!("failed to verify archive from {url}: computed digest doesn't match provided '{claimed}'"));
+    assert_eq!(
+        err.to_string(),
+        format!("failed to verify archive from {url}: computed digest doesn't match provided '{claimed}'")
+    );
     assert_eq!(err.reason(), "ArtifactFailed");
-    assert_eq!(server.hits("/app/tampered.tar.gz"), 1, "a mismatch is not retried");
+    assert_eq!(
+        server.hits("/app/tampered.tar.gz"),
+        1,
+        "a mismatch is not retried"
+    );
     harness.assert_clean();
 }
 
@@ -240,17 +339,27 @@ async fn a_digest_mismatch_is_artifact_failed_with_url_and_cause() {
 async fn truncated_and_corrupt_gzip_are_refused() {
     let server = ArtifactServer::start().await;
     let harness = Harness::new(|_| {});
-    let archive = tar_gz(&[Member::File("big.bin", (0..50_000u32).map(|i| (i * 7919 % 251) as u8).collect())]);
+    let archive = tar_gz(&[Member::File(
+        "big.bin",
+        (0..50_000u32).map(|i| (i * 7919 % 251) as u8).collect(),
+    )]);
     let truncated = archive[..archive.len() / 2].to_vec();
     let mut corrupt = archive.clone();
     let middle = corrupt.len() / 2;
     corrupt[middle] ^= 0x55;
     // The published digest matches the bad bytes: extraction is what must catch them.
-    for (path, bytes) in [("/truncated.tar.gz", truncated), ("/corrupt.tar.gz", corrupt), ("/not-tar.tar.gz", gzip(&[9u8; 4096]))] {
+    for (path, bytes) in [
+        ("/truncated.tar.gz", truncated),
+        ("/corrupt.tar.gz", corrupt),
+        ("/not-tar.tar.gz", gzip(&[9u8; 4096])),
+    ] {
         let url = server.route(path, Reply::Serve(bytes.clone()));
         let err = harness.fetch(&artifact(&url, &bytes)).await.unwrap_err();
         let message = err.to_string();
-        assert!(message.starts_with(&format!("failed to extract archive from {url}: corrupt archive")), "{message}");
+        assert!(
+            message.starts_with(&format!("failed to extract archive from {url}: corrupt archive")),
+            "{message}"
+        );
         harness.assert_clean();
     }
 }
@@ -262,7 +371,11 @@ async fn a_body_cut_short_by_the_server_is_retried_then_fails() {
     let archive = app_archive();
     let url = server.route("/cut.tar.gz", Reply::Truncate(archive.clone(), archive.len() / 2));
     let err = harness.fetch(&artifact(&url, &archive)).await.unwrap_err();
-    assert!(err.to_string().starts_with(&format!("failed to download archive from {url}: ")), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("failed to download archive from {url}: ")),
+        "{err}"
+    );
     assert!(err.to_string().contains("giving up after 3 attempts"), "{err}");
     assert_eq!(server.hits("/cut.tar.gz"), 3, "1 attempt + 2 retries");
     harness.assert_clean();
@@ -273,8 +386,16 @@ async fn hostile_entries_are_refused_and_nothing_escapes() {
     let server = ArtifactServer::start().await;
     let harness = Harness::new(|_| {});
     let cases: [(&str, Vec<Member>, &str); 6] = [
-        ("/dotdot.tar.gz", vec![file("../x", "pwned")], "tar entry '../x': '..' path components are not allowed"),
-        ("/absolute.tar.gz", vec![file("/etc/x", "pwned")], "tar entry '/etc/x': absolute paths are not allowed"),
+        (
+            "/dotdot.tar.gz",
+            vec![file("../x", "pwned")],
+            "tar entry '../x': '..' path components are not allowed",
+        ),
+        (
+            "/absolute.tar.gz",
+            vec![file("/etc/x", "pwned")],
+            "tar entry '/etc/x': absolute paths are not allowed",
+        ),
         (
             "/symlink.tar.gz",
             vec![Member::Symlink("passwd", "/etc/passwd")],
@@ -285,8 +406,16 @@ async fn hostile_entries_are_refused_and_nothing_escapes() {
             vec![Member::HardLink("passwd", "../../../../../../etc/passwd")],
             "tar entry 'passwd': link target '../../../../../../etc/passwd' leads outside the extraction root",
         ),
-        ("/device.tar.gz", vec![Member::CharDevice("null")], "tar entry 'null': character device entries are not allowed"),
-        ("/fifo.tar.gz", vec![Member::Fifo("pipe")], "tar entry 'pipe': fifo entries are not allowed"),
+        (
+            "/device.tar.gz",
+            vec![Member::CharDevice("null")],
+            "tar entry 'null': character device entries are not allowed",
+        ),
+        (
+            "/fifo.tar.gz",
+            vec![Member::Fifo("pipe")],
+            "tar entry 'pipe': fifo entries are not allowed",
+        ),
     ];
     for (path, members, cause) in cases {
         let mut members = members;
@@ -294,7 +423,10 @@ async fn hostile_entries_are_refused_and_nothing_escapes() {
         let bytes = tar_gz(&members);
         let url = server.route(path, Reply::Serve(bytes.clone()));
         let err = harness.fetch(&artifact(&url, &bytes)).await.unwrap_err();
-        assert_eq!(err.to_string(), format!("failed to extract archive from {url}: {cause}"));
+        assert_eq!(
+            err.to_string(),
+            format!("failed to extract archive from {url}: {cause}")
+        );
         assert_eq!(err.reason(), "ArtifactFailed");
         harness.assert_clean();
     }
@@ -304,15 +436,28 @@ async fn hostile_entries_are_refused_and_nothing_escapes() {
 async fn artifacts_over_the_size_limit_are_refused() {
     let server = ArtifactServer::start().await;
     let harness = Harness::new(|c| c.max_artifact_bytes = 1024);
-    let bytes = tar_gz(&[Member::File("noise.bin", (0..20_000u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect())]);
+    let bytes = tar_gz(&[Member::File(
+        "noise.bin",
+        (0..20_000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+            .collect(),
+    )]);
     assert!(bytes.len() > 1024);
     // Announced by Content-Length, and discovered while streaming when the server does not say.
-    for (path, reply) in [("/sized.tar.gz", Reply::Serve(bytes.clone())), ("/unsized.tar.gz", Reply::ServeUnsized(bytes.clone()))] {
+    for (path, reply) in [
+        ("/sized.tar.gz", Reply::Serve(bytes.clone())),
+        ("/unsized.tar.gz", Reply::ServeUnsized(bytes.clone())),
+    ] {
         let url = server.route(path, reply);
         let mut artifact = artifact(&url, &bytes);
         artifact.size = None;
         let err = harness.fetch(&artifact).await.unwrap_err();
-        assert_eq!(err.to_string(), format!("failed to download archive from {url}: artifact is larger than the max download size of 1024 bytes"));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "failed to download archive from {url}: artifact is larger than the max download size of 1024 bytes"
+            )
+        );
         harness.assert_clean();
     }
     // A size published by the source is trusted to refuse before downloading anything.
@@ -325,7 +470,12 @@ async fn artifacts_over_the_size_limit_are_refused() {
     let bomb = tar_gz(&[Member::File("zeros.bin", vec![0; 1 << 20])]);
     let url = server.route("/bomb.tar.gz", Reply::Serve(bomb.clone()));
     let err = harness.fetch(&artifact(&url, &bomb)).await.unwrap_err();
-    assert_eq!(err.to_string(), format!("failed to extract archive from {url}: archive expands beyond the limit of 8192 bytes (at tar entry 'zeros.bin')"));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed to extract archive from {url}: archive expands beyond the limit of 8192 bytes (at tar entry 'zeros.bin')"
+        )
+    );
     harness.assert_clean();
 }
 
@@ -337,9 +487,15 @@ async fn http_404_means_the_source_is_not_ready() {
     let url = server.url("/gone.tar.gz");
     let err = harness.fetch(&artifact(&url, &archive)).await.unwrap_err();
     assert!(matches!(err, SourceError::ArtifactNotFound { .. }), "{err}");
-    assert_eq!(err.condition_message(REQUEUE_DEPENDENCY), "Source is not ready, artifact not found, retrying in 30s");
+    assert_eq!(
+        err.condition_message(REQUEUE_DEPENDENCY),
+        "Source is not ready, artifact not found, retrying in 30s"
+    );
     let spec = kustomization("ns", serde_json::json!({"kind": "GitRepository", "name": "x"})).spec;
-    assert_eq!(err.requeue_after(&spec, REQUEUE_DEPENDENCY), Some(REQUEUE_DEPENDENCY));
+    assert_eq!(
+        err.requeue_after(&spec, REQUEUE_DEPENDENCY),
+        Some(REQUEUE_DEPENDENCY)
+    );
     assert_eq!(server.hits("/gone.tar.gz"), 1, "404 is not retried");
     harness.assert_clean();
 }
@@ -351,12 +507,20 @@ async fn server_errors_are_retried_a_bounded_number_of_times() {
     let archive = app_archive();
     let url = server.route("/flaky.tar.gz", Reply::Status(503));
     let err = harness.fetch(&artifact(&url, &archive)).await.unwrap_err();
-    assert_eq!(err.to_string(), format!("failed to download archive from {url}: status: 503 Service Unavailable (giving up after 4 attempts)"));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed to download archive from {url}: status: 503 Service Unavailable (giving up after 4 attempts)"
+        )
+    );
     assert_eq!(server.hits("/flaky.tar.gz"), 4);
     // Other client errors are final.
     let url = server.route("/forbidden.tar.gz", Reply::Status(403));
     let err = harness.fetch(&artifact(&url, &archive)).await.unwrap_err();
-    assert_eq!(err.to_string(), format!("failed to download archive from {url}: status: 403 Forbidden"));
+    assert_eq!(
+        err.to_string(),
+        format!("failed to download archive from {url}: status: 403 Forbidden")
+    );
     assert_eq!(server.hits("/forbidden.tar.gz"), 1);
     harness.assert_clean();
 }
@@ -371,7 +535,12 @@ async fn a_stalling_server_times_out_instead_of_hanging() {
     let archive = app_archive();
     let url = server.route("/silent.tar.gz", Reply::StallBeforeHeaders);
     let err = harness.fetch(&artifact(&url, &archive)).await.unwrap_err();
-    assert_eq!(err.to_string(), format!("failed to download archive from {url}: no response within 300ms (giving up after 2 attempts)"));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed to download archive from {url}: no response within 300ms (giving up after 2 attempts)"
+        )
+    );
     assert_eq!(server.hits("/silent.tar.gz"), 2);
 
     let url = server.route("/slow.tar.gz", Reply::StallMidBody(archive.clone()));
@@ -379,7 +548,9 @@ async fn a_stalling_server_times_out_instead_of_hanging() {
     let half = archive.len() / 2;
     assert_eq!(
         err.to_string(),
-        format!("failed to download archive from {url}: no data for 300ms after {half} bytes (giving up after 2 attempts)")
+        format!(
+            "failed to download archive from {url}: no data for 300ms after {half} bytes (giving up after 2 attempts)"
+        )
     );
     harness.assert_clean();
 }
@@ -397,16 +568,30 @@ async fn spec_path_cannot_escape_the_artifact() {
     let url = server.route("/paths.tar.gz", Reply::Serve(archive.clone()));
     let tree = harness.fetch(&artifact(&url, &archive)).await.unwrap();
     let root = tree.root();
-    assert_eq!(resolve_path(root, Some("overlays/shared")).unwrap(), root.join("base"));
-    for escape in ["../..", "overlays/../../x", "overlays/shared/../../..", "overlays/shared/../.."] {
+    assert_eq!(
+        resolve_path(root, Some("overlays/shared")).unwrap(),
+        root.join("base")
+    );
+    for escape in [
+        "../..",
+        "overlays/../../x",
+        "overlays/shared/../../..",
+        "overlays/shared/../..",
+    ] {
         let err = resolve_path(root, Some(escape)).unwrap_err();
-        assert_eq!(err.to_string(), format!("kustomization path '{escape}' leads outside the source root"));
+        assert_eq!(
+            err.to_string(),
+            format!("kustomization path '{escape}' leads outside the source root")
+        );
         assert_eq!(err.reason(), "ArtifactFailed");
     }
     let err = resolve_path(root, Some("./overlays/staging")).unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!("kustomization path not found: stat {}: no such file or directory", root.join("overlays/staging").display())
+        format!(
+            "kustomization path not found: stat {}: no such file or directory",
+            root.join("overlays/staging").display()
+        )
     );
     // Nothing was created by the lookups.
     assert!(!root.join("overlays/staging").exists());

@@ -32,14 +32,23 @@ pub fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildErr
         // that is idempotent, but a tagSuffix is appended a second time there.
         for path in FIELD_SPEC_PATHS {
             let mut node = Value::Object(std::mem::take(&mut res.obj));
-            let _ = visit_path::<()>(&mut node, &path_segments(path), false, &|| Value::Null, &mut |v| {
-                if let Value::String(s) = v
-                    && re.is_match(s) {
+            let _ = visit_path::<()>(
+                &mut node,
+                &path_segments(path),
+                false,
+                &|| Value::Null,
+                &mut |v| {
+                    if let Value::String(s) = v
+                        && re.is_match(s)
+                    {
                         *s = rewrite(s, image);
                     }
-                Ok(())
-            });
-            let Value::Object(m) = node else { unreachable!("wrapped an object") };
+                    Ok(())
+                },
+            );
+            let Value::Object(m) = node else {
+                unreachable!("wrapped an object")
+            };
             res.obj = m;
         }
     }
@@ -61,14 +70,16 @@ fn walk(node: &mut Value, re: &Regex, image: &Image) {
         Value::Object(map) => {
             for (key, value) in map.iter_mut() {
                 if (key == "containers" || key == "initContainers")
-                    && let Value::Array(items) = value {
-                        for c in items.iter_mut().filter_map(Value::as_object_mut) {
-                            if let Some(Value::String(s)) = c.get_mut("image")
-                                && re.is_match(s) {
-                                    *s = rewrite(s, image);
-                                }
+                    && let Value::Array(items) = value
+                {
+                    for c in items.iter_mut().filter_map(Value::as_object_mut) {
+                        if let Some(Value::String(s)) = c.get_mut("image")
+                            && re.is_match(s)
+                        {
+                            *s = rewrite(s, image);
                         }
                     }
+                }
                 walk(value, re, image);
             }
         }
@@ -98,7 +109,11 @@ pub fn split(image: &str) -> (&str, &str, &str) {
 
 fn rewrite(current: &str, image: &Image) -> String {
     let (name, tag, digest) = split(current);
-    let name = if image.new_name.is_empty() { name } else { &image.new_name };
+    let name = if image.new_name.is_empty() {
+        name
+    } else {
+        &image.new_name
+    };
     let (mut tag, digest) = match (image.new_tag.is_empty(), image.digest.is_empty()) {
         (false, false) => (image.new_tag.clone(), image.digest.clone()),
         (false, true) => (image.new_tag.clone(), String::new()),
@@ -134,7 +149,12 @@ mod tests {
 
     #[test]
     fn new_tag_drops_digest_and_digest_drops_tag() {
-        let img = |t: &str, d: &str| Image { name: "nginx".into(), new_tag: t.into(), digest: d.into(), ..Default::default() };
+        let img = |t: &str, d: &str| Image {
+            name: "nginx".into(),
+            new_tag: t.into(),
+            digest: d.into(),
+            ..Default::default()
+        };
         assert_eq!(rewrite("nginx:1@sha256:abc", &img("2", "")), "nginx:2");
         assert_eq!(rewrite("nginx:1", &img("", "sha256:def")), "nginx@sha256:def");
         assert_eq!(rewrite("nginx:1", &img("2", "sha256:def")), "nginx:2@sha256:def");

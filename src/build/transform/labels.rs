@@ -12,7 +12,13 @@ use crate::build::resmap::ResMap;
 use super::{path_segments, selects, visit_path};
 
 /// Writes every pair into the maps found at `specs` of every object.
-pub fn apply(map: &mut ResMap, pairs: &BTreeMap<String, String>, specs: &[FieldSpec], file: &str, field: &str) -> Result<(), BuildError> {
+pub fn apply(
+    map: &mut ResMap,
+    pairs: &BTreeMap<String, String>,
+    specs: &[FieldSpec],
+    file: &str,
+    field: &str,
+) -> Result<(), BuildError> {
     if pairs.is_empty() {
         return Ok(());
     }
@@ -21,27 +27,35 @@ pub fn apply(map: &mut ResMap, pairs: &BTreeMap<String, String>, specs: &[FieldS
         let mut obj = Value::Object(std::mem::take(&mut res.obj));
         let mut result = Ok(());
         for spec in specs.iter().filter(|s| selects(s, &id)) {
-            result = visit_path(&mut obj, &path_segments(&spec.path), spec.create, &|| Value::Object(Map::new()), &mut |v| {
-                if v.is_null() {
-                    *v = Value::Object(Map::new());
-                }
-                let Value::Object(m) = v else {
-                    return Err(BuildError::Transform {
-                        file: file.to_string(),
-                        field: field.to_string(),
-                        message: format!("{id}: '{}' is not a map", spec.path),
-                    });
-                };
-                for (k, val) in pairs {
-                    m.insert(k.clone(), Value::String(val.clone()));
-                }
-                Ok(())
-            });
+            result = visit_path(
+                &mut obj,
+                &path_segments(&spec.path),
+                spec.create,
+                &|| Value::Object(Map::new()),
+                &mut |v| {
+                    if v.is_null() {
+                        *v = Value::Object(Map::new());
+                    }
+                    let Value::Object(m) = v else {
+                        return Err(BuildError::Transform {
+                            file: file.to_string(),
+                            field: field.to_string(),
+                            message: format!("{id}: '{}' is not a map", spec.path),
+                        });
+                    };
+                    for (k, val) in pairs {
+                        m.insert(k.clone(), Value::String(val.clone()));
+                    }
+                    Ok(())
+                },
+            );
             if result.is_err() {
                 break;
             }
         }
-        let Value::Object(m) = obj else { unreachable!("wrapped an object") };
+        let Value::Object(m) = obj else {
+            unreachable!("wrapped an object")
+        };
         res.obj = m;
         result?;
     }

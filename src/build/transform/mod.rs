@@ -54,7 +54,9 @@ pub fn visit_path<E>(
         }
         return Ok(());
     }
-    let Some((first, rest)) = path.split_first() else { return visit(node) };
+    let Some((first, rest)) = path.split_first() else {
+        return visit(node);
+    };
     let key = first.strip_suffix("[]").unwrap_or(first);
     let Value::Object(map) = node else { return Ok(()) };
     let missing = map.get(key).is_none_or(Value::is_null);
@@ -62,18 +64,23 @@ pub fn visit_path<E>(
         if !create {
             return Ok(());
         }
-        let fresh = if rest.is_empty() { leaf() } else { Value::Object(Map::new()) };
+        let fresh = if rest.is_empty() {
+            leaf()
+        } else {
+            Value::Object(Map::new())
+        };
         map.insert(key.to_string(), fresh);
     }
     let child = map.get_mut(key).expect("present or created");
     if rest.is_empty() {
         if let Value::Array(items) = child
-            && first.ends_with("[]") {
-                for item in items {
-                    visit(item)?;
-                }
-                return Ok(());
+            && first.ends_with("[]")
+        {
+            for item in items {
+                visit(item)?;
             }
+            return Ok(());
+        }
         return visit(child);
     }
     visit_path(child, rest, create, leaf, visit)
@@ -93,22 +100,45 @@ mod tests {
 
     #[test]
     fn escaped_slashes_stay_in_keys() {
-        assert_eq!(path_segments("metadata/annotations/a.io\\/b"), vec!["metadata", "annotations", "a.io/b"]);
+        assert_eq!(
+            path_segments("metadata/annotations/a.io\\/b"),
+            vec!["metadata", "annotations", "a.io/b"]
+        );
     }
 
     #[test]
     fn walks_lists_and_creates_only_when_asked() {
         let mut v = json!({"spec": {"items": [{"a": 1}, {"a": 2}]}});
         let mut seen = Vec::new();
-        visit_path::<()>(&mut v, &path_segments("spec/items/a"), false, &|| Value::Null, &mut |x| {
-            seen.push(x.clone());
-            Ok(())
-        })
+        visit_path::<()>(
+            &mut v,
+            &path_segments("spec/items/a"),
+            false,
+            &|| Value::Null,
+            &mut |x| {
+                seen.push(x.clone());
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(seen, vec![json!(1), json!(2)]);
-        visit_path::<()>(&mut v, &path_segments("spec/x/y"), false, &|| json!({}), &mut |_| Ok(())).unwrap();
+        visit_path::<()>(
+            &mut v,
+            &path_segments("spec/x/y"),
+            false,
+            &|| json!({}),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
         assert!(v["spec"].get("x").is_none());
-        visit_path::<()>(&mut v, &path_segments("spec/x/y"), true, &|| json!({}), &mut |_| Ok(())).unwrap();
+        visit_path::<()>(
+            &mut v,
+            &path_segments("spec/x/y"),
+            true,
+            &|| json!({}),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
         assert_eq!(v["spec"]["x"], json!({"y": {}}));
     }
 }

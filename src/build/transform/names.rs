@@ -4,7 +4,9 @@ use crate::build::resmap::ResMap;
 
 /// Kinds kustomize never prefixes or suffixes.
 fn skipped(group: &str, kind: &str) -> bool {
-    kind == "CustomResourceDefinition" || kind == "Namespace" || (group == "apiregistration.k8s.io" && kind == "APIService")
+    kind == "CustomResourceDefinition"
+        || kind == "Namespace"
+        || (group == "apiregistration.k8s.io" && kind == "APIService")
 }
 
 /// Adds `prefix` and `suffix` (either may be empty) to every object's name.

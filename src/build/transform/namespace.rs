@@ -17,28 +17,38 @@ pub fn apply(map: &mut ResMap, namespace: &str) {
         if id.kind == "Namespace" && id.group.is_empty() && id.version == "v1" {
             res.set_name(namespace.to_string());
         }
-        let rbac = id.group == "rbac.authorization.k8s.io" && (id.kind == "RoleBinding" || id.kind == "ClusterRoleBinding");
-        if rbac
-            && let Some(Value::Array(subjects)) = res.obj.get_mut("subjects") {
-                for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
-                    if subject.get("name").and_then(Value::as_str) == Some("default") {
-                        subject.insert("namespace".into(), Value::String(namespace.to_string()));
-                    }
+        let rbac = id.group == "rbac.authorization.k8s.io"
+            && (id.kind == "RoleBinding" || id.kind == "ClusterRoleBinding");
+        if rbac && let Some(Value::Array(subjects)) = res.obj.get_mut("subjects") {
+            for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
+                if subject.get("name").and_then(Value::as_str) == Some("default") {
+                    subject.insert("namespace".into(), Value::String(namespace.to_string()));
                 }
             }
+        }
         let extra = match (id.group.as_str(), id.kind.as_str()) {
             ("apiregistration.k8s.io", "APIService") => Some(("spec/service/namespace", true)),
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => Some(("spec/conversion/webhook/clientConfig/service/namespace", false)),
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                Some(("spec/conversion/webhook/clientConfig/service/namespace", false))
+            }
             _ => None,
         };
         if let Some((path, create)) = extra {
             let mut obj = Value::Object(std::mem::take(&mut res.obj));
             let set = Value::String(namespace.to_string());
-            let _ = visit_path::<()>(&mut obj, &path_segments(path), create, &|| Value::Null, &mut |v| {
-                *v = set.clone();
-                Ok(())
-            });
-            let Value::Object(m) = obj else { unreachable!("wrapped an object") };
+            let _ = visit_path::<()>(
+                &mut obj,
+                &path_segments(path),
+                create,
+                &|| Value::Null,
+                &mut |v| {
+                    *v = set.clone();
+                    Ok(())
+                },
+            );
+            let Value::Object(m) = obj else {
+                unreachable!("wrapped an object")
+            };
             res.obj = m;
         }
     }

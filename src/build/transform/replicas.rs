@@ -17,7 +17,10 @@ pub fn apply(map: &mut ResMap, replica: &Replica, file: &str) -> Result<(), Buil
         }
         matched = true;
         if KINDS.contains(&res.id().kind.as_str()) {
-            let spec = res.obj.entry("spec").or_insert_with(|| Value::Object(Default::default()));
+            let spec = res
+                .obj
+                .entry("spec")
+                .or_insert_with(|| Value::Object(Default::default()));
             if let Value::Object(spec) = spec {
                 spec.insert("replicas".into(), Value::from(replica.count));
             }
@@ -27,7 +30,10 @@ pub fn apply(map: &mut ResMap, replica: &Replica, file: &str) -> Result<(), Buil
         return Err(BuildError::Transform {
             file: file.into(),
             field: "replicas".into(),
-            message: format!("resource with name {} does not match a config with the following GVK {:?}", replica.name, KINDS),
+            message: format!(
+                "resource with name {} does not match a config with the following GVK {:?}",
+                replica.name, KINDS
+            ),
         });
     }
     Ok(())

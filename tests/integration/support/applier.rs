@@ -10,7 +10,9 @@ use kustomize_controller::kube_ext::{RequestCounts, ResourceResolver, counting_c
 pub async fn counted_client() -> (Client, RequestCounts) {
     let path = std::env::var("KUBECONFIG").expect("KUBECONFIG is not set: run the tests with `make test`");
     let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("read KUBECONFIG");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("KUBECONFIG");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("KUBECONFIG");
     counting_client(config).expect("counting client")
 }
 
@@ -22,5 +24,9 @@ pub async fn applier() -> (Applier, RequestCounts, Client) {
         retry_interval: Duration::from_millis(500),
         ..Default::default()
     };
-    (Applier::new(ResourceResolver::new(client.clone()), options), counts, client)
+    (
+        Applier::new(ResourceResolver::new(client.clone()), options),
+        counts,
+        client,
+    )
 }

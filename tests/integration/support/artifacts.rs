@@ -52,7 +52,9 @@ pub struct ArtifactServer {
 
 impl ArtifactServer {
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind artifact server");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind artifact server");
         let addr = listener.local_addr().unwrap();
         let routes = Arc::new(Mutex::new(Routes::default()));
         let shared = routes.clone();
@@ -66,7 +68,11 @@ impl ArtifactServer {
 
     /// Sets the reply for `path` (which starts with `/`) and returns its URL.
     pub fn route(&self, path: &str, reply: Reply) -> String {
-        self.routes.lock().unwrap().replies.insert(path.to_string(), reply);
+        self.routes
+            .lock()
+            .unwrap()
+            .replies
+            .insert(path.to_string(), reply);
         self.url(path)
     }
 
@@ -102,15 +108,25 @@ async fn serve(mut stream: TcpStream, routes: Arc<Mutex<Routes>>) {
         routes.replies.get(&path).cloned().unwrap_or(Reply::Status(404))
     };
     let head = |len: Option<usize>| {
-        let length = len.map(|l| format!("Content-Length: {l}\r\n")).unwrap_or_default();
-        format!("HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\n{length}Connection: close\r\n\r\n").into_bytes()
+        let length = len
+            .map(|l| format!("Content-Length: {l}\r\n"))
+            .unwrap_or_default();
+        format!("HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\n{length}Connection: close\r\n\r\n")
+            .into_bytes()
     };
     let _ = match reply {
         Reply::Serve(body) => write_all(&mut stream, &[head(Some(body.len())), body].concat()).await,
         Reply::ServeUnsized(body) => write_all(&mut stream, &[head(None), body].concat()).await,
-        Reply::Truncate(body, cut) => write_all(&mut stream, &[head(Some(body.len())), body[..cut].to_vec()].concat()).await,
+        Reply::Truncate(body, cut) => {
+            write_all(
+                &mut stream,
+                &[head(Some(body.len())), body[..cut].to_vec()].concat(),
+            )
+            .await
+        }
         Reply::Status(code) => {
-            let status = format!("HTTP/1.1 {code} Status {code}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let status =
+                format!("HTTP/1.1 {code} Status {code}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
             write_all(&mut stream, status.as_bytes()).await
         }
         Reply::StallBeforeHeaders => {
@@ -119,7 +135,9 @@ async fn serve(mut stream: TcpStream, routes: Arc<Mutex<Routes>>) {
         }
         Reply::StallMidBody(body) => {
             // Written without closing: the client sees an open, silent connection.
-            let _ = stream.write_all(&[head(Some(body.len())), body[..body.len() / 2].to_vec()].concat()).await;
+            let _ = stream
+                .write_all(&[head(Some(body.len())), body[..body.len() / 2].to_vec()].concat())
+                .await;
             tokio::time::sleep(Duration::from_secs(3600)).await;
             Ok(())
         }
@@ -136,8 +154,12 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
-pub const ALL_SOURCE_KINDS: [SourceKind; 4] =
-    [SourceKind::GitRepository, SourceKind::OCIRepository, SourceKind::Bucket, SourceKind::ExternalArtifact];
+pub const ALL_SOURCE_KINDS: [SourceKind; 4] = [
+    SourceKind::GitRepository,
+    SourceKind::OCIRepository,
+    SourceKind::Bucket,
+    SourceKind::ExternalArtifact,
+];
 
 /// The minimal source CRDs of e2e/source-crds.yaml (shared with the demo): any spec, any
 /// status, with the status subresource so artifacts are published as source-controller does.
@@ -173,14 +195,24 @@ pub async fn create_source(client: &Client, kind: SourceKind, namespace: &str, n
         "spec": {"interval": "1m", "url": "https://example.invalid/repo"},
     });
     source_api(client, kind, namespace)
-        .patch(name, &PatchParams::apply("e2e-source-controller").force(), &Patch::Apply(object))
+        .patch(
+            name,
+            &PatchParams::apply("e2e-source-controller").force(),
+            &Patch::Apply(object),
+        )
         .await
         .unwrap_or_else(|e| panic!("create {} {namespace}/{name}: {e}", kind.as_str()));
 }
 
 /// Publishes `artifact` (a `status.artifact` JSON object) on the source, creating the source
 /// if needed, by patching the status subresource.
-pub async fn publish_artifact(client: &Client, kind: SourceKind, namespace: &str, name: &str, artifact: serde_json::Value) {
+pub async fn publish_artifact(
+    client: &Client,
+    kind: SourceKind,
+    namespace: &str,
+    name: &str,
+    artifact: serde_json::Value,
+) {
     create_source(client, kind, namespace, name).await;
     let status = serde_json::json!({"status": {"artifact": artifact}});
     source_api(client, kind, namespace)
