@@ -134,11 +134,12 @@ fn run_oracle(kustomize: &Path, copy_dir: &Path) -> Result<Result<Vec<Value>, St
                 .lines()
                 .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
             if !empty && !text.contains("sortOptions") && !text.contains("kind: Component") {
-                std::fs::write(
-                    &file,
-                    format!("{}\nsortOptions:\n  order: fifo\n", text.trim_end()),
-                )
-                .map_err(|e| e.to_string())?;
+                // A flow-style mapping cannot take a block key after it: add the key inside.
+                let forced = match text.trim_start().strip_prefix('{') {
+                    Some(rest) => format!("{{sortOptions: {{order: fifo}}, {rest}"),
+                    None => format!("{}\nsortOptions:\n  order: fifo\n", text.trim_end()),
+                };
+                std::fs::write(&file, forced).map_err(|e| e.to_string())?;
                 restore = Some((file, text));
             }
             break;
