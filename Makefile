@@ -29,6 +29,8 @@ tools:
 test: tools
 	@e2e/controlplane/build.sh >/dev/null
 	@$(CARGO) build --locked --all-targets
+	@# The image ships a static binary: prove it builds and runs without a Docker engine.
+	@$(MAKE) --no-print-directory static
 	@E2E_STATE=$(TEST_STATE) e2e/cluster.sh up
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
@@ -37,8 +39,6 @@ test: tools
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
-	@# The image ships a static binary: prove it builds and runs without a Docker engine.
-	@$(MAKE) --no-print-directory static
 
 # Builds every case in tests/kustomize/ with our engine and with the kustomize oracle.
 .PHONY: conformance
