@@ -2,18 +2,13 @@
 
 use std::time::Duration;
 
-use kube::{Client, Config};
+use kube::Client;
 use kustomize_controller::applier::{Applier, ApplierOptions};
 use kustomize_controller::kube_ext::{RequestCounts, ResourceResolver, counting_client};
 
 /// A client for the test control plane whose requests are counted.
 pub async fn counted_client() -> (Client, RequestCounts) {
-    let path = std::env::var("KUBECONFIG").expect("KUBECONFIG is not set: run the tests with `make test`");
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("read KUBECONFIG");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("KUBECONFIG");
-    counting_client(config).expect("counting client")
+    counting_client(super::config().await).expect("counting client")
 }
 
 /// An applier on a counted client, with waits short enough for tests.

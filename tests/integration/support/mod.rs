@@ -11,17 +11,21 @@ use tokio::sync::OnceCell;
 
 pub mod artifacts;
 
-/// A client for the control plane named by `KUBECONFIG`. There is no fallback and no skip: a
+/// The config of the control plane named by `KUBECONFIG`. There is no fallback and no skip: a
 /// missing control plane fails the test, loudly.
-pub async fn client() -> Client {
+pub async fn config() -> Config {
     let path = std::env::var("KUBECONFIG")
         .expect("KUBECONFIG is not set: run the tests with `make test` (it starts the control plane)");
     let kubeconfig = kube::config::Kubeconfig::read_from(&path)
         .unwrap_or_else(|e| panic!("cannot read KUBECONFIG {path}: {e}"));
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
-        .unwrap_or_else(|e| panic!("invalid KUBECONFIG {path}: {e}"));
-    Client::try_from(config).expect("kube client")
+        .unwrap_or_else(|e| panic!("invalid KUBECONFIG {path}: {e}"))
+}
+
+/// A client for the control plane named by `KUBECONFIG`.
+pub async fn client() -> Client {
+    Client::try_from(config().await).expect("kube client")
 }
 
 /// A namespace that belongs to one test. Names are unique per run so tests can run in parallel
