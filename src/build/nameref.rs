@@ -1,6 +1,8 @@
 //! nameReference: after prefixes, suffixes and hash suffixes changed names, rewrite every
 //! field that referred to an object by an earlier name (kustomize's back-reference fix).
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::BuildError;
@@ -12,18 +14,95 @@ use super::transform::{path_segments, selects, visit_path};
 /// Fixes back-references in every object of `map`.
 pub fn fix(map: &mut ResMap) -> Result<(), BuildError> {
     let table = name_references();
-    // Candidates are read from a snapshot: renames already happened, references are only
-    // rewritten here, so the ids cannot change during the pass.
-    let snapshot: Vec<Resource> = map.resources.clone();
+    // Renames already happened and references are only rewritten here, so the ids read
+    // from this snapshot cannot change during the pass.
+    let index = Index::of(&map.resources);
     for res in &mut map.resources {
         let referrer_id = res.id();
+        // Taken before any rewrite, as kustomize picks the candidates once per referrer.
+        let subject_namespaces = service_account_subject_namespaces(&referrer_id, &res.obj);
         for target in &table {
             for spec in target.referrers.iter().filter(|s| selects(s, &referrer_id)) {
-                fix_field(res, &referrer_id, target, spec, &snapshot)?;
+                let referrer = Referrer {
+                    id: &referrer_id,
+                    subject_namespaces: &subject_namespaces,
+                };
+                fix_field(res, &referrer, target, spec, &index)?;
             }
         }
     }
     Ok(())
+}
+
+/// What name resolution needs to know about every object, without its body.
+struct Candidate {
+    /// Every id the object had: original first, current last.
+    ids: Vec<ResId>,
+    prefixes: Vec<String>,
+    suffixes: Vec<String>,
+}
+
+impl Candidate {
+    fn current(&self) -> &ResId {
+        self.ids.last().expect("an object has at least its original id")
+    }
+
+    fn original(&self) -> &ResId {
+        &self.ids[0]
+    }
+
+    fn any_id(&self, pred: impl Fn(&ResId) -> bool) -> bool {
+        self.ids.iter().any(pred)
+    }
+}
+
+/// The objects of a build, looked up by any (kind, name) they ever had, so resolving one
+/// reference costs a hash lookup instead of a scan of the whole build.
+struct Index {
+    candidates: Vec<Candidate>,
+    by_kind_name: HashMap<(String, String), Vec<usize>>,
+}
+
+impl Index {
+    fn of(resources: &[Resource]) -> Self {
+        let mut by_kind_name: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let candidates: Vec<Candidate> = resources
+            .iter()
+            .map(|r| {
+                let mut ids = Vec::with_capacity(r.prev.len() + 2);
+                ids.push(r.orig.clone());
+                ids.extend(r.prev.iter().cloned());
+                ids.push(r.id());
+                Candidate {
+                    ids,
+                    prefixes: r.prefixes.clone(),
+                    suffixes: r.suffixes.clone(),
+                }
+            })
+            .collect();
+        for (i, c) in candidates.iter().enumerate() {
+            for id in &c.ids {
+                let slot = by_kind_name.entry((id.kind.clone(), id.name.clone())).or_default();
+                // Indices are pushed in build order; skip the repeats of one object.
+                if slot.last() != Some(&i) {
+                    slot.push(i);
+                }
+            }
+        }
+        Index {
+            candidates,
+            by_kind_name,
+        }
+    }
+
+    /// Objects that ever had this kind and name, in build order.
+    fn named(&self, kind: &str, name: &str) -> impl Iterator<Item = &Candidate> {
+        self.by_kind_name
+            .get(&(kind.to_string(), name.to_string()))
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.candidates[i])
+    }
 }
 
 fn target_selects(target: &NameReference, id: &ResId) -> bool {
@@ -32,44 +111,44 @@ fn target_selects(target: &NameReference, id: &ResId) -> bool {
         && target.kind == id.kind
 }
 
+/// The object whose fields are being fixed, as name resolution sees it.
+struct Referrer<'a> {
+    id: &'a ResId,
+    subject_namespaces: &'a [String],
+}
+
 fn fix_field(
     res: &mut Resource,
-    referrer_id: &ResId,
+    referrer: &Referrer<'_>,
     target: &NameReference,
     spec: &FieldSpec,
-    all: &[Resource],
+    index: &Index,
 ) -> Result<(), BuildError> {
-    let mut obj = Value::Object(std::mem::take(&mut res.obj));
-    let role_ref = spec.path == "roleRef/name";
-    let role_ref_kind = obj
-        .pointer("/roleRef/kind")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let role_ref_group = obj
-        .pointer("/roleRef/apiGroup")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    if role_ref
-        && (role_ref_kind.as_deref() != Some(target.kind)
-            || role_ref_group.as_deref().is_some_and(|g| g != target.group))
-    {
-        let Value::Object(m) = obj else {
-            unreachable!("wrapped an object")
+    if spec.path == "roleRef/name" {
+        let role_ref = |field: &str| {
+            res.obj
+                .get("roleRef")
+                .and_then(|r| r.get(field))
+                .and_then(Value::as_str)
         };
-        res.obj = m;
-        return Ok(());
+        if role_ref("kind") != Some(target.kind) || role_ref("apiGroup").is_some_and(|g| g != target.group) {
+            return Ok(());
+        }
     }
     let ctx = Selection {
-        referrer: res,
-        referrer_id,
+        referrer_id: referrer.id,
+        prefixes: &res.prefixes,
+        suffixes: &res.suffixes,
+        subject_namespaces: referrer.subject_namespaces,
         target,
-        all,
+        index,
     };
     let err = |message: String| BuildError::NameReference {
-        referrer: referrer_id.to_string(),
+        referrer: referrer.id.to_string(),
         path: spec.path.clone(),
         message,
     };
+    let mut obj = Value::Object(std::mem::take(&mut res.obj));
     let result = visit_path(
         &mut obj,
         &path_segments(&spec.path),
@@ -84,13 +163,28 @@ fn fix_field(
     result
 }
 
+/// The namespaces of a RoleBinding's ServiceAccount subjects: kustomize lets the binding
+/// refer to objects there.
+fn service_account_subject_namespaces(referrer_id: &ResId, obj: &serde_json::Map<String, Value>) -> Vec<String> {
+    if referrer_id.kind != "RoleBinding" {
+        return Vec::new();
+    }
+    obj.get("subjects")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|s| s.get("kind").and_then(Value::as_str) == Some("ServiceAccount"))
+        .filter_map(|s| s.get("namespace").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
+
 /// Rewrites a reference found at a field-spec path: a name, a list of names, or a map
 /// holding `name` (and maybe `namespace`), or a list of such maps.
 fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
     match node {
         Value::String(old) => {
-            if let Some(new) = ctx.select(old, None)? {
-                *old = new.name;
+            if let Some(referral) = ctx.select(old, None)? {
+                *old = referral.current().name.clone();
             }
         }
         Value::Array(items) => {
@@ -105,12 +199,12 @@ fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
                 return Ok(());
             };
             let ns = m.get("namespace").and_then(Value::as_str).map(str::to_string);
-            if let Some(referral) = ctx.select_resource(&old, ns.as_deref())? {
-                let new = referral.id();
+            if let Some(referral) = ctx.select(&old, ns.as_deref())? {
+                let new = referral.current();
                 m.insert("name".into(), Value::String(new.name.clone()));
                 // The namespace follows only when the build moved the referral.
-                if !new.namespace.is_empty() && (ns.is_some() || referral.orig.namespace != new.namespace) {
-                    m.insert("namespace".into(), Value::String(new.namespace));
+                if !new.namespace.is_empty() && (ns.is_some() || referral.original().namespace != new.namespace) {
+                    m.insert("namespace".into(), Value::String(new.namespace.clone()));
                 }
             }
         }
@@ -120,63 +214,46 @@ fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
 }
 
 struct Selection<'a> {
-    referrer: &'a Resource,
     referrer_id: &'a ResId,
+    prefixes: &'a [String],
+    suffixes: &'a [String],
+    subject_namespaces: &'a [String],
     target: &'a NameReference,
-    all: &'a [Resource],
+    index: &'a Index,
 }
 
 impl Selection<'_> {
     /// kustomize's pre-filter: a namespaced referrer sees cluster-scoped objects, objects of
     /// its own namespace and, for a RoleBinding, objects in the namespaces of its
     /// ServiceAccount subjects.
-    fn could_refer_to(&self, candidate: &Resource) -> bool {
+    fn could_refer_to(&self, candidate: &Candidate) -> bool {
         if is_cluster_scoped(&self.referrer_id.group, &self.referrer_id.kind) {
             return true;
         }
-        let id = candidate.id();
-        if is_cluster_scoped(&id.group, &id.kind)
+        let id = candidate.current();
+        is_cluster_scoped(&id.group, &id.kind)
             || id.effective_namespace() == self.referrer_id.effective_namespace()
-        {
-            return true;
-        }
-        self.referrer_id.kind == "RoleBinding"
-            && self
-                .referrer
-                .obj
-                .get("subjects")
-                .and_then(Value::as_array)
-                .is_some_and(|subjects| {
-                    subjects.iter().any(|s| {
-                        s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
-                            && s.get("namespace").and_then(Value::as_str) == Some(id.namespace.as_str())
-                    })
-                })
-    }
-
-    /// The current id of the one object the reference `old` points to, if any.
-    fn select(&self, old: &str, namespace: Option<&str>) -> Result<Option<ResId>, String> {
-        Ok(self.select_resource(old, namespace)?.map(Resource::id))
+            || self.subject_namespaces.iter().any(|ns| *ns == id.namespace)
     }
 
     /// The one object the reference `old` (in `namespace`, when the reference has one)
     /// points to, if any.
-    fn select_resource(&self, old: &str, namespace: Option<&str>) -> Result<Option<&Resource>, String> {
-        let mut candidates: Vec<&Resource> = self
-            .all
-            .iter()
-            .filter(|r| r.any_id(|id| target_selects(self.target, id) && id.name == old))
+    fn select(&self, old: &str, namespace: Option<&str>) -> Result<Option<&Candidate>, String> {
+        let mut candidates: Vec<&Candidate> = self
+            .index
+            .named(self.target.kind, old)
+            .filter(|c| c.any_id(|id| target_selects(self.target, id) && id.name == old))
+            .filter(|c| self.could_refer_to(c))
             .collect();
-        candidates.retain(|r| self.could_refer_to(r));
         if let Some(ns) = namespace {
             let wanted = if ns.is_empty() { "default" } else { ns };
-            candidates.retain(|r| r.any_id(|id| id.name == old && id.effective_namespace() == wanted));
+            candidates.retain(|c| c.any_id(|id| id.name == old && id.effective_namespace() == wanted));
         }
         if candidates.len() > 1 {
-            let same_context: Vec<&Resource> = candidates
+            let same_context: Vec<&Candidate> = candidates
                 .iter()
                 .copied()
-                .filter(|r| r.prefixes == self.referrer.prefixes && r.suffixes == self.referrer.suffixes)
+                .filter(|c| c.prefixes == self.prefixes && c.suffixes == self.suffixes)
                 .collect();
             if same_context.len() == 1 {
                 candidates = same_context;
@@ -186,11 +263,11 @@ impl Selection<'_> {
             [] => Ok(None),
             [one] => Ok(Some(*one)),
             many => {
-                let first = many[0].id();
-                if many.iter().all(|r| r.id().name == first.name) {
+                let first = &many[0].current().name;
+                if many.iter().all(|c| &c.current().name == first) {
                     return Ok(Some(many[0]));
                 }
-                let ids: Vec<String> = many.iter().map(|r| r.id().to_string()).collect();
+                let ids: Vec<String> = many.iter().map(|c| c.current().to_string()).collect();
                 Err(format!(
                     "found multiple possible referrals for '{old}': {}",
                     ids.join(", ")

@@ -31,11 +31,12 @@ impl ResId {
     /// Same kind and name and the same effective namespace (empty means `default` for
     /// namespaced kinds), as kustomize's `ResId.Equals`.
     pub fn same_as(&self, other: &ResId) -> bool {
-        self.group == other.group
-            && self.version == other.version
-            && self.kind == other.kind
-            && self.name == other.name
-            && self.effective_namespace() == other.effective_namespace()
+        self.identity() == other.identity()
+    }
+
+    /// The fields `same_as` compares, as a hashable key.
+    fn identity(&self) -> (&str, &str, &str, &str, &str) {
+        (&self.group, &self.version, &self.kind, &self.name, self.effective_namespace())
     }
 
     /// The namespace used for comparisons: `default` when empty for namespaced kinds, and a
@@ -230,34 +231,37 @@ pub struct ResMap {
 impl ResMap {
     /// Appends, refusing a second object with the same current id.
     pub fn append(&mut self, res: Resource, file: &str) -> Result<(), BuildError> {
-        let id = res.id();
-        if self.resources.iter().any(|r| r.id().same_as(&id)) {
-            return Err(BuildError::DuplicateId {
-                file: file.to_string(),
-                id: id.to_string(),
-            });
-        }
-        self.resources.push(res);
-        Ok(())
+        self.append_all(ResMap { resources: vec![res] }, file)
     }
 
     /// Fails when two objects now have the same id.
     pub fn check_unique(&self, file: &str) -> Result<(), BuildError> {
-        for (i, r) in self.resources.iter().enumerate() {
-            let id = r.id();
-            if self.resources[..i].iter().any(|o| o.id().same_as(&id)) {
-                return Err(BuildError::DuplicateId {
-                    file: file.to_string(),
-                    id: id.to_string(),
-                });
-            }
-        }
-        Ok(())
+        let ids: Vec<ResId> = self.resources.iter().map(Resource::id).collect();
+        first_duplicate(&ids).map_or(Ok(()), |id| Err(duplicate(file, id)))
     }
 
-    /// Appends every resource of `other`.
+    /// Appends every resource of `other`, refusing any id already present; on error the map
+    /// is unchanged.
     pub fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
-        other.resources.into_iter().try_for_each(|r| self.append(r, file))
+        let ids: Vec<ResId> = self.resources.iter().chain(&other.resources).map(Resource::id).collect();
+        if let Some(id) = first_duplicate(&ids) {
+            return Err(duplicate(file, id));
+        }
+        self.resources.extend(other.resources);
+        Ok(())
+    }
+}
+
+/// The first id equal (`same_as`) to an earlier one; hashing keeps big builds linear.
+fn first_duplicate(ids: &[ResId]) -> Option<&ResId> {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.iter().find(|id| !seen.insert(id.identity()))
+}
+
+fn duplicate(file: &str, id: &ResId) -> BuildError {
+    BuildError::DuplicateId {
+        file: file.to_string(),
+        id: id.to_string(),
     }
 }
 

@@ -220,6 +220,7 @@ fn accumulate_body(
         if loader.is_file(&path) {
             let text = loader.read_text(&path, file)?;
             let origin = loader.show(&path);
+            let mut loaded = ResMap::default();
             for obj in yaml::parse_resources(&text, &origin)? {
                 if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
                     let name = super::resmap::str_at(&obj, &["metadata", "name"]);
@@ -230,8 +231,9 @@ fn accumulate_body(
                 }
                 let mut res = Resource::new(obj);
                 res.origin = Some(Origin::File(path.clone()));
-                map.append(res, &origin)?;
+                loaded.resources.push(res);
             }
+            map.append_all(loaded, &origin)?;
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
             let mut sub = ResMap::default();
