@@ -79,9 +79,15 @@ fn main() -> ExitCode {
             kustomization,
             vars,
         } => match cli::flux_build(&root, &dir, kustomization, vars) {
-            Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
+            Ok(objects) => {
+                let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                match cli::write_yaml(&objects, &mut out) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("build failed: writing the output: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("build failed: {e}");

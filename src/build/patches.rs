@@ -164,17 +164,17 @@ fn by_selector(
     doc: &PatchDoc,
     target: &Selector,
 ) -> Result<(), BuildError> {
-    let mut selected = Vec::new();
-    for (i, res) in map.resources.iter().enumerate() {
-        let obj = Value::Object(res.obj.clone());
-        let original = OriginalId {
-            name: &res.orig.name,
-            namespace: &res.orig.namespace,
-        };
-        if patch::selects_with_original(target, &obj, Some(original)).map_err(|e| ctx.err(e))? {
-            selected.push(i);
-        }
-    }
+    let target = patch::Target::compile(target).map_err(|e| ctx.err(e))?;
+    let selected: Vec<usize> = (0..map.resources.len())
+        .filter(|&i| {
+            let res = &map.resources[i];
+            let original = OriginalId {
+                name: &res.orig.name,
+                namespace: &res.orig.namespace,
+            };
+            target.selects(&res.obj, Some(original))
+        })
+        .collect();
     // Walk backwards so removing a deleted object keeps the earlier indices valid.
     for &i in selected.iter().rev() {
         let mut doc = doc.clone();

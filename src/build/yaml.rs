@@ -369,8 +369,15 @@ pub fn scalar_text(v: &Value) -> String {
 /// and every string that kyaml would read back as something else (`"0755"`, `"true"`,
 /// `"2024-01-01"`, `"yes"`) double-quoted, so the text parses back to the same values.
 pub fn emit_documents(objects: &[Value]) -> String {
-    let mut out = String::new();
-    for (i, obj) in objects.iter().enumerate() {
+    document_pieces(objects).collect()
+}
+
+/// The stream of [`emit_documents`] one document at a time (each piece after the first
+/// starts with its `---` separator), so a caller can write or hash a big build without
+/// holding its whole text.
+pub fn document_pieces(objects: &[Value]) -> impl Iterator<Item = String> + '_ {
+    objects.iter().enumerate().map(|(i, obj)| {
+        let mut out = String::new();
         if i > 0 {
             out.push_str("---\n");
         }
@@ -382,8 +389,8 @@ pub fn emit_documents(objects: &[Value]) -> String {
                 out.push('\n');
             }
         }
-    }
-    out
+        out
+    })
 }
 
 fn emit_map(out: &mut String, map: &Map<String, Value>, indent: usize) {

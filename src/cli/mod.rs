@@ -64,10 +64,17 @@ pub fn flux_build(
     dir: &Path,
     kustomization: Option<PathBuf>,
     vars: Vec<(String, String)>,
-) -> Result<String, String> {
+) -> Result<Vec<Value>, String> {
     let object = kustomization.as_deref().map(read_object).transpose()?;
     let spec = offline_spec(object.as_ref().and_then(|o| o.get("spec")), !vars.is_empty())?;
-    Ok(build::to_yaml(&build_objects(root, dir, &spec, vars)?))
+    build_objects(root, dir, &spec, vars)
+}
+
+/// Writes objects as a YAML stream a document at a time: a big build never exists twice in
+/// memory, once as objects and once as text.
+pub fn write_yaml(objects: &[Value], out: &mut impl std::io::Write) -> std::io::Result<()> {
+    build::yaml::document_pieces(objects).try_for_each(|piece| out.write_all(piece.as_bytes()))?;
+    out.flush()
 }
 
 /// Arguments of `kustomize-controller diff`.

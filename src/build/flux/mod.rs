@@ -111,10 +111,9 @@ pub fn build_with_strictness(
         }
     }
     // Flux digests the build output, then decodes it (which drops what it cannot apply).
-    let digest = format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(super::to_yaml(&objects).as_bytes()))
-    );
+    let mut hasher = Sha256::new();
+    super::yaml::document_pieces(&objects).for_each(|piece| hasher.update(piece.as_bytes()));
+    let digest = format!("sha256:{}", hex::encode(hasher.finalize()));
     objects.retain(is_applicable);
     if let Some(common) = &spec.common_metadata {
         objects

@@ -2,6 +2,7 @@
 //! on its YAML text, then read back as YAML.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
@@ -79,8 +80,8 @@ pub fn substitute(
     if is_disabled(object) || (vars.is_empty() && !options.always) {
         return Ok(object.clone());
     }
-    let name_rule = Regex::new(VAR_NAME_PATTERN).expect("the pattern is valid");
-    if let Some(bad) = vars.keys().find(|name| !name_rule.is_match(name)) {
+    static NAME_RULE: LazyLock<Regex> = LazyLock::new(|| Regex::new(VAR_NAME_PATTERN).expect("the pattern is valid"));
+    if let Some(bad) = vars.keys().find(|name| !NAME_RULE.is_match(name)) {
         return Err(SubstituteError::InvalidName(bad.clone()));
     }
     // Flux substitutes over kustomize's YAML text of the object and reads the result back

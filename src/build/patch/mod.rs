@@ -12,7 +12,7 @@ mod smp;
 use serde_json::Value;
 use thiserror::Error;
 
-pub use selector::{OriginalId, is_cluster_scoped, selects, selects_with_original};
+pub use selector::{OriginalId, Target, is_cluster_scoped};
 
 /// A parsed patch.
 #[derive(Clone, Debug, PartialEq)]

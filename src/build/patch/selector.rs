@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use regex::Regex;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::PatchError;
 use crate::api::kustomization::Selector;
+use crate::build::resmap::str_at;
 
 /// kustomize's effective namespace of a cluster-scoped object, so that a namespace regex
 /// such as `default` never matches it.
@@ -54,77 +55,97 @@ pub struct OriginalId<'a> {
     pub namespace: &'a str,
 }
 
-/// Whether `selector` selects `object` (current identity only).
-pub fn selects(selector: &Selector, object: &Value) -> Result<bool, PatchError> {
-    selects_with_original(selector, object, None)
+/// A selector with its patterns compiled once (as kustomize does), so testing every object
+/// of a build costs no regex compilation.
+pub struct Target {
+    namespace: Option<Regex>,
+    name: Option<Regex>,
+    group: Option<Regex>,
+    version: Option<Regex>,
+    kind: Option<Regex>,
+    labels: Vec<Requirement>,
+    annotations: Vec<Requirement>,
 }
 
-/// Whether `selector` selects `object`, matching name and namespace against the current
-/// or the `original` identity.
-pub fn selects_with_original(
-    selector: &Selector,
-    object: &Value,
-    original: Option<OriginalId<'_>>,
-) -> Result<bool, PatchError> {
-    let api_version = str_at(object, &["apiVersion"]);
-    let kind = str_at(object, &["kind"]);
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let name = str_at(object, &["metadata", "name"]);
-    let namespace = str_at(object, &["metadata", "namespace"]);
-    let effective = |ns: &'_ str| -> String {
-        if is_cluster_scoped(kind) {
-            NOT_A_NAMESPACE.to_string()
-        } else if ns.is_empty() {
-            "default".to_string()
-        } else {
-            ns.to_string()
-        }
-    };
-    let matches = |field: &str, pattern: &Option<String>, values: &[&str]| match pattern
-        .as_deref()
-        .filter(|p| !p.is_empty())
-    {
-        None => Ok(true),
-        Some(pattern) => {
-            let regex = Regex::new(&format!("^(?:{pattern})$")).map_err(|err| PatchError::Selector {
+impl Target {
+    /// Compiles `selector`; a bad regex or label selector names its field.
+    pub fn compile(selector: &Selector) -> Result<Self, PatchError> {
+        let pattern = |field: &str, pattern: &Option<String>| {
+            pattern
+                .as_deref()
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    Regex::new(&format!("^(?:{p})$")).map_err(|err| PatchError::Selector {
+                        field: field.to_string(),
+                        reason: err.to_string(),
+                    })
+                })
+                .transpose()
+        };
+        let requirements = |field: &str, selector: Option<&str>| match selector.filter(|s| !s.trim().is_empty()) {
+            None => Ok(Vec::new()),
+            Some(text) => parse_label_selector(text).map_err(|reason| PatchError::Selector {
                 field: field.to_string(),
-                reason: err.to_string(),
-            })?;
-            Ok(values.iter().any(|v| regex.is_match(v)))
-        }
-    };
-    let mut names = vec![name];
-    let mut namespaces = vec![effective(namespace)];
-    if let Some(original) = original {
-        names.push(original.name);
-        namespaces.push(effective(original.namespace));
+                reason: format!("{reason} in {text:?}"),
+            }),
+        };
+        Ok(Target {
+            namespace: pattern("namespace", &selector.namespace)?,
+            name: pattern("name", &selector.name)?,
+            group: pattern("group", &selector.group)?,
+            version: pattern("version", &selector.version)?,
+            kind: pattern("kind", &selector.kind)?,
+            labels: requirements("labelSelector", selector.label_selector.as_deref())?,
+            annotations: requirements("annotationSelector", selector.annotation_selector.as_deref())?,
+        })
     }
-    let namespaces: Vec<&str> = namespaces.iter().map(String::as_str).collect();
-    Ok(matches("namespace", &selector.namespace, &namespaces)?
-        && matches("name", &selector.name, &names)?
-        && matches("group", &selector.group, &[group])?
-        && matches("version", &selector.version, &[version])?
-        && matches("kind", &selector.kind, &[kind])?
-        && matches_labels(
-            "labelSelector",
-            selector.label_selector.as_deref(),
-            &string_map(object, "labels"),
-        )?
-        && matches_labels(
-            "annotationSelector",
-            selector.annotation_selector.as_deref(),
-            &string_map(object, "annotations"),
-        )?)
+
+    /// Whether this target selects `object`, matching name and namespace against the
+    /// current or the `original` identity.
+    pub fn selects(&self, object: &Map<String, Value>, original: Option<OriginalId<'_>>) -> bool {
+        let api_version = str_at(object, &["apiVersion"]);
+        let kind = str_at(object, &["kind"]);
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let effective = |ns| effective_namespace(kind, ns);
+        let matches = |regex: &Option<Regex>, current: &str, original: Option<&str>| {
+            regex
+                .as_ref()
+                .is_none_or(|r| r.is_match(current) || original.is_some_and(|o| r.is_match(o)))
+        };
+        matches(
+            &self.namespace,
+            effective(str_at(object, &["metadata", "namespace"])),
+            original.map(|o| effective(o.namespace)),
+        ) && matches(
+            &self.name,
+            str_at(object, &["metadata", "name"]),
+            original.map(|o| o.name),
+        ) && matches(&self.group, group, None)
+            && matches(&self.version, version, None)
+            && matches(&self.kind, kind, None)
+            && (self.labels.is_empty() || {
+                let labels = string_map(object, "labels");
+                self.labels.iter().all(|r| r.matches(&labels))
+            })
+            && (self.annotations.is_empty() || {
+                let annotations = string_map(object, "annotations");
+                self.annotations.iter().all(|r| r.matches(&annotations))
+            })
+    }
 }
 
-fn str_at<'a>(object: &'a Value, path: &[&str]) -> &'a str {
-    path.iter()
-        .try_fold(object, |v, key| v.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+/// kustomize's namespace of an object for matching: cluster-scoped kinds have none.
+fn effective_namespace<'a>(kind: &str, namespace: &'a str) -> &'a str {
+    if is_cluster_scoped(kind) {
+        NOT_A_NAMESPACE
+    } else if namespace.is_empty() {
+        "default"
+    } else {
+        namespace
+    }
 }
 
-fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
+fn string_map(object: &Map<String, Value>, field: &str) -> BTreeMap<String, String> {
     object
         .get("metadata")
         .and_then(|m| m.get(field))
@@ -135,21 +156,6 @@ fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn matches_labels(
-    field: &str,
-    selector: Option<&str>,
-    labels: &BTreeMap<String, String>,
-) -> Result<bool, PatchError> {
-    let Some(selector) = selector.filter(|s| !s.trim().is_empty()) else {
-        return Ok(true);
-    };
-    let requirements = parse_label_selector(selector).map_err(|reason| PatchError::Selector {
-        field: field.to_string(),
-        reason: format!("{reason} in {selector:?}"),
-    })?;
-    Ok(requirements.iter().all(|r| r.matches(labels)))
 }
 
 /// One requirement of a label selector.

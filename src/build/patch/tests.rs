@@ -6,6 +6,18 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::kustomization::Selector;
 
+fn selects(selector: &Selector, object: &Value) -> Result<bool, PatchError> {
+    selects_with_original(selector, object, None)
+}
+
+fn selects_with_original(
+    selector: &Selector,
+    object: &Value,
+    original: Option<OriginalId<'_>>,
+) -> Result<bool, PatchError> {
+    Ok(Target::compile(selector)?.selects(object.as_object().expect("an object"), original))
+}
+
 fn yaml(text: &str) -> Value {
     serde_yaml::from_str(text).expect("test YAML parses")
 }
