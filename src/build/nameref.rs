@@ -233,7 +233,7 @@ impl Selection<'_> {
         let id = candidate.current();
         is_cluster_scoped(&id.group, &id.kind)
             || id.effective_namespace() == self.referrer_id.effective_namespace()
-            || self.subject_namespaces.iter().any(|ns| *ns == id.namespace)
+            || self.subject_namespaces.contains(&id.namespace)
     }
 
     /// The one object the reference `old` (in `namespace`, when the reference has one)
