@@ -79,9 +79,12 @@ fn main() -> ExitCode {
             kustomization,
             vars,
         } => match cli::flux_build(&root, &dir, kustomization, vars) {
-            Ok(objects) => {
+            Ok(built) => {
+                for warning in &built.warnings {
+                    eprintln!("warning: {warning}");
+                }
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-                match cli::write_yaml(&objects, &mut out) {
+                match cli::write_yaml(&built.objects, &mut out) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
                         eprintln!("build failed: writing the output: {e}");

@@ -128,8 +128,18 @@ impl BuildError {
     }
 }
 
+/// What a build produced.
+#[derive(Debug)]
+pub struct Manifests {
+    /// The objects, in output order.
+    pub objects: Vec<serde_json::Value>,
+    /// What the build accepted, as kustomize does, but is probably a mistake; each names
+    /// its file.
+    pub warnings: Vec<String>,
+}
+
 /// Builds the kustomization in `dir` (inside `root`, the artifact root that confines reads).
-pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Vec<serde_json::Value>, BuildError> {
+pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Manifests, BuildError> {
     let loader = loader::Loader::new(root, options.max_file_bytes)?;
     target::build_root(&loader, dir, options.kustomization_override.as_deref())
 }

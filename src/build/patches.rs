@@ -156,15 +156,17 @@ fn by_own_id(
     }
 }
 
-/// Applies `doc` to every object `target` selects (kustomize v5.8.1 accepts a target that
-/// selects nothing).
+/// Applies `doc` to every object `target` selects. kustomize v5.8.1 accepts a target that
+/// selects nothing, and so does this engine (a shared patch may target kinds a build does not
+/// have), but it warns: a typo in a target otherwise goes unnoticed.
 fn by_selector(
     ctx: &Context<'_>,
     map: &mut ResMap,
     doc: &PatchDoc,
     target: &Selector,
 ) -> Result<(), BuildError> {
-    let target = patch::Target::compile(target).map_err(|e| ctx.err(e))?;
+    let selector = target;
+    let target = patch::Target::compile(selector).map_err(|e| ctx.err(e))?;
     let selected: Vec<usize> = (0..map.resources.len())
         .filter(|&i| {
             let res = &map.resources[i];
@@ -175,6 +177,13 @@ fn by_selector(
             target.selects(&res.obj, Some(original))
         })
         .collect();
+    if selected.is_empty() {
+        map.warnings.push(format!(
+            "{}: patch target {} matches no resource",
+            ctx.loader.show(ctx.file),
+            describe(selector)
+        ));
+    }
     // Walk backwards so removing a deleted object keeps the earlier indices valid.
     for &i in selected.iter().rev() {
         let mut doc = doc.clone();
@@ -266,5 +275,27 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
             Ok(true)
         }
         other => Err(ctx.err(format!("{before}: patch produced {}", yaml::kind_of(&other)))),
+    }
+}
+
+/// A selector as `field=value` pairs of the fields it sets, for messages.
+fn describe(selector: &Selector) -> String {
+    let fields = [
+        ("group", &selector.group),
+        ("version", &selector.version),
+        ("kind", &selector.kind),
+        ("namespace", &selector.namespace),
+        ("name", &selector.name),
+        ("labelSelector", &selector.label_selector),
+        ("annotationSelector", &selector.annotation_selector),
+    ];
+    let set: Vec<String> = fields
+        .iter()
+        .filter_map(|(field, value)| value.as_deref().filter(|v| !v.is_empty()).map(|v| format!("{field}={v:?}")))
+        .collect();
+    if set.is_empty() {
+        "(empty)".to_string()
+    } else {
+        set.join(" ")
     }
 }

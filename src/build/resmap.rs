@@ -222,16 +222,26 @@ impl Resource {
     }
 }
 
-/// Resources in accumulation (FIFO) order.
+/// Resources in accumulation (FIFO) order, and what the build accepted but a user should
+/// hear about.
 #[derive(Clone, Debug, Default)]
 pub struct ResMap {
     pub resources: Vec<Resource>,
+    /// Accepted as kustomize accepts it, yet probably a mistake (a patch target that
+    /// selects nothing); each names its file.
+    pub warnings: Vec<String>,
 }
 
 impl ResMap {
     /// Appends, refusing a second object with the same current id.
     pub fn append(&mut self, res: Resource, file: &str) -> Result<(), BuildError> {
-        self.append_all(ResMap { resources: vec![res] }, file)
+        self.append_all(
+            ResMap {
+                resources: vec![res],
+                warnings: Vec::new(),
+            },
+            file,
+        )
     }
 
     /// Fails when two objects now have the same id.
@@ -248,6 +258,7 @@ impl ResMap {
             return Err(duplicate(file, id));
         }
         self.resources.extend(other.resources);
+        self.warnings.extend(other.warnings);
         Ok(())
     }
 }

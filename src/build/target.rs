@@ -23,7 +23,7 @@ pub fn build_root(
     loader: &Loader,
     dir: &Path,
     override_text: Option<&str>,
-) -> Result<Vec<Value>, BuildError> {
+) -> Result<super::Manifests, BuildError> {
     let dir = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
@@ -100,7 +100,10 @@ pub fn build_root(
         }
         out.push(Value::Object(res.obj));
     }
-    Ok(out)
+    Ok(super::Manifests {
+        objects: out,
+        warnings: map.warnings,
+    })
 }
 
 /// `to` relative to directory `from` (both canonical), with `..` where needed.
@@ -488,7 +491,7 @@ mod tests {
             kustomization_override: Some("resources: [cm.yaml]\nnamespace: x\n".into()),
             ..BuildOptions::new()
         };
-        let objs = build(tmp.path(), Path::new("app"), &options).unwrap();
+        let objs = build(tmp.path(), Path::new("app"), &options).unwrap().objects;
         assert_eq!(
             objs,
             vec![

@@ -50,12 +50,10 @@ fn build_objects(
     dir: &Path,
     spec: &KustomizationSpec,
     vars: Vec<(String, String)>,
-) -> Result<Vec<Value>, String> {
+) -> Result<flux::Built, String> {
     let inline = spec.post_build.as_ref().and_then(|p| p.substitute.as_ref());
     let vars: BTreeMap<String, String> = flux::merge_vars(vec![vars.into_iter().collect()], inline);
-    let built =
-        flux::build(root, dir, spec, &vars, &build::BuildOptions::new()).map_err(|e| e.to_string())?;
-    Ok(built.objects)
+    flux::build(root, dir, spec, &vars, &build::BuildOptions::new()).map_err(|e| e.to_string())
 }
 
 /// Builds `dir` through Flux's layer with the spec of the Kustomization file, if any.
@@ -64,7 +62,7 @@ pub fn flux_build(
     dir: &Path,
     kustomization: Option<PathBuf>,
     vars: Vec<(String, String)>,
-) -> Result<Vec<Value>, String> {
+) -> Result<flux::Built, String> {
     let object = kustomization.as_deref().map(read_object).transpose()?;
     let spec = offline_spec(object.as_ref().and_then(|o| o.get("spec")), !vars.is_empty())?;
     build_objects(root, dir, &spec, vars)
@@ -132,7 +130,7 @@ pub async fn diff(args: DiffArgs) -> Result<DiffReport, String> {
         metadata("namespace").unwrap_or("flux-system"),
     );
     let spec = offline_spec(object.get("spec"), !args.vars.is_empty())?;
-    let objects = build_objects(&args.root, &args.dir, &spec, args.vars)?;
+    let objects = build_objects(&args.root, &args.dir, &spec, args.vars)?.objects;
 
     let applier = Applier::new(ResourceResolver::new(client), ApplierOptions::default());
     let request = ApplyRequest {

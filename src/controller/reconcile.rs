@@ -369,6 +369,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         failure
     })?;
     drop(tree);
+    // Said once per revision: the interval's rebuilds of the same input would repeat it.
+    if pass.old.last_applied_revision.as_deref() != Some(artifact.revision.as_str()) {
+        for warning in &built.warnings {
+            tracing::warn!("build warning: {warning}");
+        }
+    }
     let built_revision = BuiltRevision {
         digest: built.digest.clone(),
         revision: artifact.revision.clone(),

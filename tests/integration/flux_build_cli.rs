@@ -82,3 +82,34 @@ fn build_fails_on_a_missing_variable_and_names_the_object() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_patch_target_that_selects_nothing_builds_with_a_warning_naming_file_and_target() {
+    // kustomize v5.8.1 accepts such a patch (see the conformance case
+    // patches-target-matches-nothing-json6902), so the build succeeds; the typo is reported.
+    let tmp = tempfile::tempdir().unwrap();
+    let app = tmp.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(
+        app.join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: \"1\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        app.join("kustomization.yaml"),
+        "resources: [cm.yaml]\npatches:\n- target: {kind: Deployment, name: web}\n  patch: |-\n    - op: replace\n      path: /spec/replicas\n      value: 3\n",
+    )
+    .unwrap();
+    let output = run(tmp.path(), &[app.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let object: serde_json::Value = serde_yaml::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        object,
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "1"}})
+    );
+    assert_eq!(
+        stderr.trim(),
+        "warning: app/kustomization.yaml: patch target kind=\"Deployment\" name=\"web\" matches no resource"
+    );
+}

@@ -30,6 +30,8 @@ pub struct Built {
     /// `commonMetadata`, which Flux applies later, at apply time). Our YAML printer is not
     /// byte-identical to kustomize's, so the value differs from Flux's for the same input.
     pub digest: String,
+    /// What kustomize accepts but is probably a mistake (see [`super::Manifests`]).
+    pub warnings: Vec<String>,
 }
 
 /// Why a Flux build failed; every variant maps to the `BuildFailed` reason, with Flux's
@@ -95,7 +97,10 @@ pub fn build_with_strictness(
         kustomization_override: Some(kustomization),
         ..options.clone()
     };
-    let mut objects = super::build(root, &dir, &options)?;
+    let super::Manifests {
+        mut objects,
+        warnings,
+    } = super::build(root, &dir, &options)?;
     if let Some(post_build) = &spec.post_build {
         let substitute_options = SubstituteOptions {
             strict: strict_substitution,
@@ -120,7 +125,11 @@ pub fn build_with_strictness(
             .iter_mut()
             .for_each(|object| apply_common_metadata(object, common));
     }
-    Ok(Built { objects, digest })
+    Ok(Built {
+        objects,
+        digest,
+        warnings,
+    })
 }
 
 /// kustomize's resource id as Flux prints it: `Kind.version.group/name`, with `[noGrp]`
