@@ -393,6 +393,23 @@ pub struct Selector {
     pub label_selector: Option<String>,
 }
 
+impl Selector {
+    /// The fields this selector sets (non-empty), with their YAML names.
+    pub fn set_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("group", &self.group),
+            ("version", &self.version),
+            ("kind", &self.kind),
+            ("namespace", &self.namespace),
+            ("name", &self.name),
+            ("labelSelector", &self.label_selector),
+            ("annotationSelector", &self.annotation_selector),
+        ]
+        .into_iter()
+        .filter_map(|(field, value)| value.as_deref().filter(|v| !v.is_empty()).map(|v| (field, v)))
+    }
+}
+
 /// Image contains an image name, a new name, a new tag or digest, which will replace the
 /// original name and tag.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

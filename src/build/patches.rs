@@ -280,19 +280,7 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
 
 /// A selector as `field=value` pairs of the fields it sets, for messages.
 fn describe(selector: &Selector) -> String {
-    let fields = [
-        ("group", &selector.group),
-        ("version", &selector.version),
-        ("kind", &selector.kind),
-        ("namespace", &selector.namespace),
-        ("name", &selector.name),
-        ("labelSelector", &selector.label_selector),
-        ("annotationSelector", &selector.annotation_selector),
-    ];
-    let set: Vec<String> = fields
-        .iter()
-        .filter_map(|(field, value)| value.as_deref().filter(|v| !v.is_empty()).map(|v| format!("{field}={v:?}")))
-        .collect();
+    let set: Vec<String> = selector.set_fields().map(|(field, value)| format!("{field}={value:?}")).collect();
     if set.is_empty() {
         "(empty)".to_string()
     } else {

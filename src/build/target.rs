@@ -126,15 +126,24 @@ fn root_kustomization(
     dir: &Path,
     override_text: Option<&str>,
 ) -> Result<Kustomization, BuildError> {
-    let (file, text) = match override_text {
-        Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
+    let (file, text) = read_kustomization(loader, dir, override_text)?;
+    Ok(Kustomization::parse(&text, &loader.show(&file))?.0)
+}
+
+/// The kustomization file of `dir` and its text, or `override_text` standing in for it.
+fn read_kustomization(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+) -> Result<(PathBuf, String), BuildError> {
+    match override_text {
+        Some(text) => Ok((dir.join(FILE_NAMES[0]), text.to_string())),
         None => {
             let file = kustomization_file(loader, dir)?;
             let text = loader.read_text(&file, &file)?;
-            (file, text)
+            Ok((file, text))
         }
-    };
-    Ok(Kustomization::parse(&text, &loader.show(&file))?.0)
+    }
 }
 
 /// Finds the kustomization file of `dir`; more than one recognised name is an error.
@@ -180,14 +189,7 @@ fn accumulate(
             path: loader.display(dir),
         });
     }
-    let (file, text) = match override_text {
-        Some(text) => (dir.join(FILE_NAMES[0]), text.to_string()),
-        None => {
-            let file = kustomization_file(loader, dir)?;
-            let text = loader.read_text(&file, &file)?;
-            (file, text)
-        }
-    };
+    let (file, text) = read_kustomization(loader, dir, override_text)?;
     let shown = loader.show(&file);
     let (k, kind) = Kustomization::parse(&text, &shown)?;
     if kind != expected {

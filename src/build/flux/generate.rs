@@ -287,24 +287,10 @@ fn append(kustomization: &mut Map<String, Value>, field: &str, items: impl Itera
 }
 
 fn selector(target: &Selector) -> Value {
-    let fields = [
-        ("group", &target.group),
-        ("version", &target.version),
-        ("kind", &target.kind),
-        ("name", &target.name),
-        ("namespace", &target.namespace),
-        ("labelSelector", &target.label_selector),
-        ("annotationSelector", &target.annotation_selector),
-    ];
     Value::Object(
-        fields
-            .into_iter()
-            .filter_map(|(key, value)| {
-                value
-                    .as_ref()
-                    .filter(|v| !v.is_empty())
-                    .map(|v| (key.to_string(), json!(v)))
-            })
+        target
+            .set_fields()
+            .map(|(key, value)| (key.to_string(), json!(value)))
             .collect(),
     )
 }
