@@ -55,19 +55,41 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Consecutive failures per object, for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Consecutive failed artifact downloads per object, for the download retries.
+    download_failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
     fn failure_count(&self, key: &str, failed: bool) -> u32 {
-        let mut failures = self.failures.lock().expect("failures lock");
-        if failed {
-            let count = failures.entry(key.to_string()).or_default();
-            *count += 1;
-            *count
-        } else {
-            failures.remove(key);
-            0
-        }
+        count_consecutive(&self.failures, key, failed)
+    }
+
+    /// Records whether the artifact download of `key` failed and, after a failure, says when
+    /// to try again while retries (`--http-retry`) remain. Flux retries inside the reconcile
+    /// and holds a worker for minutes while a source server is down, starving every other
+    /// Kustomization; requeueing with the same waits leaves the worker free meanwhile.
+    pub fn download_retry(&self, key: &str, failed: bool) -> Option<Duration> {
+        let failures = count_consecutive(&self.download_failures, key, failed);
+        (failures > 0 && failures <= self.options.artifact_fetch_retries)
+            .then(|| self.fetcher.config().retry_wait(failures - 1))
+    }
+}
+
+/// `namespace/name`: the key of the per-object counters.
+fn object_key(ks: &Kustomization) -> String {
+    format!("{}/{}", ks.namespace().unwrap_or_default(), ks.name_any())
+}
+
+/// Counts consecutive failures per key: one more on failure, back to zero on success.
+fn count_consecutive(counts: &Mutex<HashMap<String, u32>>, key: &str, failed: bool) -> u32 {
+    let mut counts = counts.lock().expect("failure counts lock");
+    if failed {
+        let count = counts.entry(key.to_string()).or_default();
+        *count += 1;
+        *count
+    } else {
+        counts.remove(key);
+        0
     }
 }
 
@@ -124,7 +146,8 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
 
     let fetcher = Fetcher::new(FetcherConfig {
         max_artifact_bytes: options.max_artifact_size,
-        retries: options.artifact_fetch_retries,
+        // Retried by requeueing (see `Context::download_retry`), never inside a reconcile.
+        retries: 0,
         ..FetcherConfig::default()
     })?;
     let resolver = ResourceResolver::new(client.clone());
@@ -142,6 +165,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         metrics,
         client,
         failures: Mutex::default(),
+        download_failures: Mutex::default(),
         options,
     });
 
@@ -324,8 +348,7 @@ fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context
     if error.is_terminal() {
         return Action::await_change();
     }
-    let key = format!("{}/{}", ks.namespace().unwrap_or_default(), ks.name_any());
-    let failures = ctx.failure_count(&key, true);
+    let failures = ctx.failure_count(&object_key(&ks), true);
     tracing::warn!(namespace = %ks.namespace().unwrap_or_default(), name = %ks.name_any(), %error, "reconcile failed");
     Action::requeue(backoff(failures))
 }

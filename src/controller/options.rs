@@ -69,7 +69,8 @@ pub struct RunOptions {
     /// notification-controller's event endpoint.
     #[arg(long = "events-addr", default_value = "")]
     pub events_addr: String,
-    /// Download retries of an artifact (Flux's --http-retry).
+    /// Download retries of an artifact (Flux's --http-retry), 5s to 30s apart, then every
+    /// retryInterval. Retries are requeues: a failing source server holds no worker.
     #[arg(long = "artifact-fetch-retries", alias = "http-retry", default_value_t = 9)]
     pub artifact_fetch_retries: u32,
     /// Largest artifact accepted, in bytes.

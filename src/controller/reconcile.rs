@@ -76,6 +76,7 @@ impl ReconcileError {
 pub async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let namespace = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
+    let key = super::object_key(&ks);
     // `kustomization`, not `name`: the JSON formatter writes the span's own name under `name`.
     let span = tracing::info_span!("reconcile", namespace = %namespace, kustomization = %name, revision = tracing::field::Empty);
     let labels = ObjectLabels {
@@ -101,7 +102,7 @@ pub async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Acti
         Ok(_) => (ReconcileResult::Success, false),
         Err(_) => (ReconcileResult::Failure, true),
     };
-    ctx.failure_count(&format!("{namespace}/{name}"), failed);
+    ctx.failure_count(&key, failed);
     ctx.metrics
         .record_reconcile(&labels, started.elapsed(), result_label);
     result
@@ -334,11 +335,17 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
 
     // Fetch.
     let retry = spec.retry_interval();
-    let tree = ctx
-        .fetcher
-        .fetch(&artifact)
-        .await
-        .map_err(|e| source_failure(pass, e, requeue_dependency))?;
+    let fetched = ctx.fetcher.fetch(&artifact).await;
+    let download_failed = matches!(fetched, Err(SourceError::Download { .. }));
+    let download_retry = ctx.download_retry(&super::object_key(&pass.ks), download_failed);
+    let tree = fetched.map_err(|e| {
+        let mut failure = source_failure(pass, e, requeue_dependency);
+        if let Some(after) = download_retry {
+            tracing::info!(retry_in = %duration::format(after), "artifact download failed, retrying");
+            failure.requeue = Some(after);
+        }
+        failure
+    })?;
     let dir = resolve_path(tree.root(), spec.path.as_deref())
         .map_err(|e| source_failure(pass, e, requeue_dependency))?;
     pass.status.last_attempted_revision = Some(artifact.revision.clone());

@@ -4,7 +4,6 @@
 use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -25,7 +24,7 @@ use crate::api::source::Artifact;
 pub(crate) struct FetchInner {
     client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
     cache: TreeCache,
-    config: FetcherConfig,
+    pub(super) config: FetcherConfig,
 }
 
 /// How one download attempt ended, when it did not succeed.
@@ -134,13 +133,17 @@ impl FetchInner {
                 Ok(()) => return Ok(()),
                 Err(Failure::Final(error)) => return Err(error),
                 Err(Failure::Transient(cause)) if retry < self.config.retries => {
-                    let wait = retry_wait(&self.config, retry);
+                    let wait = self.config.retry_wait(retry);
                     tracing::info!(url, cause, retry = retry + 1, wait = %duration::format(wait), "artifact download failed, retrying");
                     tokio::time::sleep(wait).await;
                     retry += 1;
                 }
                 Err(Failure::Transient(cause)) => {
-                    let cause = format!("{cause} (giving up after {} attempts)", retry + 1);
+                    let cause = if retry == 0 {
+                        cause
+                    } else {
+                        format!("{cause} (giving up after {} attempts)", retry + 1)
+                    };
                     return Err(SourceError::Download {
                         url: url.into(),
                         cause,
@@ -260,14 +263,6 @@ impl FetchInner {
     }
 }
 
-/// Exponential wait between attempts, within the configured bounds.
-fn retry_wait(config: &FetcherConfig, retry: u32) -> Duration {
-    let factor = 2u32.saturating_pow(retry.min(16));
-    config
-        .retry_wait_min
-        .saturating_mul(factor)
-        .min(config.retry_wait_max)
-}
 
 /// An error and its causes on one line: hyper's top-level texts alone say little.
 fn error_chain(error: &dyn std::error::Error) -> String {
@@ -279,17 +274,4 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_waits_double_within_bounds() {
-        let config = FetcherConfig::default();
-        let waits: Vec<u64> = (0..5).map(|r| retry_wait(&config, r).as_secs()).collect();
-        // Flux's retry client waits between 5s and 30s.
-        assert_eq!(waits, [5, 10, 20, 30, 30]);
-    }
 }

@@ -59,6 +59,15 @@ pub struct FetcherConfig {
     pub host_override: Option<String>,
 }
 
+impl FetcherConfig {
+    /// The wait before retry number `retry` (from 0): doubling from `retry_wait_min`, capped
+    /// at `retry_wait_max`.
+    pub fn retry_wait(&self, retry: u32) -> Duration {
+        let factor = 2u32.saturating_pow(retry.min(16));
+        self.retry_wait_min.saturating_mul(factor).min(self.retry_wait_max)
+    }
+}
+
 impl Default for FetcherConfig {
     fn default() -> Self {
         Self {
@@ -225,6 +234,11 @@ impl Fetcher {
         })
     }
 
+    /// What this fetcher was made with.
+    pub fn config(&self) -> &FetcherConfig {
+        &self.inner.config
+    }
+
     /// The extracted tree of `artifact`: from the cache when its digest was fetched before,
     /// else downloaded, verified and extracted. Concurrent calls for one digest download once.
     /// The work runs in its own task, so a cancelled caller leaves no half-written tree.
@@ -281,6 +295,14 @@ pub(crate) fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_waits_double_within_bounds() {
+        let config = FetcherConfig::default();
+        let waits: Vec<u64> = (0..5).map(|r| config.retry_wait(r).as_secs()).collect();
+        // Flux's retry client waits between 5s and 30s.
+        assert_eq!(waits, [5, 10, 20, 30, 30]);
+    }
 
     #[test]
     fn urls_lose_credentials_and_queries() {

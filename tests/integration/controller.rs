@@ -9,9 +9,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
+use kustomize_controller::api::kustomization::SourceKind;
 use serde_json::json;
 
-use crate::support::artifacts::ArtifactServer;
+use crate::support::artifacts::{ArtifactServer, Reply, artifact_json, publish_artifact};
 use crate::support::controller::{
     ControllerProcess, apply_kustomization, condition, events_about, get_kustomization, publish, wait_ready,
 };
@@ -761,5 +762,56 @@ async fn wait_reports_health_and_unhealthy_rollouts_fail() {
         "not applied until healthy"
     );
     assert_eq!(status.history[0].last_reconciled_status, "HealthCheckFailed");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_failing_download_retries_without_holding_the_only_worker() {
+    // Flux retries a download inside the reconcile (9 retries, 5s..30s apart: over three
+    // minutes); with one worker, every other Kustomization would wait that long.
+    let (client, ns, server) = setup("kc-retry").await;
+    let n = ns.name.as_str();
+    // The default --artifact-fetch-retries (9) applies.
+    let controller = ControllerProcess::start(n, &["--concurrent=1"]);
+    let down_url = server.route(&format!("/{n}/down.tar.gz"), Reply::Status(503));
+    crate::support::artifacts::source_crds(&client).await;
+    publish_artifact(
+        &client,
+        SourceKind::GitRepository,
+        n,
+        "down",
+        artifact_json(&down_url, REV1, b"never served"),
+    )
+    .await;
+    let mut broken = spec(n, json!({"sourceRef": {"kind": "GitRepository", "name": "down"}}));
+    broken["retryInterval"] = json!("10m");
+    apply_kustomization(&client, n, "broken", broken).await;
+    eventually("the first download attempt", Duration::from_secs(30), || async {
+        (server.hits(&format!("/{n}/down.tar.gz")) >= 1).then_some(())
+    })
+    .await;
+
+    let objects = config_maps(&[("a", "one")]);
+    publish(
+        &client,
+        &server,
+        n,
+        "repo",
+        REV1,
+        &[("kustomization.yaml", KUSTOMIZATION), ("objects.yaml", &objects)],
+    )
+    .await;
+    apply_kustomization(&client, n, "good", spec(n, json!({}))).await;
+    wait_ready(&client, &controller, n, "good", "True", &format!("Applied revision: {REV1}")).await;
+    assert_eq!(config_map_value(&client, n, "a").await.as_deref(), Some("one"));
+
+    // The broken one keeps being retried (5s, then 10s later), and says why it is not ready.
+    let ks = wait_ready(&client, &controller, n, "broken", "False", &down_url).await;
+    assert_eq!(condition(&ks, "Ready").unwrap().reason, "ArtifactFailed");
+    assert!(condition(&ks, "Ready").unwrap().message.contains("503"), "{:?}", condition(&ks, "Ready"));
+    eventually("a retry well before retryInterval", Duration::from_secs(40), || async {
+        (server.hits(&format!("/{n}/down.tar.gz")) >= 3).then_some(())
+    })
+    .await;
     ns.delete().await;
 }

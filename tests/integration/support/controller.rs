@@ -48,7 +48,6 @@ impl ControllerProcess {
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
             .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
             .arg("--requeue-dependency=2s")
-            .arg("--artifact-fetch-retries=1")
             .args(extra_args)
             .env("RUNTIME_NAMESPACE", namespace)
             .env("POD_NAME", identity)
