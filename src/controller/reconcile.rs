@@ -371,10 +371,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     .await
     .map_err(|e| StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry))
     .and_then(|built| built.map_err(|e| StepFailure::new(e.reason(), e.to_string(), retry)))
-    .map_err(|failure| {
-        status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-        failure
-    })?;
+    .inspect_err(|failure| status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed))?;
     drop(tree);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.
     if pass.old.last_applied_revision.as_deref() != Some(artifact.revision.as_str()) {
