@@ -19,15 +19,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::api::Kustomization;
 use crate::api::conditions::{READY, keys};
-use crate::api::kustomization::SourceKind;
+use crate::api::kustomization::{SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
 use crate::applier::{Applier, ApplierOptions};
 use crate::kube_ext::{ResourceResolver, counting_client};
@@ -72,6 +73,19 @@ impl Context {
         let failures = count_consecutive(&self.download_failures, key, failed);
         (failures > 0 && failures <= self.options.artifact_fetch_retries)
             .then(|| self.fetcher.config().retry_wait(failures - 1))
+    }
+}
+
+/// An API for every namespace, or only the runtime namespace when not watching them all.
+fn namespaced_or_all<K>(client: &Client, options: &RunOptions) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    if options.watch_all_namespaces {
+        Api::all(client.clone())
+    } else {
+        Api::namespaced(client.clone(), &options.runtime_namespace)
     }
 }
 
@@ -286,13 +300,45 @@ pub fn kustomizations_for_source(
         .collect()
 }
 
+/// The Kustomizations that read the ConfigMap (`secret` false) or Secret `namespace/name`:
+/// through postBuild.substituteFrom, decryption.secretRef or kubeConfig, as Flux indexes
+/// them. Optional references count too: the object appearing or going away matters.
+pub fn kustomizations_for_config(
+    kustomizations: &[Arc<Kustomization>],
+    secret: bool,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<Kustomization>> {
+    let reads = |ks: &Kustomization| {
+        let spec = &ks.spec;
+        let substitutes = spec.post_build.iter().flat_map(|p| &p.substitute_from).any(|r| {
+            r.name == name && (r.kind == SubstituteKind::Secret) == secret
+        });
+        let kube_config = spec.kube_config.as_ref().is_some_and(|k| {
+            if secret {
+                k.secret_ref.as_ref().is_some_and(|r| r.name == name)
+            } else {
+                k.config_map_ref.as_ref().is_some_and(|r| r.name == name)
+            }
+        });
+        let decryption = secret
+            && spec
+                .decryption
+                .as_ref()
+                .and_then(|d| d.secret_ref.as_ref())
+                .is_some_and(|r| r.name == name);
+        substitutes || kube_config || decryption
+    };
+    kustomizations
+        .iter()
+        .filter(|ks| ks.namespace().as_deref() == Some(namespace) && reads(ks))
+        .map(|ks| ObjectRef::from_obj(ks.as_ref()))
+        .collect()
+}
+
 async fn run_controller(ctx: Arc<Context>) {
     let options = &ctx.options;
-    let api: Api<Kustomization> = if options.watch_all_namespaces {
-        Api::all(ctx.client.clone())
-    } else {
-        Api::namespaced(ctx.client.clone(), &options.runtime_namespace)
-    };
+    let api: Api<Kustomization> = namespaced_or_all(&ctx.client, options);
     let mut watch_config = watcher::Config::default().any_semantic();
     if !options.watch_label_selector.is_empty() {
         watch_config = watch_config.labels(&options.watch_label_selector);
@@ -330,6 +376,28 @@ async fn run_controller(ctx: Arc<Context>) {
             resource,
         );
     }
+
+    // Labelled ConfigMaps and Secrets, metadata only: a change of resourceVersion (or a
+    // deletion) re-reads the values.
+    let config_watch = watcher::Config::default()
+        .any_semantic()
+        .labels(&options.watch_configs_label_selector);
+    let store: Store<Kustomization> = reader.clone();
+    let config_maps = watcher(namespaced_or_all::<PartialObjectMeta<ConfigMap>>(&ctx.client, options), config_watch.clone())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::resource_version, Default::default());
+    controller = controller.watches_stream(config_maps, move |cm| {
+        kustomizations_for_config(&store.state(), false, &cm.namespace().unwrap_or_default(), &cm.name_any())
+    });
+    let store: Store<Kustomization> = reader.clone();
+    let secrets = watcher(namespaced_or_all::<PartialObjectMeta<Secret>>(&ctx.client, options), config_watch)
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::resource_version, Default::default());
+    controller = controller.watches_stream(secrets, move |secret| {
+        kustomizations_for_config(&store.state(), true, &secret.namespace().unwrap_or_default(), &secret.name_any())
+    });
 
     controller
         .graceful_shutdown_on(shutdown_signal())
@@ -442,6 +510,40 @@ mod tests {
             .map(|r| r.name)
             .collect();
         assert_eq!(names, ["old", "cross-ns"]);
+    }
+
+    #[test]
+    fn a_changed_config_maps_to_the_kustomizations_reading_it() {
+        let with = |name: &str, namespace: &str, extra: serde_json::Value| -> Arc<Kustomization> {
+            let mut spec = json!({"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}});
+            spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                    "metadata": {"name": name, "namespace": namespace}, "spec": spec,
+                }))
+                .unwrap(),
+            )
+        };
+        let all = vec![
+            with("vars", "apps", json!({"postBuild": {"substituteFrom": [
+                {"kind": "ConfigMap", "name": "settings"}, {"kind": "Secret", "name": "creds", "optional": true}]}})),
+            with("remote", "apps", json!({"kubeConfig": {"secretRef": {"name": "creds"}}})),
+            with("remote-cm", "apps", json!({"kubeConfig": {"configMapRef": {"name": "settings"}}})),
+            with("sops", "apps", json!({"decryption": {"provider": "sops", "secretRef": {"name": "creds"}}})),
+            with("other-ns", "web", json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "settings"}]}})),
+            with("plain", "apps", json!({})),
+        ];
+        let names = |secret: bool, namespace: &str, name: &str| -> Vec<String> {
+            kustomizations_for_config(&all, secret, namespace, name)
+                .into_iter()
+                .map(|r| r.name)
+                .collect()
+        };
+        assert_eq!(names(false, "apps", "settings"), ["vars", "remote-cm"]);
+        assert_eq!(names(true, "apps", "creds"), ["vars", "remote", "sops"]);
+        assert_eq!(names(true, "apps", "settings"), Vec::<String>::new(), "a Secret is not the ConfigMap of that name");
+        assert_eq!(names(false, "web", "settings"), ["other-ns"]);
     }
 
     #[test]

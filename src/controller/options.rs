@@ -48,6 +48,10 @@ pub struct RunOptions {
     /// Only reconcile Kustomizations matching this label selector (sharding).
     #[arg(long = "watch-label-selector", default_value = "")]
     pub watch_label_selector: String,
+    /// ConfigMaps and Secrets matching this label selector, when a Kustomization reads them
+    /// (substituteFrom, decryption, kubeConfig), trigger its reconciliation on change.
+    #[arg(long = "watch-configs-label-selector", default_value = "reconcile.fluxcd.io/watch=Enabled")]
+    pub watch_configs_label_selector: String,
     /// Where /metrics is served.
     #[arg(long = "metrics-addr", default_value = ":8080")]
     pub metrics_addr: String,

@@ -815,3 +815,42 @@ async fn a_failing_download_retries_without_holding_the_only_worker() {
     .await;
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn a_labelled_config_map_change_reconciles_the_kustomizations_reading_it() {
+    let (client, ns, server) = setup("kc-cfg").await;
+    let n = ns.name.as_str();
+    let controller = ControllerProcess::start(n, &[]);
+    let vars: Api<ConfigMap> = Api::namespaced(client.clone(), n);
+    let settings = |greeting: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "vars", "labels": {"reconcile.fluxcd.io/watch": "Enabled"}},
+            "data": {"greeting": greeting}})
+    };
+    let params = PatchParams::apply("test").force();
+    vars.patch("vars", &params, &Patch::Apply(settings("hello"))).await.unwrap();
+    publish(
+        &client,
+        &server,
+        n,
+        "repo",
+        REV1,
+        &[
+            ("kustomization.yaml", KUSTOMIZATION),
+            ("objects.yaml", &config_maps(&[("a", "${greeting}")])),
+        ],
+    )
+    .await;
+    // A 10m interval: only the watch can bring the new value within the wait below.
+    let substitute = json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "vars"}]}});
+    apply_kustomization(&client, n, "app", spec(n, substitute)).await;
+    wait_ready(&client, &controller, n, "app", "True", &format!("Applied revision: {REV1}")).await;
+    assert_eq!(config_map_value(&client, n, "a").await.as_deref(), Some("hello"));
+
+    vars.patch("vars", &params, &Patch::Apply(settings("hi"))).await.unwrap();
+    eventually("the new value applied", Duration::from_secs(30), || async {
+        (config_map_value(&client, n, "a").await.as_deref() == Some("hi")).then_some(())
+    })
+    .await;
+    ns.delete().await;
+}
