@@ -134,7 +134,9 @@ async fn diff_exits_0_without_drift_and_1_with_a_masked_diff() {
     let client = client().await;
     let ns = TestNamespace::new(&client, "diff").await;
     let tree = tempfile::tempdir().unwrap();
-    let ks = kustomization_file(tree.path());
+    // Outside the tree, or the build would apply the Kustomization object itself.
+    let spec_dir = tempfile::tempdir().unwrap();
+    let ks = kustomization_file(spec_dir.path());
     write_tree(tree.path(), &ns.name, "hello", "first-s3cret");
     apply_tree(tree.path()).await;
 
@@ -188,7 +190,9 @@ async fn diff_of_an_invalid_object_names_it_and_exits_2() {
     let client = client().await;
     let ns = TestNamespace::new(&client, "diffbad").await;
     let tree = tempfile::tempdir().unwrap();
-    let ks = kustomization_file(tree.path());
+    // Outside the tree, or the build would apply the Kustomization object itself.
+    let spec_dir = tempfile::tempdir().unwrap();
+    let ks = kustomization_file(spec_dir.path());
     std::fs::write(
         tree.path().join("deployment.yaml"),
         format!(
