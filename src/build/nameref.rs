@@ -82,7 +82,9 @@ impl Index {
             .collect();
         for (i, c) in candidates.iter().enumerate() {
             for id in &c.ids {
-                let slot = by_kind_name.entry((id.kind.clone(), id.name.clone())).or_default();
+                let slot = by_kind_name
+                    .entry((id.kind.clone(), id.name.clone()))
+                    .or_default();
                 // Indices are pushed in build order; skip the repeats of one object.
                 if slot.last() != Some(&i) {
                     slot.push(i);
@@ -165,7 +167,10 @@ fn fix_field(
 
 /// The namespaces of a RoleBinding's ServiceAccount subjects: kustomize lets the binding
 /// refer to objects there.
-fn service_account_subject_namespaces(referrer_id: &ResId, obj: &serde_json::Map<String, Value>) -> Vec<String> {
+fn service_account_subject_namespaces(
+    referrer_id: &ResId,
+    obj: &serde_json::Map<String, Value>,
+) -> Vec<String> {
     if referrer_id.kind != "RoleBinding" {
         return Vec::new();
     }
@@ -203,7 +208,9 @@ fn rewrite(node: &mut Value, ctx: &Selection<'_>) -> Result<(), String> {
                 let new = referral.current();
                 m.insert("name".into(), Value::String(new.name.clone()));
                 // The namespace follows only when the build moved the referral.
-                if !new.namespace.is_empty() && (ns.is_some() || referral.original().namespace != new.namespace) {
+                if !new.namespace.is_empty()
+                    && (ns.is_some() || referral.original().namespace != new.namespace)
+                {
                     m.insert("namespace".into(), Value::String(new.namespace.clone()));
                 }
             }

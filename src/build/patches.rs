@@ -280,7 +280,10 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
 
 /// A selector as `field=value` pairs of the fields it sets, for messages.
 fn describe(selector: &Selector) -> String {
-    let set: Vec<String> = selector.set_fields().map(|(field, value)| format!("{field}={value:?}")).collect();
+    let set: Vec<String> = selector
+        .set_fields()
+        .map(|(field, value)| format!("{field}={value:?}"))
+        .collect();
     if set.is_empty() {
         "(empty)".to_string()
     } else {

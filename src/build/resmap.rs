@@ -36,7 +36,13 @@ impl ResId {
 
     /// The fields `same_as` compares, as a hashable key.
     fn identity(&self) -> (&str, &str, &str, &str, &str) {
-        (&self.group, &self.version, &self.kind, &self.name, self.effective_namespace())
+        (
+            &self.group,
+            &self.version,
+            &self.kind,
+            &self.name,
+            self.effective_namespace(),
+        )
     }
 
     /// The namespace used for comparisons: `default` when empty for namespaced kinds, and a
@@ -253,7 +259,12 @@ impl ResMap {
     /// Appends every resource of `other`, refusing any id already present; on error the map
     /// is unchanged.
     pub fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
-        let ids: Vec<ResId> = self.resources.iter().chain(&other.resources).map(Resource::id).collect();
+        let ids: Vec<ResId> = self
+            .resources
+            .iter()
+            .chain(&other.resources)
+            .map(Resource::id)
+            .collect();
         if let Some(id) = first_duplicate(&ids) {
             return Err(duplicate(file, id));
         }

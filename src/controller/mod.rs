@@ -8,6 +8,7 @@ pub mod clients;
 pub mod dependencies;
 pub mod events;
 pub mod finalize;
+pub mod gates;
 pub mod leader;
 pub mod options;
 pub mod reconcile;
@@ -19,10 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
 
@@ -127,6 +128,13 @@ pub enum RunError {
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until leadership is lost (Err).
 pub async fn run(options: RunOptions) -> Result<(), RunError> {
     telemetry::init_logs(&options.log_level, options.log_encoding);
+    for (gate, why) in &options.feature_gates.without_effect {
+        tracing::warn!(gate, "feature gate has no effect in this controller: {why}");
+    }
+    let ignored = options.without_effect.set();
+    if !ignored.is_empty() {
+        tracing::warn!(flags = ?ignored, "flags accepted for compatibility with Flux have no effect in this controller");
+    }
     let config = kube::Config::infer().await?;
     let (client, counts) = counting_client(config.clone()).map_err(RunError::Client)?;
 
@@ -209,6 +217,7 @@ pub fn applier_options(options: &RunOptions) -> ApplierOptions {
         concurrency: options.concurrent_ssa.max(1),
         custom_stage_kinds: options.custom_stage_kinds(),
         full_sync_every: options.full_sync_interval,
+        override_managers: options.override_managers.clone(),
         ..ApplierOptions::default()
     }
 }
@@ -311,9 +320,11 @@ pub fn kustomizations_for_config(
 ) -> Vec<ObjectRef<Kustomization>> {
     let reads = |ks: &Kustomization| {
         let spec = &ks.spec;
-        let substitutes = spec.post_build.iter().flat_map(|p| &p.substitute_from).any(|r| {
-            r.name == name && (r.kind == SubstituteKind::Secret) == secret
-        });
+        let substitutes = spec
+            .post_build
+            .iter()
+            .flat_map(|p| &p.substitute_from)
+            .any(|r| r.name == name && (r.kind == SubstituteKind::Secret) == secret);
         let kube_config = spec.kube_config.as_ref().is_some_and(|k| {
             if secret {
                 k.secret_ref.as_ref().is_some_and(|r| r.name == name)
@@ -336,6 +347,52 @@ pub fn kustomizations_for_config(
         .collect()
 }
 
+/// Labelled ConfigMaps and Secrets, metadata only: a change of resourceVersion (or a
+/// deletion) re-reads the values of the Kustomizations that use them.
+fn watch_configs(
+    mut controller: Controller<Kustomization>,
+    ctx: &Context,
+    reader: &Store<Kustomization>,
+) -> Controller<Kustomization> {
+    let options = &ctx.options;
+    let config_watch = watcher::Config::default()
+        .any_semantic()
+        .labels(&options.watch_configs_label_selector);
+    let store: Store<Kustomization> = reader.clone();
+    let config_maps = watcher(
+        namespaced_or_all::<PartialObjectMeta<ConfigMap>>(&ctx.client, options),
+        config_watch.clone(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::resource_version, Default::default());
+    controller = controller.watches_stream(config_maps, move |cm| {
+        kustomizations_for_config(
+            &store.state(),
+            false,
+            &cm.namespace().unwrap_or_default(),
+            &cm.name_any(),
+        )
+    });
+    let store: Store<Kustomization> = reader.clone();
+    let secrets = watcher(
+        namespaced_or_all::<PartialObjectMeta<Secret>>(&ctx.client, options),
+        config_watch,
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::resource_version, Default::default());
+    controller = controller.watches_stream(secrets, move |secret| {
+        kustomizations_for_config(
+            &store.state(),
+            true,
+            &secret.namespace().unwrap_or_default(),
+            &secret.name_any(),
+        )
+    });
+    controller
+}
+
 async fn run_controller(ctx: Arc<Context>) {
     let options = &ctx.options;
     let api: Api<Kustomization> = namespaced_or_all(&ctx.client, options);
@@ -354,11 +411,16 @@ async fn run_controller(ctx: Arc<Context>) {
         .with_config(ControllerConfig::default().concurrency(options.concurrent));
 
     // ExternalArtifact stays behind Flux's (default-off) feature gate.
-    for kind in [
+    let external = options
+        .feature_gates
+        .external_artifact
+        .then_some(SourceKind::ExternalArtifact);
+    let kinds = [
         SourceKind::GitRepository,
         SourceKind::OCIRepository,
         SourceKind::Bucket,
-    ] {
+    ];
+    for kind in kinds.into_iter().chain(external) {
         let resource = kind.api_resource();
         let api: Api<DynamicObject> = if options.watch_all_namespaces {
             Api::all_with(ctx.client.clone(), &resource)
@@ -377,27 +439,9 @@ async fn run_controller(ctx: Arc<Context>) {
         );
     }
 
-    // Labelled ConfigMaps and Secrets, metadata only: a change of resourceVersion (or a
-    // deletion) re-reads the values.
-    let config_watch = watcher::Config::default()
-        .any_semantic()
-        .labels(&options.watch_configs_label_selector);
-    let store: Store<Kustomization> = reader.clone();
-    let config_maps = watcher(namespaced_or_all::<PartialObjectMeta<ConfigMap>>(&ctx.client, options), config_watch.clone())
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(predicates::resource_version, Default::default());
-    controller = controller.watches_stream(config_maps, move |cm| {
-        kustomizations_for_config(&store.state(), false, &cm.namespace().unwrap_or_default(), &cm.name_any())
-    });
-    let store: Store<Kustomization> = reader.clone();
-    let secrets = watcher(namespaced_or_all::<PartialObjectMeta<Secret>>(&ctx.client, options), config_watch)
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(predicates::resource_version, Default::default());
-    controller = controller.watches_stream(secrets, move |secret| {
-        kustomizations_for_config(&store.state(), true, &secret.namespace().unwrap_or_default(), &secret.name_any())
-    });
+    if !options.feature_gates.disable_config_watchers {
+        controller = watch_configs(controller, &ctx, &reader);
+    }
 
     controller
         .graceful_shutdown_on(shutdown_signal())
@@ -418,14 +462,17 @@ fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context
     }
     let failures = ctx.failure_count(&object_key(&ks), true);
     tracing::warn!(namespace = %ks.namespace().unwrap_or_default(), name = %ks.name_any(), %error, "reconcile failed");
-    Action::requeue(backoff(failures))
+    Action::requeue(backoff(
+        failures,
+        ctx.options.min_retry_delay,
+        ctx.options.max_retry_delay,
+    ))
 }
 
-/// Exponential backoff from 750 ms doubling per consecutive failure, capped at 15 minutes.
-pub fn backoff(failures: u32) -> Duration {
-    let base = Duration::from_millis(750);
-    let max = Duration::from_secs(15 * 60);
-    base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(20)))
+/// Exponential backoff from `min` doubling per consecutive failure, capped at `max` (Flux:
+/// `--min-retry-delay` 750 ms, `--max-retry-delay` 15 minutes).
+pub fn backoff(failures: u32, min: Duration, max: Duration) -> Duration {
+    min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(20)))
         .min(max)
 }
 
@@ -443,6 +490,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_from_750ms_up_to_15m() {
+        let backoff = |failures| backoff(failures, Duration::from_millis(750), Duration::from_secs(900));
         assert_eq!(backoff(1), Duration::from_millis(750));
         assert_eq!(backoff(2), Duration::from_millis(1500));
         assert_eq!(backoff(5), Duration::from_millis(12000));
@@ -516,7 +564,9 @@ mod tests {
     fn a_changed_config_maps_to_the_kustomizations_reading_it() {
         let with = |name: &str, namespace: &str, extra: serde_json::Value| -> Arc<Kustomization> {
             let mut spec = json!({"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}});
-            spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            spec.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
             Arc::new(
                 serde_json::from_value(json!({
                     "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
@@ -526,12 +576,32 @@ mod tests {
             )
         };
         let all = vec![
-            with("vars", "apps", json!({"postBuild": {"substituteFrom": [
-                {"kind": "ConfigMap", "name": "settings"}, {"kind": "Secret", "name": "creds", "optional": true}]}})),
-            with("remote", "apps", json!({"kubeConfig": {"secretRef": {"name": "creds"}}})),
-            with("remote-cm", "apps", json!({"kubeConfig": {"configMapRef": {"name": "settings"}}})),
-            with("sops", "apps", json!({"decryption": {"provider": "sops", "secretRef": {"name": "creds"}}})),
-            with("other-ns", "web", json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "settings"}]}})),
+            with(
+                "vars",
+                "apps",
+                json!({"postBuild": {"substituteFrom": [
+                {"kind": "ConfigMap", "name": "settings"}, {"kind": "Secret", "name": "creds", "optional": true}]}}),
+            ),
+            with(
+                "remote",
+                "apps",
+                json!({"kubeConfig": {"secretRef": {"name": "creds"}}}),
+            ),
+            with(
+                "remote-cm",
+                "apps",
+                json!({"kubeConfig": {"configMapRef": {"name": "settings"}}}),
+            ),
+            with(
+                "sops",
+                "apps",
+                json!({"decryption": {"provider": "sops", "secretRef": {"name": "creds"}}}),
+            ),
+            with(
+                "other-ns",
+                "web",
+                json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "settings"}]}}),
+            ),
             with("plain", "apps", json!({})),
         ];
         let names = |secret: bool, namespace: &str, name: &str| -> Vec<String> {
@@ -542,7 +612,11 @@ mod tests {
         };
         assert_eq!(names(false, "apps", "settings"), ["vars", "remote-cm"]);
         assert_eq!(names(true, "apps", "creds"), ["vars", "remote", "sops"]);
-        assert_eq!(names(true, "apps", "settings"), Vec::<String>::new(), "a Secret is not the ConfigMap of that name");
+        assert_eq!(
+            names(true, "apps", "settings"),
+            Vec::<String>::new(),
+            "a Secret is not the ConfigMap of that name"
+        );
         assert_eq!(names(false, "web", "settings"), ["other-ns"]);
     }
 

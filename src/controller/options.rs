@@ -2,11 +2,18 @@
 
 use std::time::Duration;
 
+use super::gates::{self, FeatureGates};
 use crate::api::duration;
 use crate::telemetry::LogEncoding;
 
 fn go_duration(text: &str) -> Result<Duration, String> {
     duration::parse(text).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m, 1h)"))
+}
+
+/// A boolean flag as Go's flag package reads it: bare (`--flag`) means true, else
+/// `--flag=<strconv.ParseBool value>`.
+fn go_bool(text: &str) -> Result<bool, String> {
+    gates::parse_bool(text).ok_or_else(|| format!("invalid boolean '{text}' (expected true or false)"))
 }
 
 fn jitter_percentage(text: &str) -> Result<u8, String> {
@@ -34,23 +41,26 @@ pub struct RunOptions {
     #[arg(long = "interval-jitter-percentage", default_value = "5", value_parser = jitter_percentage)]
     pub interval_jitter_percentage: u8,
     /// Refuse sourceRefs in another namespace.
-    #[arg(long = "no-cross-namespace-refs", default_value_t = false)]
+    #[arg(long = "no-cross-namespace-refs", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_cross_namespace_refs: bool,
     /// Refuse remote kustomize bases; only files from the source artifact are built.
-    #[arg(long = "no-remote-bases", default_value_t = false)]
+    #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_remote_bases: bool,
     /// ServiceAccount impersonated by Kustomizations that name none.
     #[arg(long = "default-service-account", default_value = "")]
     pub default_service_account: String,
     /// Watch Kustomizations in all namespaces; false restricts to RUNTIME_NAMESPACE.
-    #[arg(long = "watch-all-namespaces", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long = "watch-all-namespaces", default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub watch_all_namespaces: bool,
     /// Only reconcile Kustomizations matching this label selector (sharding).
     #[arg(long = "watch-label-selector", default_value = "")]
     pub watch_label_selector: String,
     /// ConfigMaps and Secrets matching this label selector, when a Kustomization reads them
     /// (substituteFrom, decryption, kubeConfig), trigger its reconciliation on change.
-    #[arg(long = "watch-configs-label-selector", default_value = "reconcile.fluxcd.io/watch=Enabled")]
+    #[arg(
+        long = "watch-configs-label-selector",
+        default_value = "reconcile.fluxcd.io/watch=Enabled"
+    )]
     pub watch_configs_label_selector: String,
     /// Where /metrics is served.
     #[arg(long = "metrics-addr", default_value = ":8080")]
@@ -59,7 +69,7 @@ pub struct RunOptions {
     #[arg(long = "health-addr", default_value = ":9440")]
     pub health_addr: String,
     /// Run only while holding the leader Lease.
-    #[arg(long = "enable-leader-election", default_value_t = false)]
+    #[arg(long = "enable-leader-election", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub enable_leader_election: bool,
     #[arg(long = "leader-election-lease-duration", default_value = "35s", value_parser = go_duration)]
     pub leader_election_lease_duration: Duration,
@@ -68,7 +78,7 @@ pub struct RunOptions {
     #[arg(long = "leader-election-retry-period", default_value = "5s", value_parser = go_duration)]
     pub leader_election_retry_period: Duration,
     /// Give the Lease up on shutdown so another replica takes over at once.
-    #[arg(long = "leader-election-release-on-cancel", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long = "leader-election-release-on-cancel", default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub leader_election_release_on_cancel: bool,
     /// notification-controller's event endpoint.
     #[arg(long = "events-addr", default_value = "")]
@@ -77,6 +87,22 @@ pub struct RunOptions {
     /// retryInterval. Retries are requeues: a failing source server holds no worker.
     #[arg(long = "artifact-fetch-retries", alias = "http-retry", default_value_t = 9)]
     pub artifact_fetch_retries: u32,
+    /// Flux's feature gates, `Name=true,Name=false`.
+    #[arg(long = "feature-gates", default_value = "", value_parser = gates::parse)]
+    pub feature_gates: FeatureGates,
+    /// First wait after a failed reconcile; doubled per consecutive failure.
+    #[arg(long = "min-retry-delay", default_value = "750ms", value_parser = go_duration)]
+    pub min_retry_delay: Duration,
+    /// Longest wait after failed reconciles.
+    #[arg(long = "max-retry-delay", default_value = "15m", value_parser = go_duration)]
+    pub max_retry_delay: Duration,
+    /// Further field managers whose fields are taken over like kubectl's. Repeatable.
+    #[arg(long = "override-manager")]
+    pub override_managers: Vec<String>,
+    /// Flux's flags this controller accepts so that Flux's Deployment arguments start it, but
+    /// that change nothing here (client-side throttling, SOPS, workload identity, token cache).
+    #[command(flatten)]
+    pub without_effect: FlagsWithoutEffect,
     /// Largest artifact accepted, in bytes.
     #[arg(long = "max-artifact-size", default_value_t = 512 << 20)]
     pub max_artifact_size: u64,
@@ -98,6 +124,70 @@ pub struct RunOptions {
         default_value = "flux-system"
     )]
     pub runtime_namespace: String,
+}
+
+/// See [`RunOptions::without_effect`]; [`FlagsWithoutEffect::set`] names those given.
+#[derive(Clone, Debug, clap::Args)]
+pub struct FlagsWithoutEffect {
+    /// kube-rs does not throttle on the client; API Priority and Fairness governs.
+    #[arg(long = "kube-api-qps", hide = true)]
+    kube_api_qps: Option<f32>,
+    #[arg(long = "kube-api-burst", hide = true)]
+    kube_api_burst: Option<u32>,
+    /// SOPS decryption is not supported.
+    #[arg(long = "sops-age-secret", hide = true)]
+    sops_age_secret: Option<String>,
+    #[arg(long = "sops-vault-configmap", hide = true)]
+    sops_vault_configmap: Option<String>,
+    #[arg(long = "default-decryption-service-account", hide = true)]
+    default_decryption_service_account: Option<String>,
+    /// Workload identity for remote clusters is not supported.
+    #[arg(long = "default-kubeconfig-service-account", hide = true)]
+    default_kubeconfig_service_account: Option<String>,
+    #[arg(long = "insecure-kubeconfig-exec", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
+    insecure_kubeconfig_exec: Option<bool>,
+    #[arg(long = "insecure-kubeconfig-tls", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
+    insecure_kubeconfig_tls: Option<bool>,
+    #[arg(long = "token-cache-max-size", hide = true)]
+    token_cache_max_size: Option<u32>,
+    #[arg(long = "token-cache-max-duration", hide = true, value_parser = go_duration)]
+    token_cache_max_duration: Option<Duration>,
+}
+
+impl FlagsWithoutEffect {
+    /// The flags given on the command line, for a startup warning.
+    pub fn set(&self) -> Vec<&'static str> {
+        [
+            ("--kube-api-qps", self.kube_api_qps.is_some()),
+            ("--kube-api-burst", self.kube_api_burst.is_some()),
+            ("--sops-age-secret", self.sops_age_secret.is_some()),
+            ("--sops-vault-configmap", self.sops_vault_configmap.is_some()),
+            (
+                "--default-decryption-service-account",
+                self.default_decryption_service_account.is_some(),
+            ),
+            (
+                "--default-kubeconfig-service-account",
+                self.default_kubeconfig_service_account.is_some(),
+            ),
+            (
+                "--insecure-kubeconfig-exec",
+                self.insecure_kubeconfig_exec.is_some(),
+            ),
+            (
+                "--insecure-kubeconfig-tls",
+                self.insecure_kubeconfig_tls.is_some(),
+            ),
+            ("--token-cache-max-size", self.token_cache_max_size.is_some()),
+            (
+                "--token-cache-max-duration",
+                self.token_cache_max_duration.is_some(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
 }
 
 impl RunOptions {
@@ -183,6 +273,61 @@ mod tests {
     }
 
     #[test]
+    fn a_flux_deployments_arguments_start_it() {
+        // Every flag of Flux's kustomize-controller (reference 12.1), as a platform team may
+        // have set them.
+        let o = parse(&[
+            "--concurrent=10",
+            "--concurrent-ssa=8",
+            "--requeue-dependency=10s",
+            "--http-retry=3",
+            "--no-remote-bases=true",
+            "--no-cross-namespace-refs=true",
+            "--default-service-account=default",
+            "--default-decryption-service-account=sops",
+            "--default-kubeconfig-service-account=remote",
+            "--sops-age-secret=sops-age",
+            "--sops-vault-configmap=vault",
+            "--override-manager=helm",
+            "--override-manager=argocd",
+            "--custom-apply-stage-kinds=Role",
+            "--metrics-addr=:8080",
+            "--health-addr=:9440",
+            "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
+            "--enable-leader-election",
+            "--leader-election-lease-duration=35s",
+            "--leader-election-renew-deadline=30s",
+            "--leader-election-retry-period=5s",
+            "--leader-election-release-on-cancel=true",
+            "--watch-all-namespaces=true",
+            "--watch-label-selector=sharding.fluxcd.io/key notin (shard1)",
+            "--watch-configs-label-selector=reconcile.fluxcd.io/watch=Enabled",
+            "--min-retry-delay=1s",
+            "--max-retry-delay=5m",
+            "--interval-jitter-percentage=10",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "--insecure-kubeconfig-exec",
+            "--insecure-kubeconfig-tls=false",
+            "--token-cache-max-size=200",
+            "--token-cache-max-duration=30m",
+            "--log-level=debug",
+            "--log-encoding=json",
+            "--feature-gates=ExternalArtifact=true,MigrateAPIVersion=true",
+        ]);
+        assert_eq!(o.concurrent, 10);
+        // Go's bool flags: bare means true, `=true` too.
+        assert!(o.enable_leader_election && o.no_remote_bases && o.no_cross_namespace_refs);
+        assert_eq!(
+            (o.min_retry_delay, o.max_retry_delay),
+            (Duration::from_secs(1), Duration::from_secs(300))
+        );
+        assert_eq!(o.override_managers, ["helm", "argocd"]);
+        assert!(o.feature_gates.external_artifact && o.feature_gates.migrate_api_version);
+        assert_eq!(o.without_effect.set().len(), 10);
+    }
+
+    #[test]
     fn bad_values_name_the_flag() {
         let err = Cli::try_parse_from(["run", "--interval-jitter-percentage=100"])
             .err()
@@ -194,5 +339,13 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("invalid duration 'soon'"), "{err}");
+        let err = Cli::try_parse_from(["run", "--feature-gates=Unknown=true"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("--feature-gates") && err.contains("unrecognized feature gate: Unknown"),
+            "{err}"
+        );
     }
 }

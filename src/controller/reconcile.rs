@@ -32,7 +32,7 @@ use crate::build::BuildOptions;
 use crate::build::flux as flux_build;
 use crate::health::{self, HealthError, WaitTarget};
 use crate::kube_ext::ResourceResolver;
-use crate::source::{SourceError, get_artifact, resolve_path};
+use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
 use crate::telemetry::{ObjectLabels, ReconcileResult};
 
 use super::clients::ClientError;
@@ -291,9 +291,16 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     })?;
 
     // Resolve the source and its artifact.
-    let resolved = get_artifact(&ctx.client, &ks, ctx.options.no_cross_namespace_refs)
-        .await
-        .map_err(|e| source_failure(pass, e, requeue_dependency))?;
+    let resolved = get_artifact(
+        &ctx.client,
+        &ks,
+        SourceAccess {
+            no_cross_namespace_refs: ctx.options.no_cross_namespace_refs,
+            external_artifact: ctx.options.feature_gates.external_artifact,
+        },
+    )
+    .await
+    .map_err(|e| source_failure(pass, e, requeue_dependency))?;
     let artifact = resolved.artifact;
     pass.revision = Some(artifact.revision.clone());
     pass.origin_revision = artifact.origin_revision().map(str::to_string);
@@ -365,8 +372,9 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         failure
     })?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
+    let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let built = tokio::task::spawn_blocking(move || {
-        flux_build::build(&root, &dir, &build_spec, &vars, &BuildOptions::new())
+        flux_build::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
     })
     .await
     .map_err(|e| StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry))

@@ -263,7 +263,6 @@ impl FetchInner {
     }
 }
 
-
 /// An error and its causes on one line: hyper's top-level texts alone say little.
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();

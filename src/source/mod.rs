@@ -29,7 +29,7 @@ pub use cache::ArtifactTree;
 pub use digest::{ArtifactDigest, DigestError};
 pub use extract::{ExtractError, ExtractLimits, ExtractStats, extract};
 pub use path::resolve_path;
-pub use resolve::{ResolvedSource, get_artifact};
+pub use resolve::{ResolvedSource, SourceAccess, get_artifact};
 
 /// Limits and timeouts of artifact fetching.
 #[derive(Clone, Debug)]
@@ -64,7 +64,9 @@ impl FetcherConfig {
     /// at `retry_wait_max`.
     pub fn retry_wait(&self, retry: u32) -> Duration {
         let factor = 2u32.saturating_pow(retry.min(16));
-        self.retry_wait_min.saturating_mul(factor).min(self.retry_wait_max)
+        self.retry_wait_min
+            .saturating_mul(factor)
+            .min(self.retry_wait_max)
     }
 }
 
@@ -96,6 +98,9 @@ pub enum SourceError {
         namespace: String,
         name: String,
     },
+    /// `sourceRef.kind: ExternalArtifact` while the `ExternalArtifact` gate is off.
+    #[error("can't access 'ExternalArtifact/{namespace}/{name}', ExternalArtifact feature gate is disabled")]
+    ExternalArtifactDisabled { namespace: String, name: String },
     /// The source object does not exist; the message is the API server's.
     #[error("{message}")]
     SourceNotFound {
@@ -181,7 +186,9 @@ impl SourceError {
     /// The Ready condition reason Flux uses for this failure.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::CrossNamespaceBlocked { .. } => reason::ACCESS_DENIED,
+            Self::CrossNamespaceBlocked { .. } | Self::ExternalArtifactDisabled { .. } => {
+                reason::ACCESS_DENIED
+            }
             Self::Storage { .. } => reason::DIRECTORY_CREATION_FAILED,
             _ => reason::ARTIFACT_FAILED,
         }
@@ -189,7 +196,10 @@ impl SourceError {
 
     /// True when retrying cannot help until the Kustomization changes (Stalled=True).
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::CrossNamespaceBlocked { .. })
+        matches!(
+            self,
+            Self::CrossNamespaceBlocked { .. } | Self::ExternalArtifactDisabled { .. }
+        )
     }
 
     /// When Flux would try again: `Some(d)` requeues after `d` without backoff; `None` means
@@ -198,6 +208,7 @@ impl SourceError {
     pub fn requeue_after(&self, spec: &KustomizationSpec, requeue_dependency: Duration) -> Option<Duration> {
         match self {
             Self::CrossNamespaceBlocked { .. }
+            | Self::ExternalArtifactDisabled { .. }
             | Self::SourceUnreadable { .. }
             | Self::InvalidArtifact { .. } => None,
             Self::NoArtifact { .. } | Self::ArtifactNotFound { .. } => Some(requeue_dependency),

@@ -16,9 +16,18 @@ pub struct ResolvedSource {
     pub artifact: Artifact,
 }
 
-/// The namespace `spec.sourceRef` points into, checked against `--no-cross-namespace-refs`.
-/// Pure: the access rule applies before anything is read.
-pub fn source_namespace(ks: &Kustomization, no_cross_namespace_refs: bool) -> Result<String, SourceError> {
+/// What the controller's flags let a sourceRef point at.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SourceAccess {
+    /// `--no-cross-namespace-refs`.
+    pub no_cross_namespace_refs: bool,
+    /// Feature gate `ExternalArtifact` (off by default, as in Flux).
+    pub external_artifact: bool,
+}
+
+/// The namespace `spec.sourceRef` points into, checked against the access rules.
+/// Pure: the rules apply before anything is read.
+pub fn source_namespace(ks: &Kustomization, access: SourceAccess) -> Result<String, SourceError> {
     let own = ks.namespace().unwrap_or_default();
     let source = &ks.spec.source_ref;
     let namespace = source
@@ -26,9 +35,15 @@ pub fn source_namespace(ks: &Kustomization, no_cross_namespace_refs: bool) -> Re
         .clone()
         .filter(|ns| !ns.is_empty())
         .unwrap_or_else(|| own.clone());
-    if no_cross_namespace_refs && namespace != own {
+    if access.no_cross_namespace_refs && namespace != own {
         return Err(SourceError::CrossNamespaceBlocked {
             kind: source.kind.as_str(),
+            namespace,
+            name: source.name.clone(),
+        });
+    }
+    if source.kind == SourceKind::ExternalArtifact && !access.external_artifact {
+        return Err(SourceError::ExternalArtifactDisabled {
             namespace,
             name: source.name.clone(),
         });
@@ -41,9 +56,9 @@ pub fn source_namespace(ks: &Kustomization, no_cross_namespace_refs: bool) -> Re
 pub async fn get_artifact(
     client: &Client,
     ks: &Kustomization,
-    no_cross_namespace_refs: bool,
+    access: SourceAccess,
 ) -> Result<ResolvedSource, SourceError> {
-    let namespace = source_namespace(ks, no_cross_namespace_refs)?;
+    let namespace = source_namespace(ks, access)?;
     let kind = ks.spec.source_ref.kind;
     let name = ks.spec.source_ref.name.clone();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &kind.api_resource());
@@ -103,14 +118,37 @@ mod tests {
         .unwrap()
     }
 
+    const BLOCKED: SourceAccess = SourceAccess {
+        no_cross_namespace_refs: true,
+        external_artifact: false,
+    };
+
+    #[test]
+    fn external_artifacts_need_their_gate() {
+        let ks = kustomization(serde_json::json!({"kind": "ExternalArtifact", "name": "bundle"}));
+        let err = source_namespace(&ks, SourceAccess::default()).unwrap_err();
+        // Flux: AccessDenied, terminal, with the gate named.
+        assert_eq!(
+            err.to_string(),
+            "can't access 'ExternalArtifact/team-a/bundle', ExternalArtifact feature gate is disabled"
+        );
+        assert_eq!(err.reason(), "AccessDenied");
+        assert!(err.is_terminal());
+        let access = SourceAccess {
+            external_artifact: true,
+            ..SourceAccess::default()
+        };
+        assert_eq!(source_namespace(&ks, access).unwrap(), "team-a");
+    }
+
     #[test]
     fn the_namespace_defaults_to_the_kustomizations() {
         let ks = kustomization(serde_json::json!({"kind": "GitRepository", "name": "repo"}));
-        assert_eq!(source_namespace(&ks, true).unwrap(), "team-a");
+        assert_eq!(source_namespace(&ks, BLOCKED).unwrap(), "team-a");
         let ks = kustomization(
             serde_json::json!({"kind": "GitRepository", "name": "repo", "namespace": "team-a"}),
         );
-        assert_eq!(source_namespace(&ks, true).unwrap(), "team-a");
+        assert_eq!(source_namespace(&ks, BLOCKED).unwrap(), "team-a");
     }
 
     #[test]
@@ -118,8 +156,11 @@ mod tests {
         let ks = kustomization(
             serde_json::json!({"kind": "OCIRepository", "name": "repo", "namespace": "flux-system"}),
         );
-        assert_eq!(source_namespace(&ks, false).unwrap(), "flux-system");
-        let err = source_namespace(&ks, true).unwrap_err();
+        assert_eq!(
+            source_namespace(&ks, SourceAccess::default()).unwrap(),
+            "flux-system"
+        );
+        let err = source_namespace(&ks, BLOCKED).unwrap_err();
         // Flux: acl.AccessDeniedError, reason AccessDenied, terminal.
         assert_eq!(
             err.to_string(),

@@ -876,11 +876,17 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     // the webhook may be in effect before that apply reaches its last stage, and a test racing
     // it would be flaky.
     let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
-    api.patch("guarded", &PatchParams::apply("kustomize-controller").force(), &Patch::Apply(&guarded("1")))
-        .await
-        .expect("create the guarded ConfigMap");
-    let without_guarded: Vec<Value> =
-        objects("1").into_iter().filter(|o| o["metadata"]["name"] != "guarded").collect();
+    api.patch(
+        "guarded",
+        &PatchParams::apply("kustomize-controller").force(),
+        &Patch::Apply(&guarded("1")),
+    )
+    .await
+    .expect("create the guarded ConfigMap");
+    let without_guarded: Vec<Value> = objects("1")
+        .into_iter()
+        .filter(|o| o["metadata"]["name"] != "guarded")
+        .collect();
     applier
         .apply(request(&owner, without_guarded, "rev1", &[]))
         .await

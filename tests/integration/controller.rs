@@ -802,16 +802,30 @@ async fn a_failing_download_retries_without_holding_the_only_worker() {
     )
     .await;
     apply_kustomization(&client, n, "good", spec(n, json!({}))).await;
-    wait_ready(&client, &controller, n, "good", "True", &format!("Applied revision: {REV1}")).await;
+    wait_ready(
+        &client,
+        &controller,
+        n,
+        "good",
+        "True",
+        &format!("Applied revision: {REV1}"),
+    )
+    .await;
     assert_eq!(config_map_value(&client, n, "a").await.as_deref(), Some("one"));
 
     // The broken one keeps being retried (5s, then 10s later), and says why it is not ready.
     let ks = wait_ready(&client, &controller, n, "broken", "False", &down_url).await;
     assert_eq!(condition(&ks, "Ready").unwrap().reason, "ArtifactFailed");
-    assert!(condition(&ks, "Ready").unwrap().message.contains("503"), "{:?}", condition(&ks, "Ready"));
-    eventually("a retry well before retryInterval", Duration::from_secs(40), || async {
-        (server.hits(&format!("/{n}/down.tar.gz")) >= 3).then_some(())
-    })
+    assert!(
+        condition(&ks, "Ready").unwrap().message.contains("503"),
+        "{:?}",
+        condition(&ks, "Ready")
+    );
+    eventually(
+        "a retry well before retryInterval",
+        Duration::from_secs(40),
+        || async { (server.hits(&format!("/{n}/down.tar.gz")) >= 3).then_some(()) },
+    )
     .await;
     ns.delete().await;
 }
@@ -828,7 +842,9 @@ async fn a_labelled_config_map_change_reconciles_the_kustomizations_reading_it()
             "data": {"greeting": greeting}})
     };
     let params = PatchParams::apply("test").force();
-    vars.patch("vars", &params, &Patch::Apply(settings("hello"))).await.unwrap();
+    vars.patch("vars", &params, &Patch::Apply(settings("hello")))
+        .await
+        .unwrap();
     publish(
         &client,
         &server,
@@ -844,10 +860,20 @@ async fn a_labelled_config_map_change_reconciles_the_kustomizations_reading_it()
     // A 10m interval: only the watch can bring the new value within the wait below.
     let substitute = json!({"postBuild": {"substituteFrom": [{"kind": "ConfigMap", "name": "vars"}]}});
     apply_kustomization(&client, n, "app", spec(n, substitute)).await;
-    wait_ready(&client, &controller, n, "app", "True", &format!("Applied revision: {REV1}")).await;
+    wait_ready(
+        &client,
+        &controller,
+        n,
+        "app",
+        "True",
+        &format!("Applied revision: {REV1}"),
+    )
+    .await;
     assert_eq!(config_map_value(&client, n, "a").await.as_deref(), Some("hello"));
 
-    vars.patch("vars", &params, &Patch::Apply(settings("hi"))).await.unwrap();
+    vars.patch("vars", &params, &Patch::Apply(settings("hi")))
+        .await
+        .unwrap();
     eventually("the new value applied", Duration::from_secs(30), || async {
         (config_map_value(&client, n, "a").await.as_deref() == Some("hi")).then_some(())
     })

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use kustomize_controller::api::kustomization::{Kustomization, SourceKind};
 use kustomize_controller::api::source::Artifact;
-use kustomize_controller::source::{Fetcher, FetcherConfig, SourceError, get_artifact, resolve_path};
+use kustomize_controller::source::{
+    Fetcher, FetcherConfig, SourceAccess, SourceError, get_artifact, resolve_path,
+};
 
 use crate::support::artifacts::test_archive::{Member, file, gzip, tar_gz};
 use crate::support::artifacts::{
@@ -14,6 +16,17 @@ use crate::support::artifacts::{
     source_crds,
 };
 use crate::support::{TestNamespace, client};
+
+/// Every source kind (gate ExternalArtifact on), cross-namespace references allowed.
+const EVERY_KIND: SourceAccess = SourceAccess {
+    no_cross_namespace_refs: false,
+    external_artifact: true,
+};
+/// Every source kind, cross-namespace references blocked.
+const EVERY_KIND_SAME_NAMESPACE: SourceAccess = SourceAccess {
+    no_cross_namespace_refs: true,
+    external_artifact: true,
+};
 
 const REQUEUE_DEPENDENCY: Duration = Duration::from_secs(30);
 
@@ -133,7 +146,7 @@ async fn every_source_kind_resolves_and_fetches() {
         .await;
 
         let ks = kustomization(&ns.name, serde_json::json!({"kind": kind.as_str(), "name": name}));
-        let resolved = get_artifact(&client, &ks, true)
+        let resolved = get_artifact(&client, &ks, EVERY_KIND_SAME_NAMESPACE)
             .await
             .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         assert_eq!(
@@ -185,7 +198,9 @@ async fn cross_namespace_refs_can_be_blocked() {
         serde_json::json!({"kind": "GitRepository", "name": "shared", "namespace": other.name}),
     );
 
-    let err = get_artifact(&client, &ks, true).await.unwrap_err();
+    let err = get_artifact(&client, &ks, EVERY_KIND_SAME_NAMESPACE)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -195,7 +210,7 @@ async fn cross_namespace_refs_can_be_blocked() {
     );
     assert_eq!((err.reason(), err.is_terminal()), ("AccessDenied", true));
     assert_eq!(
-        get_artifact(&client, &ks, false).await.unwrap().namespace,
+        get_artifact(&client, &ks, EVERY_KIND).await.unwrap().namespace,
         other.name
     );
     own.delete().await;
@@ -208,7 +223,7 @@ async fn a_missing_source_retries_after_the_retry_interval() {
     source_crds(&client).await;
     let ns = TestNamespace::new(&client, "source-missing").await;
     let ks = kustomization(&ns.name, serde_json::json!({"kind": "Bucket", "name": "nope"}));
-    let err = get_artifact(&client, &ks, false).await.unwrap_err();
+    let err = get_artifact(&client, &ks, EVERY_KIND).await.unwrap_err();
     // Flux puts the API server's text in the condition.
     assert_eq!(
         err.to_string(),
@@ -233,7 +248,7 @@ async fn a_source_without_artifact_retries_after_requeue_dependency() {
         &ns.name,
         serde_json::json!({"kind": "OCIRepository", "name": "pending"}),
     );
-    let err = get_artifact(&client, &ks, false).await.unwrap_err();
+    let err = get_artifact(&client, &ks, EVERY_KIND).await.unwrap_err();
     assert!(matches!(err, SourceError::NoArtifact { .. }), "{err}");
     assert_eq!(
         err.condition_message(REQUEUE_DEPENDENCY),

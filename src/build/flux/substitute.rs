@@ -80,7 +80,8 @@ pub fn substitute(
     if is_disabled(object) || (vars.is_empty() && !options.always) {
         return Ok(object.clone());
     }
-    static NAME_RULE: LazyLock<Regex> = LazyLock::new(|| Regex::new(VAR_NAME_PATTERN).expect("the pattern is valid"));
+    static NAME_RULE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(VAR_NAME_PATTERN).expect("the pattern is valid"));
     if let Some(bad) = vars.keys().find(|name| !NAME_RULE.is_match(name)) {
         return Err(SubstituteError::InvalidName(bad.clone()));
     }

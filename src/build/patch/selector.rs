@@ -82,13 +82,14 @@ impl Target {
                 })
                 .transpose()
         };
-        let requirements = |field: &str, selector: Option<&str>| match selector.filter(|s| !s.trim().is_empty()) {
-            None => Ok(Vec::new()),
-            Some(text) => parse_label_selector(text).map_err(|reason| PatchError::Selector {
-                field: field.to_string(),
-                reason: format!("{reason} in {text:?}"),
-            }),
-        };
+        let requirements =
+            |field: &str, selector: Option<&str>| match selector.filter(|s| !s.trim().is_empty()) {
+                None => Ok(Vec::new()),
+                Some(text) => parse_label_selector(text).map_err(|reason| PatchError::Selector {
+                    field: field.to_string(),
+                    reason: format!("{reason} in {text:?}"),
+                }),
+            };
         Ok(Target {
             namespace: pattern("namespace", &selector.namespace)?,
             name: pattern("name", &selector.name)?,
