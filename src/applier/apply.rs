@@ -141,6 +141,27 @@ struct Batch {
     namespaces: HashSet<String>,
     /// `group/Kind` served by CRDs in this apply.
     pending_kinds: HashSet<String>,
+    /// `namespace/name` of the ServiceAccounts in this apply.
+    service_accounts: HashSet<String>,
+}
+
+impl Batch {
+    fn of(desired: &[Desired]) -> Self {
+        let core = |d: &&Desired, kind: &str| d.object.kind == kind && d.object.group.is_empty();
+        Self {
+            namespaces: desired
+                .iter()
+                .filter(|d| core(d, "Namespace"))
+                .map(|d| d.object.name.clone())
+                .collect(),
+            pending_kinds: pending_kinds(desired),
+            service_accounts: desired
+                .iter()
+                .filter(|d| core(d, "ServiceAccount"))
+                .map(|d| format!("{}/{}", d.object.namespace, d.object.name))
+                .collect(),
+        }
+    }
 }
 
 pub(super) fn api_url(kind: &ResolvedKind, namespace: &str) -> String {
@@ -211,14 +232,28 @@ fn namespace_missing(status: &kube::core::Status) -> bool {
     status.code == 404 && status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
 }
 
+/// The ServiceAccount (`namespace/name`) the ServiceAccount admission plugin could not find for
+/// a Pod: "pods \"p\" is forbidden: error looking up service account ns/sa: serviceaccount
+/// \"sa\" not found".
+fn missing_service_account(status: &kube::core::Status) -> Option<&str> {
+    if status.code != 403 || !status.message.ends_with("not found") {
+        return None;
+    }
+    let (_, rest) = status.message.split_once("error looking up service account ")?;
+    rest.split_once(':').map(|(sa, _)| sa)
+}
+
 /// True when a dry-run failed only because something this apply creates does not exist yet.
+/// A namespace's `default` ServiceAccount counts as created by this apply: the
+/// serviceaccount-controller adds it to every new namespace shortly after.
 fn missing_dependency(status: &kube::core::Status, desired: &Desired, batch: &Batch) -> bool {
     let msg = status.message.to_ascii_lowercase();
     let kind_key = format!("{}/{}", desired.kind.resource.group, desired.kind.resource.kind);
     (namespace_missing(status) && batch.namespaces.contains(&desired.object.namespace))
         || (status.code == 404 && batch.pending_kinds.contains(&kind_key))
         || msg.contains("failed calling webhook")
-        || (msg.contains("serviceaccount") && msg.contains("not found"))
+        || missing_service_account(status)
+            .is_some_and(|sa| sa.ends_with("/default") || batch.service_accounts.contains(sa))
 }
 
 impl Applier {
@@ -261,14 +296,7 @@ impl Applier {
             let o = &d.object;
             (d.stage, order_key(&d.api_version, &o.kind, &o.namespace, &o.name))
         });
-        let batch = Batch {
-            namespaces: desired
-                .iter()
-                .filter(|d| d.object.kind == "Namespace" && d.object.group.is_empty())
-                .map(|d| d.object.name.clone())
-                .collect(),
-            pending_kinds: pending_kinds(&desired),
-        };
+        let batch = Batch::of(&desired);
         let key = run_key(req.revision, req.digest, req.force, req.ignore);
         let owner_key = req.owner.key();
         let previous = self
@@ -476,10 +504,7 @@ impl Applier {
             errors,
             changes: ChangeSet::default(),
         })?;
-        let batch = Batch {
-            namespaces: HashSet::new(),
-            pending_kinds: pending_kinds(&desired),
-        };
+        let batch = Batch::of(&desired);
         let results: Vec<Result<ObjectDiff, ObjectError>> = stream::iter(&desired)
             .map(|d| {
                 let (req, batch) = (&req, &batch);
@@ -840,9 +865,9 @@ impl Applier {
                         Ok(_) => Ok(Plan::Recreate),
                     };
                 }
-                // a namespace nobody in this apply creates may still come from elsewhere
-                // (another Kustomization): worth a retry, not a fix of the manifest
-                let kind = if namespace_missing(status) {
+                // a namespace or ServiceAccount nobody in this apply creates may still come from
+                // elsewhere (another Kustomization): worth a retry, not a fix of the manifest
+                let kind = if namespace_missing(status) || missing_service_account(status).is_some() {
                     FailureKind::MissingDependency
                 } else {
                     transport_kind(&e)
@@ -1296,6 +1321,7 @@ mod tests {
         let batch = Batch {
             namespaces: ["apps".to_string()].into(),
             pending_kinds: ["example.com/Widget".to_string()].into(),
+            service_accounts: ["x/builder".to_string()].into(),
         };
         let mut ns_missing = status(404, "NotFound", "namespaces \"apps\" not found", vec![]);
         ns_missing.details.as_mut().unwrap().kind = "namespaces".into();
@@ -1337,13 +1363,51 @@ mod tests {
             &desired("v1", "ConfigMap", "x"),
             &batch
         ));
-        let sa = status(
+        // the ServiceAccount admission plugin's message, as kube-apiserver 1.35 returns it
+        let sa_missing = |sa: &str| {
+            let (ns, name) = sa.split_once('/').unwrap();
+            status(
+                403,
+                "Forbidden",
+                &format!(
+                    "pods \"p\" is forbidden: error looking up service account {ns}/{name}: serviceaccount \"{name}\" not found"
+                ),
+                vec![],
+            )
+        };
+        assert_eq!(
+            missing_service_account(&sa_missing("x/builder")),
+            Some("x/builder")
+        );
+        assert!(missing_dependency(
+            &sa_missing("x/builder"),
+            &desired("v1", "Pod", "x"),
+            &batch
+        ));
+        // the serviceaccount-controller creates `default` in every namespace
+        assert!(missing_dependency(
+            &sa_missing("y/default"),
+            &desired("v1", "Pod", "y"),
+            &batch
+        ));
+        // a ServiceAccount this apply does not create fails now, as a missing dependency
+        assert!(!missing_dependency(
+            &sa_missing("x/other"),
+            &desired("v1", "Pod", "x"),
+            &batch
+        ));
+        assert!(!missing_dependency(
+            &sa_missing("z/builder"),
+            &desired("v1", "Pod", "z"),
+            &batch
+        ));
+        let rbac_forbidden = status(
             403,
             "Forbidden",
-            "pods \"p\" is forbidden: error looking up service account x/sa: serviceaccount \"sa\" not found",
+            "pods \"p\" is forbidden: User \"u\" cannot patch resource \"pods\" in API group \"\" in the namespace \"x\"",
             vec![],
         );
-        assert!(missing_dependency(&sa, &desired("v1", "Pod", "x"), &batch));
+        assert_eq!(missing_service_account(&rbac_forbidden), None);
         let invalid = status(
             422,
             "Invalid",

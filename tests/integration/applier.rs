@@ -3,14 +3,13 @@
 //! Expected change-set lines come from Flux's format (reference 5.7); expected object states
 //! from what the API server reports.
 //!
-//! Same-apply dependencies: the issue asks for "a Pod that needs a ServiceAccount created in the
-//! same apply", but the test API server runs with ServiceAccount admission disabled, so such a
-//! Pod never fails its dry-run. Two real dependencies stand in for it: a custom resource in a
-//! namespace, both created by the same apply as its CRD (its first dry-run fails because the kind
-//! is not served and the namespace is missing; Flux relies on stages for this, we validate the
-//! whole apply before writing and retry it in the second pass), and objects guarded by a webhook
-//! whose Service has no endpoints (no ordering can fix it; they are retried and reported alone).
-//! The ServiceAccount message shape is covered by a unit test of the classifier.
+//! Same-apply dependencies: a Pod whose ServiceAccount comes in the same apply (the test API
+//! server runs the ServiceAccount admission plugin, so the Pod's first dry-run really fails); a
+//! custom resource in a namespace, both created by the same apply as its CRD (its first dry-run
+//! fails because the kind is not served and the namespace is missing; Flux relies on stages for
+//! this, we validate the whole apply before writing and retry it in the second pass); and
+//! objects guarded by a webhook whose Service has no endpoints (no ordering can fix it; they are
+//! retried and reported alone).
 
 use std::time::Duration;
 
@@ -876,11 +875,17 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     // the webhook may be in effect before that apply reaches its last stage, and a test racing
     // it would be flaky.
     let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
-    api.patch("guarded", &PatchParams::apply("kustomize-controller").force(), &Patch::Apply(&guarded("1")))
-        .await
-        .expect("create the guarded ConfigMap");
-    let without_guarded: Vec<Value> =
-        objects("1").into_iter().filter(|o| o["metadata"]["name"] != "guarded").collect();
+    api.patch(
+        "guarded",
+        &PatchParams::apply("kustomize-controller").force(),
+        &Patch::Apply(&guarded("1")),
+    )
+    .await
+    .expect("create the guarded ConfigMap");
+    let without_guarded: Vec<Value> = objects("1")
+        .into_iter()
+        .filter(|o| o["metadata"]["name"] != "guarded")
+        .collect();
     applier
         .apply(request(&owner, without_guarded, "rev1", &[]))
         .await
@@ -939,5 +944,123 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
         &hook_name,
     )
     .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_pod_and_the_service_account_it_runs_as_apply_in_one_go() {
+    // ServiceAccount admission rejects a Pod whose ServiceAccount does not exist, dry-run
+    // included; stage order cannot help (both are in the last stage), and the Pod comes first
+    // in the input. The Pod is deferred and applied in the second pass.
+    let (applier, counts, client) = applier().await;
+    let ns = TestNamespace::new(&client, "applier-sa").await;
+    let owner = Owner::new("sa", &ns.name);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns.name},
+        "spec": {"serviceAccountName": "builder", "containers": [{"name": "app", "image": "nginx:1"}]}});
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": ns.name}});
+
+    // the Pod alone does not validate: without the retry this apply would fail
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns.name);
+    let alone = pods
+        .patch(
+            "build",
+            &PatchParams::apply("probe").force().dry_run(),
+            &Patch::Apply(&pod),
+        )
+        .await
+        .expect_err("the Pod needs its ServiceAccount");
+    let kube::Error::Api(status) = alone else {
+        panic!("not an API error: {alone}")
+    };
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(
+        status.message.contains(&format!(
+            "error looking up service account {}/builder: serviceaccount \"builder\" not found",
+            ns.name
+        )),
+        "{status:?}"
+    );
+
+    let cs = applier
+        .apply(request(&owner, vec![pod.clone(), sa.clone()], "rev1", &[]))
+        .await
+        .expect("apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("ServiceAccount/{}/builder created", ns.name),
+            format!("Pod/{}/build created", ns.name),
+        ]
+    );
+    let live_pod = live(&client, "v1", "Pod", &ns.name, "build")
+        .await
+        .expect("pod exists");
+    assert_eq!(live_pod["spec"]["serviceAccountName"], "builder");
+    assert!(
+        live(&client, "v1", "ServiceAccount", &ns.name, "builder")
+            .await
+            .is_some()
+    );
+    let pod_dry_runs = counts
+        .snapshot()
+        .iter()
+        .filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == "pods")
+        .map(|(_, n)| *n)
+        .sum::<u64>();
+    assert!(
+        pod_dry_runs >= 2,
+        "the Pod went through a second pass: {:?}",
+        counts.snapshot()
+    );
+
+    // what the admission plugin added (the token volume) is not drift: a full re-apply (new
+    // revision) leaves both alone
+    let before = rv(&client, "v1", "Pod", &ns.name, "build").await;
+    let cs = applier
+        .apply(request(&owner, vec![pod, sa], "rev2", &[]))
+        .await
+        .expect("second apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("ServiceAccount/{}/builder unchanged", ns.name),
+            format!("Pod/{}/build unchanged", ns.name),
+        ]
+    );
+    assert_eq!(rv(&client, "v1", "Pod", &ns.name, "build").await, before);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
+    // Not deferred: only a ServiceAccount of the same apply (or a namespace's `default`) is
+    // waited for; this one may come from elsewhere, so the error is a retryable missing
+    // dependency, and nothing of the apply is written.
+    let (applier, _counts, client) = applier().await;
+    let ns = TestNamespace::new(&client, "applier-sa-missing").await;
+    let owner = Owner::new("sa", &ns.name);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns.name},
+        "spec": {"serviceAccountName": "nobody", "containers": [{"name": "app", "image": "nginx:1"}]}});
+    let err = applier
+        .apply(request(
+            &owner,
+            vec![pod, configmap(&ns.name, "c", json!({"k": "v"}))],
+            "rev1",
+            &[],
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].subject, format!("Pod/{}/build", ns.name));
+    assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
+    assert!(
+        err.errors[0]
+            .message
+            .contains(&format!("service account {}/nobody", ns.name)),
+        "{err}"
+    );
+    assert!(err.is_transient());
+    assert!(err.changes.is_empty(), "{err}");
+    assert!(live(&client, "v1", "ConfigMap", &ns.name, "c").await.is_none());
     ns.delete().await;
 }
