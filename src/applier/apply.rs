@@ -10,8 +10,10 @@
 //!    server-side dry-run every other object, concurrently; a terminal error in any object stops here, so an invalid
 //!    object changes nothing; dry-runs that fail only because something in this apply does not
 //!    exist yet are deferred;
-//! 4. apply the drifted objects stage by stage; after the first stage wait until its CRDs are
-//!    Established and its namespaces exist, then refresh discovery;
+//! 4. apply the drifted objects stage by stage; after the first two stages wait until what they
+//!    wrote is kstatus Current (CRDs Established, namespaces there, classes accepted), refresh
+//!    discovery after the first; objects deferred for something an earlier stage wrote are
+//!    dry-run again at the start of their own stage;
 //! 5. second pass: the deferred objects are dry-run and applied again, every
 //!    `retry_interval`, until `wait_timeout`; only what still fails is reported.
 
@@ -36,6 +38,7 @@ use super::{Action, ApplyError, ChangeSet, DEFAULT_WAIT_TIMEOUT, FailureKind, Ob
 use crate::api::conditions::keys;
 use crate::api::inventory::ObjectRef;
 use crate::api::kustomization::IgnoreRule;
+use crate::health::kstatus::{self, ObjectStatus};
 use crate::kube_ext::{ResolveError, ResolvedKind, ResourceResolver};
 
 /// Settings of the applier, from the controller's flags.
@@ -370,14 +373,48 @@ impl Applier {
                 let d: &Desired = &desired[i];
                 changes.push(d.object.clone(), &d.api_version, outcomes[&i].0);
             };
+        let mut earlier_stage_wrote = false;
         for stage in [Stage::Definitions, Stage::Classes, Stage::Custom, Stage::Rest] {
-            let in_stage: Vec<(usize, Plan)> = {
+            let mut in_stage: Vec<(usize, Plan)> = {
                 let (now, later): (Vec<_>, Vec<_>) = to_apply
                     .into_iter()
                     .partition(|(i, _)| desired[*i].stage == stage);
                 to_apply = later;
                 now
             };
+            // Objects of this stage deferred for something an earlier stage has now written
+            // (a *Class whose CRD came in the first stage): dry-run them again, so they are
+            // applied, and waited for, in their stage and not after everything else.
+            if earlier_stage_wrote {
+                let (retry, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut deferred)
+                    .into_iter()
+                    .partition(|(i, _)| desired[*i].stage == stage);
+                deferred = keep;
+                let mut failures = Vec::new();
+                for (i, plan) in self.replan(&desired, retry, req, &batch).await {
+                    match plan {
+                        Err(e) => failures.push(e),
+                        Ok(Plan::Deferred(e)) => deferred.push((i, e)),
+                        Ok(Plan::Skip { live }) => {
+                            outcomes.insert(
+                                i,
+                                (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))),
+                            );
+                        }
+                        Ok(Plan::Unchanged { live }) => {
+                            outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
+                        }
+                        Ok(plan) => in_stage.push((i, plan)),
+                    }
+                }
+                if !failures.is_empty() {
+                    return Err(ApplyError {
+                        errors: failures,
+                        changes,
+                    });
+                }
+                in_stage.sort_by_key(|(i, _)| *i);
+            }
             let applied = self.execute_all(&desired, in_stage, req).await;
             let mut failures = Vec::new();
             for (i, result) in applied {
@@ -397,19 +434,20 @@ impl Applier {
                     changes,
                 });
             }
-            if stage == Stage::Definitions {
-                let changed: Vec<&Desired> = (0..desired.len())
-                    .filter(|i| desired[*i].stage == stage)
-                    .filter(|i| matches!(outcomes.get(i), Some((Action::Created | Action::Configured, _))))
-                    .map(|i| &desired[i])
-                    .collect();
-                if !changed.is_empty() {
-                    self.wait_for_definitions(&changed)
-                        .await
-                        .map_err(|errors| ApplyError {
-                            errors,
-                            changes: changes.clone(),
-                        })?;
+            let changed: Vec<&Desired> = (0..desired.len())
+                .filter(|i| desired[*i].stage == stage)
+                .filter(|i| matches!(outcomes.get(i), Some((Action::Created | Action::Configured, _))))
+                .map(|i| &desired[i])
+                .collect();
+            earlier_stage_wrote |= !changed.is_empty();
+            if stage.waited_for() && !changed.is_empty() {
+                self.wait_until_current(&changed)
+                    .await
+                    .map_err(|errors| ApplyError {
+                        errors,
+                        changes: changes.clone(),
+                    })?;
+                if stage == Stage::Definitions {
                     self.resolver.invalidate();
                 }
             }
@@ -418,14 +456,8 @@ impl Applier {
         // second pass for objects that needed something from this apply
         let deadline = Instant::now() + self.options.wait_timeout;
         while !deferred.is_empty() {
-            let round: Vec<(usize, Result<Plan, ObjectError>)> = stream::iter(std::mem::take(&mut deferred))
-                .map(|(i, _)| {
-                    let batch = &batch;
-                    let d = &desired[i];
-                    async move { (i, self.plan(d, req, batch, None).await) }
-                })
-                .buffered(self.options.concurrency.max(1))
-                .collect()
+            let round = self
+                .replan(&desired, std::mem::take(&mut deferred), req, &batch)
                 .await;
             let mut failures = Vec::new();
             for (i, plan) in round {
@@ -813,6 +845,21 @@ impl Applier {
             .map_err(|e| redact_error(e, &secrets_of(None)))
     }
 
+    /// Plans deferred objects again, reading their live state afresh.
+    async fn replan(
+        &self,
+        desired: &[Desired],
+        deferred: Vec<(usize, ObjectError)>,
+        req: &ApplyRequest<'_>,
+        batch: &Batch,
+    ) -> Vec<(usize, Result<Plan, ObjectError>)> {
+        stream::iter(deferred)
+            .map(|(i, _)| async move { (i, self.plan(&desired[i], req, batch, None).await) })
+            .buffered(self.options.concurrency.max(1))
+            .collect()
+            .await
+    }
+
     async fn dry_run_and_compare(
         &self,
         d: &Desired,
@@ -1021,31 +1068,23 @@ impl Applier {
         }
     }
 
-    /// Waits until applied CRDs are Established and applied namespaces exist (not terminating).
-    async fn wait_for_definitions(&self, objects: &[&Desired]) -> Result<(), Vec<ObjectError>> {
+    /// Waits until every object written in a waited-for stage is kstatus Current: CRDs
+    /// Established, namespaces not terminating, a *Class accepted by its controller where it
+    /// reports a status (Flux: 2 s interval, 60 s timeout). Objects still not Current are
+    /// reported with their status.
+    async fn wait_until_current(&self, objects: &[&Desired]) -> Result<(), Vec<ObjectError>> {
         let deadline = Instant::now() + self.options.wait_timeout;
         loop {
             let mut pending = Vec::new();
-            for d in objects
-                .iter()
-                .filter(|d| matches!(d.object.kind.as_str(), "CustomResourceDefinition" | "Namespace"))
-            {
-                let url = api_url(&d.kind, "");
-                let ready = match get(self.client(), &url, &d.object.name).await {
-                    Ok(Some(live)) if d.object.kind == "Namespace" => {
-                        live.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating")
-                    }
-                    Ok(Some(live)) => live
-                        .pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .is_some_and(|c| {
-                            c.iter()
-                                .any(|c| c["type"] == "Established" && c["status"] == "True")
-                        }),
-                    _ => false,
+            for d in objects {
+                let url = api_url(&d.kind, &d.object.namespace);
+                let status = match get(self.client(), &url, &d.object.name).await {
+                    Ok(Some(live)) => kstatus::compute(&live),
+                    Ok(None) => ObjectStatus::new(kstatus::Status::NotFound, "not found"),
+                    Err(e) => ObjectStatus::new(kstatus::Status::Unknown, api_message("query failed", &e)),
                 };
-                if !ready {
-                    pending.push(d);
+                if status.status != kstatus::Status::Current {
+                    pending.push((d, status));
                 }
             }
             if pending.is_empty() {
@@ -1053,13 +1092,13 @@ impl Applier {
             }
             if Instant::now() >= deadline {
                 return Err(pending
-                    .iter()
-                    .map(|d| ObjectError {
+                    .into_iter()
+                    .map(|(d, status)| ObjectError {
                         subject: d.subject(),
                         kind: FailureKind::Api,
                         message: format!(
-                            "not ready after {:?} (CRD not Established or namespace missing)",
-                            self.options.wait_timeout
+                            "not ready after {:?} (applied in an earlier stage, waited for before the next): {}: {}",
+                            self.options.wait_timeout, status.status, status.message
                         ),
                     })
                     .collect());

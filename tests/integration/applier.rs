@@ -92,6 +92,22 @@ fn crd(group: &str) -> Value {
                     "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}})
 }
 
+/// A cluster-scoped `WidgetClass` kind with a status subresource, like GatewayClass.
+fn class_crd(group: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgetclasses.{group}")},
+        "spec": {"group": group, "scope": "Cluster",
+            "names": {"kind": "WidgetClass", "plural": "widgetclasses", "singular": "widgetclass", "listKind": "WidgetClassList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"tier": {"type": "integer"}}},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}})
+}
+
+fn widget_class(group: &str, name: &str, tier: Value) -> Value {
+    json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": name}, "spec": {"tier": tier}})
+}
+
 async fn delete_cluster_object(client: &Client, api_version: &str, kind: &str, name: &str) {
     let resolver = ResourceResolver::new(client.clone());
     if let Ok((api, _)) = resolver.api(api_version, kind, None).await {
@@ -1062,5 +1078,170 @@ async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
     assert!(err.is_transient());
     assert!(err.changes.is_empty(), "{err}");
     assert!(live(&client, "v1", "ConfigMap", &ns.name, "c").await.is_none());
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage() {
+    // The class's first dry-run fails (its kind is not served yet). It is dry-run again once the
+    // first stage is in place, in the *Class stage, before the rest: an invalid class stops the
+    // apply before the last stage writes anything (reference 5.3: a failing stage aborts the
+    // rest), where a second pass after everything would have applied the ConfigMap first.
+    let (applier, _counts, client) = applier().await;
+    let suffix = unique_suffix();
+    let group = format!("e2e{suffix}.example.com");
+    let ns = TestNamespace::new(&client, "applier-class").await;
+    let owner = Owner::new("classes", &ns.name);
+    let class_name = format!("gold-{suffix}");
+    let objects = |tier: Value| {
+        vec![
+            configmap(&ns.name, "uses-gold", json!({"class": class_name})),
+            widget_class(&group, &class_name, tier),
+            class_crd(&group),
+        ]
+    };
+    let err = applier
+        .apply(request(&owner, objects(json!("high")), "rev1", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].subject, format!("WidgetClass/{class_name}"));
+    assert!(err.errors[0].message.contains("spec.tier"), "{err}");
+    assert_eq!(
+        lines(&err.changes),
+        [format!("CustomResourceDefinition/widgetclasses.{group} created")]
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "uses-gold")
+            .await
+            .is_none()
+    );
+
+    let cs = applier
+        .apply(request(&owner, objects(json!(1)), "rev2", &[]))
+        .await
+        .expect("apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("CustomResourceDefinition/widgetclasses.{group} unchanged"),
+            format!("WidgetClass/{class_name} created"),
+            format!("ConfigMap/{}/uses-gold created", ns.name),
+        ]
+    );
+    delete_cluster_object(
+        &client,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        &format!("widgetclasses.{group}"),
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_ends() {
+    // Reference 5.3: after the *Class stage the applier waits (bounded) until what it wrote is
+    // kstatus Current. A class whose controller reports Ready=False is not; nothing of the last
+    // stage is applied, and the error names the class and its status.
+    let (client, _counts) = crate::support::applier::counted_client().await;
+    let applier = kustomize_controller::applier::Applier::new(
+        ResourceResolver::new(client.clone()),
+        kustomize_controller::applier::ApplierOptions {
+            wait_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_millis(250),
+            ..Default::default()
+        },
+    );
+    let suffix = unique_suffix();
+    let group = format!("e2e{suffix}.example.com");
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(class_crd(&group)).unwrap();
+    crate::support::install_crd(&client, &crd).await;
+    let ns = TestNamespace::new(&client, "applier-class-wait").await;
+    let owner = Owner::new("classes", &ns.name);
+    let class_name = format!("silver-{suffix}");
+    let resolver = ResourceResolver::new(client.clone());
+    let (classes, _) = resolver
+        .api(&format!("{group}/v1"), "WidgetClass", None)
+        .await
+        .expect("resolve WidgetClass");
+    // the class exists and its controller (played by the test) has not accepted it
+    classes
+        .patch(
+            &class_name,
+            &PatchParams::apply("e2e-tests"),
+            &Patch::Apply(&widget_class(&group, &class_name, json!(1))),
+        )
+        .await
+        .expect("create class");
+    let set_ready = |ready: &str| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": class_name},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "Test",
+                "message": format!("gateway controller says {ready}"), "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    };
+    classes
+        .patch_status(
+            &class_name,
+            &PatchParams::apply("e2e-class-controller").force(),
+            &Patch::Apply(&set_ready("False")),
+        )
+        .await
+        .expect("class status");
+    let objects = || {
+        vec![
+            widget_class(&group, &class_name, json!(2)),
+            configmap(&ns.name, "uses-silver", json!({"class": class_name})),
+        ]
+    };
+    let err = applier
+        .apply(request(&owner, objects(), "rev1", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].subject, format!("WidgetClass/{class_name}"));
+    assert!(err.errors[0].message.contains("not ready after 2s"), "{err}");
+    assert!(
+        err.errors[0].message.contains("gateway controller says False"),
+        "{err}"
+    );
+    assert!(err.is_transient());
+    assert_eq!(
+        lines(&err.changes),
+        [format!("WidgetClass/{class_name} configured")]
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "uses-silver")
+            .await
+            .is_none()
+    );
+
+    // once the controller accepts the class, the apply goes through
+    classes
+        .patch_status(
+            &class_name,
+            &PatchParams::apply("e2e-class-controller").force(),
+            &Patch::Apply(&set_ready("True")),
+        )
+        .await
+        .expect("class status");
+    let cs = applier
+        .apply(request(&owner, objects(), "rev2", &[]))
+        .await
+        .expect("apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("WidgetClass/{class_name} unchanged"),
+            format!("ConfigMap/{}/uses-silver created", ns.name),
+        ]
+    );
+    delete_cluster_object(
+        &client,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        &format!("widgetclasses.{group}"),
+    )
+    .await;
     ns.delete().await;
 }
