@@ -27,7 +27,7 @@ use kube::{Client, Resource};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::diff::{diff_text, has_drifted, ignored_paths, remove_pointer};
+use super::diff::{diff_text, has_drifted, ignored_paths, remove_pointers};
 use super::fingerprint::{FingerprintStore, ObjectPrint, desired_print, live_print, run_key};
 use super::managed::{cleanup_patch, owned_by_other_applier};
 use super::normalize::normalize;
@@ -1118,17 +1118,20 @@ fn redact_error(mut e: ObjectError, objects: &[Value]) -> ObjectError {
 /// left to it (stripped); otherwise the live value is kept (adopted). Creates are unmodified.
 fn payload_with_ignored(desired: &Value, live: &Value, ignored: &[String]) -> Value {
     let mut payload = desired.clone();
+    let mut stripped = Vec::new();
     for path in ignored {
         let (want, have) = (desired.pointer(path), live.pointer(path));
         if want == have {
             continue;
         }
         if owned_by_other_applier(live, path) || have.is_none() {
-            remove_pointer(&mut payload, path);
+            stripped.push(path.clone());
         } else if let (Some(slot), Some(have)) = (payload.pointer_mut(path), have) {
             *slot = have.clone();
         }
     }
+    // after the adoptions, which name elements by their index in `desired`
+    remove_pointers(&mut payload, &stripped);
     payload
 }
 

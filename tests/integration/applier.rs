@@ -851,6 +851,84 @@ async fn ignore_rules_keep_drift_in_ignored_fields_out() {
 }
 
 #[tokio::test]
+async fn ignore_rules_reach_into_lists_by_index() {
+    // An image updater owns the image of the first container (server-side apply, its own field
+    // manager). The rule `/spec/template/spec/containers/0/image` keeps that out of drift, and
+    // when the Deployment is applied for another change the image is left to the updater: our
+    // field manager gives it up instead of claiming it (reference 5.5: strip what another Apply
+    // manager owns; list indices resolve to the element's key in managedFields).
+    let (applier, _counts, client) = applier().await;
+    let ns = TestNamespace::new(&client, "applier-ignore-list").await;
+    let owner = Owner::new("ign", &ns.name);
+    let web = |note: &str| {
+        let mut d = deployment(&ns.name, "web", "web");
+        d["spec"]["replicas"] = 0.into();
+        d["metadata"]["annotations"] = json!({"note": note});
+        d["spec"]["template"]["spec"]["containers"] =
+            json!([{"name": "app", "image": "nginx:1"}, {"name": "proxy", "image": "envoy:1"}]);
+        d
+    };
+    applier
+        .apply(request(&owner, vec![web("a")], "rev1", &[]))
+        .await
+        .expect("first apply");
+    let deployments =
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
+    let update = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}}});
+    deployments
+        .patch(
+            "web",
+            &PatchParams::apply("image-updater").force(),
+            &Patch::Apply(&update),
+        )
+        .await
+        .expect("the updater sets the image");
+    let rules = vec![IgnoreRule {
+        paths: vec!["/spec/template/spec/containers/0/image".into()],
+        target: Some(Selector {
+            kind: Some("Deployment".into()),
+            ..Default::default()
+        }),
+    }];
+    let cs = applier
+        .apply(request(&owner, vec![web("a")], "rev2", &rules))
+        .await
+        .expect("apply");
+    assert_eq!(lines(&cs), [format!("Deployment/{}/web unchanged", ns.name)]);
+
+    let cs = applier
+        .apply(request(&owner, vec![web("b")], "rev3", &rules))
+        .await
+        .expect("apply");
+    assert_eq!(lines(&cs), [format!("Deployment/{}/web configured", ns.name)]);
+    let obj = live(&client, "apps/v1", "Deployment", &ns.name, "web")
+        .await
+        .unwrap();
+    let containers = &obj["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["image"], "nginx:2");
+    assert_eq!(containers[1]["image"], "envoy:1");
+    assert_eq!(obj["metadata"]["annotations"]["note"], "b");
+    let ours = obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kustomize-controller" && e["operation"] == "Apply")
+        .expect("our managedFields entry")
+        .clone();
+    let ours_containers = &ours["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"];
+    assert!(
+        ours_containers["k:{\"name\":\"app\"}"].get("f:image").is_none(),
+        "the updater's image is not ours: {ours_containers}"
+    );
+    assert!(
+        ours_containers["k:{\"name\":\"proxy\"}"].get("f:image").is_some(),
+        "{ours_containers}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() {
     // A same-apply dependency Flux's stages cannot order: a validating webhook whose Service has
     // no endpoints yet. The objects it guards are retried in the bounded second pass and
