@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::diff::{diff_text, has_drifted, ignored_paths, remove_pointers};
 use super::fingerprint::{FingerprintStore, ObjectPrint, desired_print, live_print, run_key};
-use super::managed::{cleanup_patch, owned_by_other_applier};
+use super::managed::{cleanup_patch, migrate_api_version_patch, owned_by_other_applier};
 use super::normalize::normalize;
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
 use super::secret::redact;
@@ -57,6 +57,10 @@ pub struct ApplierOptions {
     pub override_managers: Vec<String>,
     /// Poll interval of waits and of the second pass (Flux: 2 s).
     pub retry_interval: Duration,
+    /// Flux's `MigrateAPIVersion` gate (default off): before the dry-run, rewrite the
+    /// `apiVersion` of every managedFields entry of a live object to the desired version, so
+    /// that fields recorded under a removed or older version stay owned and can be pruned.
+    pub migrate_api_version: bool,
 }
 
 impl Default for ApplierOptions {
@@ -68,6 +72,7 @@ impl Default for ApplierOptions {
             full_sync_every: Duration::from_secs(3600),
             override_managers: Vec::new(),
             retry_interval: Duration::from_secs(2),
+            migrate_api_version: false,
         }
     }
 }
@@ -819,28 +824,39 @@ impl Applier {
         if ssa_policy(&d.obj) == SsaPolicy::IfNotPresent && live.is_some() {
             return Ok(Plan::Skip { live });
         }
-        if let Some(live) = &live {
-            self.check_ownership(d, live, &req.owner)
+        if let Some(current) = &live {
+            self.check_ownership(d, current, &req.owner)
                 .await
                 .map_err(|m| err(FailureKind::Conflict, m, None))?;
-            if let Some(patch) = cleanup_patch(live, &d.obj, &self.options.override_managers) {
-                let cleaned = json_patch(client, &url, &d.object.name, &patch)
-                    .await
-                    .map_err(|e| {
-                        err(
-                            FailureKind::Api,
-                            api_message("metadata.managedFields cleanup failed", &e),
-                            Some(live),
-                        )
-                    })?;
-                return self
-                    .dry_run_and_compare(d, req, batch, Some(cleaned), true)
-                    .await
-                    .map_err(|e| redact_error(e, &secrets_of(None)));
-            }
         }
-        let live = live.take();
-        self.dry_run_and_compare(d, req, batch, live, false)
+        // both patches mark the object for apply, as in Flux
+        let mut patched = false;
+        if self.options.migrate_api_version
+            && let Some(patch) = live
+                .as_ref()
+                .and_then(|l| migrate_api_version_patch(l, &d.api_version))
+        {
+            let what = "metadata.managedFields apiVersion migration failed";
+            live = Some(
+                json_patch(client, &url, &d.object.name, &patch)
+                    .await
+                    .map_err(|e| err(FailureKind::Api, api_message(what, &e), live.as_ref()))?,
+            );
+            patched = true;
+        }
+        if let Some(patch) = live
+            .as_ref()
+            .and_then(|l| cleanup_patch(l, &d.obj, &self.options.override_managers))
+        {
+            let what = "metadata.managedFields cleanup failed";
+            live = Some(
+                json_patch(client, &url, &d.object.name, &patch)
+                    .await
+                    .map_err(|e| err(FailureKind::Api, api_message(what, &e), live.as_ref()))?,
+            );
+            patched = true;
+        }
+        self.dry_run_and_compare(d, req, batch, live.take(), patched)
             .await
             .map_err(|e| redact_error(e, &secrets_of(None)))
     }

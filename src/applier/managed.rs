@@ -111,6 +111,29 @@ pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]
     (!ops.is_empty()).then_some(Value::Array(ops))
 }
 
+/// The JSON patch that sets the `apiVersion` of every managedFields entry of `live` to
+/// `api_version` (Flux's `MigrateAPIVersion`), or `None` when they all have it. Each replace
+/// is guarded by a test of the old value, so a concurrent change of managedFields fails the
+/// patch instead of being overwritten.
+pub fn migrate_api_version_patch(live: &Value, api_version: &str) -> Option<Value> {
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)?;
+    let ops: Vec<Value> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.get("apiVersion").and_then(Value::as_str) != Some(api_version))
+        .flat_map(|(i, e)| {
+            let path = format!("/metadata/managedFields/{i}/apiVersion");
+            [
+                json!({"op": "test", "path": path, "value": e.get("apiVersion").cloned().unwrap_or(Value::Null)}),
+                json!({"op": "replace", "path": path, "value": api_version}),
+            ]
+        })
+        .collect();
+    (!ops.is_empty()).then_some(Value::Array(ops))
+}
+
 /// True when a manager other than ours owns the field at `pointer` with an Apply operation:
 /// then an ignored field is left to it (stripped from our payload) instead of adopted. A list
 /// index in the pointer names the element of the live list; the managedFields tree names it by
@@ -277,5 +300,36 @@ mod tests {
         obj["metadata"]["managedFields"][0]["fieldsV1"] = containers(json!({"i:0": {"f:image": {}}}));
         assert!(owned_by_other_applier(&obj, &format!("{c}/0/image")));
         assert!(!owned_by_other_applier(&obj, &format!("{c}/1/image")));
+    }
+
+    #[test]
+    fn migration_rewrites_only_entries_of_other_versions() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "kustomize-controller", "operation": "Apply", "apiVersion": "example.com/v1beta1"},
+            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "example.com/v1"},
+            {"manager": "other", "operation": "Update", "apiVersion": "example.com/v1beta1", "subresource": "status"}
+        ]}});
+        let patch = migrate_api_version_patch(&obj, "example.com/v1").unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/managedFields/0/apiVersion", "value": "example.com/v1beta1"},
+                {"op": "replace", "path": "/metadata/managedFields/0/apiVersion", "value": "example.com/v1"},
+                {"op": "test", "path": "/metadata/managedFields/2/apiVersion", "value": "example.com/v1beta1"},
+                {"op": "replace", "path": "/metadata/managedFields/2/apiVersion", "value": "example.com/v1"}
+            ])
+        );
+        // applying it (RFC 6902) leaves every entry at the desired version
+        let mut migrated = obj.clone();
+        json_patch::patch(
+            &mut migrated,
+            &serde_json::from_value::<json_patch::Patch>(patch).unwrap(),
+        )
+        .unwrap();
+        for e in migrated["metadata"]["managedFields"].as_array().unwrap() {
+            assert_eq!(e["apiVersion"], "example.com/v1");
+        }
+        assert_eq!(migrate_api_version_patch(&migrated, "example.com/v1"), None);
+        assert_eq!(migrate_api_version_patch(&json!({"metadata": {}}), "v1"), None);
     }
 }
