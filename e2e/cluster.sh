@@ -86,7 +86,6 @@ up() {
     --service-account-key-file="$state/sa.pub" \
     --service-account-signing-key-file="$state/sa.key" \
     --authorization-mode=RBAC \
-    --disable-admission-plugins=ServiceAccount \
     --allow-privileged=true \
     --endpoint-reconciler-type=none \
     --profiling=false --v=1

@@ -10,8 +10,10 @@
 //!    server-side dry-run every other object, concurrently; a terminal error in any object stops here, so an invalid
 //!    object changes nothing; dry-runs that fail only because something in this apply does not
 //!    exist yet are deferred;
-//! 4. apply the drifted objects stage by stage; after the first stage wait until its CRDs are
-//!    Established and its namespaces exist, then refresh discovery;
+//! 4. apply the drifted objects stage by stage; after the first two stages wait until what they
+//!    wrote is kstatus Current (CRDs Established, namespaces there, classes accepted), refresh
+//!    discovery after the first; objects deferred for something an earlier stage wrote are
+//!    dry-run again at the start of their own stage;
 //! 5. second pass: the deferred objects are dry-run and applied again, every
 //!    `retry_interval`, until `wait_timeout`; only what still fails is reported.
 
@@ -25,9 +27,9 @@ use kube::{Client, Resource};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::diff::{diff_text, has_drifted, ignored_paths, remove_pointer};
+use super::diff::{diff_text, has_drifted, ignored_paths, remove_pointers};
 use super::fingerprint::{FingerprintStore, ObjectPrint, desired_print, live_print, run_key};
-use super::managed::{cleanup_patch, owned_by_other_applier};
+use super::managed::{cleanup_patch, migrate_api_version_patch, owned_by_other_applier};
 use super::normalize::normalize;
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
 use super::secret::redact;
@@ -36,6 +38,7 @@ use super::{Action, ApplyError, ChangeSet, DEFAULT_WAIT_TIMEOUT, FailureKind, Ob
 use crate::api::conditions::keys;
 use crate::api::inventory::ObjectRef;
 use crate::api::kustomization::IgnoreRule;
+use crate::health::kstatus::{self, ObjectStatus};
 use crate::kube_ext::{ResolveError, ResolvedKind, ResourceResolver};
 
 /// Settings of the applier, from the controller's flags.
@@ -54,6 +57,10 @@ pub struct ApplierOptions {
     pub override_managers: Vec<String>,
     /// Poll interval of waits and of the second pass (Flux: 2 s).
     pub retry_interval: Duration,
+    /// Flux's `MigrateAPIVersion` gate (default off): before the dry-run, rewrite the
+    /// `apiVersion` of every managedFields entry of a live object to the desired version, so
+    /// that fields recorded under a removed or older version stay owned and can be pruned.
+    pub migrate_api_version: bool,
 }
 
 impl Default for ApplierOptions {
@@ -65,6 +72,7 @@ impl Default for ApplierOptions {
             full_sync_every: Duration::from_secs(3600),
             override_managers: Vec::new(),
             retry_interval: Duration::from_secs(2),
+            migrate_api_version: false,
         }
     }
 }
@@ -141,6 +149,27 @@ struct Batch {
     namespaces: HashSet<String>,
     /// `group/Kind` served by CRDs in this apply.
     pending_kinds: HashSet<String>,
+    /// `namespace/name` of the ServiceAccounts in this apply.
+    service_accounts: HashSet<String>,
+}
+
+impl Batch {
+    fn of(desired: &[Desired]) -> Self {
+        let core = |d: &&Desired, kind: &str| d.object.kind == kind && d.object.group.is_empty();
+        Self {
+            namespaces: desired
+                .iter()
+                .filter(|d| core(d, "Namespace"))
+                .map(|d| d.object.name.clone())
+                .collect(),
+            pending_kinds: pending_kinds(desired),
+            service_accounts: desired
+                .iter()
+                .filter(|d| core(d, "ServiceAccount"))
+                .map(|d| format!("{}/{}", d.object.namespace, d.object.name))
+                .collect(),
+        }
+    }
 }
 
 pub(super) fn api_url(kind: &ResolvedKind, namespace: &str) -> String {
@@ -211,14 +240,28 @@ fn namespace_missing(status: &kube::core::Status) -> bool {
     status.code == 404 && status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
 }
 
+/// The ServiceAccount (`namespace/name`) the ServiceAccount admission plugin could not find for
+/// a Pod: "pods \"p\" is forbidden: error looking up service account ns/sa: serviceaccount
+/// \"sa\" not found".
+fn missing_service_account(status: &kube::core::Status) -> Option<&str> {
+    if status.code != 403 || !status.message.ends_with("not found") {
+        return None;
+    }
+    let (_, rest) = status.message.split_once("error looking up service account ")?;
+    rest.split_once(':').map(|(sa, _)| sa)
+}
+
 /// True when a dry-run failed only because something this apply creates does not exist yet.
+/// A namespace's `default` ServiceAccount counts as created by this apply: the
+/// serviceaccount-controller adds it to every new namespace shortly after.
 fn missing_dependency(status: &kube::core::Status, desired: &Desired, batch: &Batch) -> bool {
     let msg = status.message.to_ascii_lowercase();
     let kind_key = format!("{}/{}", desired.kind.resource.group, desired.kind.resource.kind);
     (namespace_missing(status) && batch.namespaces.contains(&desired.object.namespace))
         || (status.code == 404 && batch.pending_kinds.contains(&kind_key))
         || msg.contains("failed calling webhook")
-        || (msg.contains("serviceaccount") && msg.contains("not found"))
+        || missing_service_account(status)
+            .is_some_and(|sa| sa.ends_with("/default") || batch.service_accounts.contains(sa))
 }
 
 impl Applier {
@@ -261,14 +304,7 @@ impl Applier {
             let o = &d.object;
             (d.stage, order_key(&d.api_version, &o.kind, &o.namespace, &o.name))
         });
-        let batch = Batch {
-            namespaces: desired
-                .iter()
-                .filter(|d| d.object.kind == "Namespace" && d.object.group.is_empty())
-                .map(|d| d.object.name.clone())
-                .collect(),
-            pending_kinds: pending_kinds(&desired),
-        };
+        let batch = Batch::of(&desired);
         let key = run_key(req.revision, req.digest, req.force, req.ignore);
         let owner_key = req.owner.key();
         let previous = self
@@ -342,14 +378,48 @@ impl Applier {
                 let d: &Desired = &desired[i];
                 changes.push(d.object.clone(), &d.api_version, outcomes[&i].0);
             };
+        let mut earlier_stage_wrote = false;
         for stage in [Stage::Definitions, Stage::Classes, Stage::Custom, Stage::Rest] {
-            let in_stage: Vec<(usize, Plan)> = {
+            let mut in_stage: Vec<(usize, Plan)> = {
                 let (now, later): (Vec<_>, Vec<_>) = to_apply
                     .into_iter()
                     .partition(|(i, _)| desired[*i].stage == stage);
                 to_apply = later;
                 now
             };
+            // Objects of this stage deferred for something an earlier stage has now written
+            // (a *Class whose CRD came in the first stage): dry-run them again, so they are
+            // applied, and waited for, in their stage and not after everything else.
+            if earlier_stage_wrote {
+                let (retry, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut deferred)
+                    .into_iter()
+                    .partition(|(i, _)| desired[*i].stage == stage);
+                deferred = keep;
+                let mut failures = Vec::new();
+                for (i, plan) in self.replan(&desired, retry, req, &batch).await {
+                    match plan {
+                        Err(e) => failures.push(e),
+                        Ok(Plan::Deferred(e)) => deferred.push((i, e)),
+                        Ok(Plan::Skip { live }) => {
+                            outcomes.insert(
+                                i,
+                                (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))),
+                            );
+                        }
+                        Ok(Plan::Unchanged { live }) => {
+                            outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
+                        }
+                        Ok(plan) => in_stage.push((i, plan)),
+                    }
+                }
+                if !failures.is_empty() {
+                    return Err(ApplyError {
+                        errors: failures,
+                        changes,
+                    });
+                }
+                in_stage.sort_by_key(|(i, _)| *i);
+            }
             let applied = self.execute_all(&desired, in_stage, req).await;
             let mut failures = Vec::new();
             for (i, result) in applied {
@@ -369,19 +439,20 @@ impl Applier {
                     changes,
                 });
             }
-            if stage == Stage::Definitions {
-                let changed: Vec<&Desired> = (0..desired.len())
-                    .filter(|i| desired[*i].stage == stage)
-                    .filter(|i| matches!(outcomes.get(i), Some((Action::Created | Action::Configured, _))))
-                    .map(|i| &desired[i])
-                    .collect();
-                if !changed.is_empty() {
-                    self.wait_for_definitions(&changed)
-                        .await
-                        .map_err(|errors| ApplyError {
-                            errors,
-                            changes: changes.clone(),
-                        })?;
+            let changed: Vec<&Desired> = (0..desired.len())
+                .filter(|i| desired[*i].stage == stage)
+                .filter(|i| matches!(outcomes.get(i), Some((Action::Created | Action::Configured, _))))
+                .map(|i| &desired[i])
+                .collect();
+            earlier_stage_wrote |= !changed.is_empty();
+            if stage.waited_for() && !changed.is_empty() {
+                self.wait_until_current(&changed)
+                    .await
+                    .map_err(|errors| ApplyError {
+                        errors,
+                        changes: changes.clone(),
+                    })?;
+                if stage == Stage::Definitions {
                     self.resolver.invalidate();
                 }
             }
@@ -390,14 +461,8 @@ impl Applier {
         // second pass for objects that needed something from this apply
         let deadline = Instant::now() + self.options.wait_timeout;
         while !deferred.is_empty() {
-            let round: Vec<(usize, Result<Plan, ObjectError>)> = stream::iter(std::mem::take(&mut deferred))
-                .map(|(i, _)| {
-                    let batch = &batch;
-                    let d = &desired[i];
-                    async move { (i, self.plan(d, req, batch, None).await) }
-                })
-                .buffered(self.options.concurrency.max(1))
-                .collect()
+            let round = self
+                .replan(&desired, std::mem::take(&mut deferred), req, &batch)
                 .await;
             let mut failures = Vec::new();
             for (i, plan) in round {
@@ -476,10 +541,7 @@ impl Applier {
             errors,
             changes: ChangeSet::default(),
         })?;
-        let batch = Batch {
-            namespaces: HashSet::new(),
-            pending_kinds: pending_kinds(&desired),
-        };
+        let batch = Batch::of(&desired);
         let results: Vec<Result<ObjectDiff, ObjectError>> = stream::iter(&desired)
             .map(|d| {
                 let (req, batch) = (&req, &batch);
@@ -762,30 +824,56 @@ impl Applier {
         if ssa_policy(&d.obj) == SsaPolicy::IfNotPresent && live.is_some() {
             return Ok(Plan::Skip { live });
         }
-        if let Some(live) = &live {
-            self.check_ownership(d, live, &req.owner)
+        if let Some(current) = &live {
+            self.check_ownership(d, current, &req.owner)
                 .await
                 .map_err(|m| err(FailureKind::Conflict, m, None))?;
-            if let Some(patch) = cleanup_patch(live, &d.obj, &self.options.override_managers) {
-                let cleaned = json_patch(client, &url, &d.object.name, &patch)
-                    .await
-                    .map_err(|e| {
-                        err(
-                            FailureKind::Api,
-                            api_message("metadata.managedFields cleanup failed", &e),
-                            Some(live),
-                        )
-                    })?;
-                return self
-                    .dry_run_and_compare(d, req, batch, Some(cleaned), true)
-                    .await
-                    .map_err(|e| redact_error(e, &secrets_of(None)));
-            }
         }
-        let live = live.take();
-        self.dry_run_and_compare(d, req, batch, live, false)
+        // both patches mark the object for apply, as in Flux
+        let mut patched = false;
+        if self.options.migrate_api_version
+            && let Some(patch) = live
+                .as_ref()
+                .and_then(|l| migrate_api_version_patch(l, &d.api_version))
+        {
+            let what = "metadata.managedFields apiVersion migration failed";
+            live = Some(
+                json_patch(client, &url, &d.object.name, &patch)
+                    .await
+                    .map_err(|e| err(FailureKind::Api, api_message(what, &e), live.as_ref()))?,
+            );
+            patched = true;
+        }
+        if let Some(patch) = live
+            .as_ref()
+            .and_then(|l| cleanup_patch(l, &d.obj, &self.options.override_managers))
+        {
+            let what = "metadata.managedFields cleanup failed";
+            live = Some(
+                json_patch(client, &url, &d.object.name, &patch)
+                    .await
+                    .map_err(|e| err(FailureKind::Api, api_message(what, &e), live.as_ref()))?,
+            );
+            patched = true;
+        }
+        self.dry_run_and_compare(d, req, batch, live.take(), patched)
             .await
             .map_err(|e| redact_error(e, &secrets_of(None)))
+    }
+
+    /// Plans deferred objects again, reading their live state afresh.
+    async fn replan(
+        &self,
+        desired: &[Desired],
+        deferred: Vec<(usize, ObjectError)>,
+        req: &ApplyRequest<'_>,
+        batch: &Batch,
+    ) -> Vec<(usize, Result<Plan, ObjectError>)> {
+        stream::iter(deferred)
+            .map(|(i, _)| async move { (i, self.plan(&desired[i], req, batch, None).await) })
+            .buffered(self.options.concurrency.max(1))
+            .collect()
+            .await
     }
 
     async fn dry_run_and_compare(
@@ -840,9 +928,9 @@ impl Applier {
                         Ok(_) => Ok(Plan::Recreate),
                     };
                 }
-                // a namespace nobody in this apply creates may still come from elsewhere
-                // (another Kustomization): worth a retry, not a fix of the manifest
-                let kind = if namespace_missing(status) {
+                // a namespace or ServiceAccount nobody in this apply creates may still come from
+                // elsewhere (another Kustomization): worth a retry, not a fix of the manifest
+                let kind = if namespace_missing(status) || missing_service_account(status).is_some() {
                     FailureKind::MissingDependency
                 } else {
                     transport_kind(&e)
@@ -996,31 +1084,23 @@ impl Applier {
         }
     }
 
-    /// Waits until applied CRDs are Established and applied namespaces exist (not terminating).
-    async fn wait_for_definitions(&self, objects: &[&Desired]) -> Result<(), Vec<ObjectError>> {
+    /// Waits until every object written in a waited-for stage is kstatus Current: CRDs
+    /// Established, namespaces not terminating, a *Class accepted by its controller where it
+    /// reports a status (Flux: 2 s interval, 60 s timeout). Objects still not Current are
+    /// reported with their status.
+    async fn wait_until_current(&self, objects: &[&Desired]) -> Result<(), Vec<ObjectError>> {
         let deadline = Instant::now() + self.options.wait_timeout;
         loop {
             let mut pending = Vec::new();
-            for d in objects
-                .iter()
-                .filter(|d| matches!(d.object.kind.as_str(), "CustomResourceDefinition" | "Namespace"))
-            {
-                let url = api_url(&d.kind, "");
-                let ready = match get(self.client(), &url, &d.object.name).await {
-                    Ok(Some(live)) if d.object.kind == "Namespace" => {
-                        live.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating")
-                    }
-                    Ok(Some(live)) => live
-                        .pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .is_some_and(|c| {
-                            c.iter()
-                                .any(|c| c["type"] == "Established" && c["status"] == "True")
-                        }),
-                    _ => false,
+            for d in objects {
+                let url = api_url(&d.kind, &d.object.namespace);
+                let status = match get(self.client(), &url, &d.object.name).await {
+                    Ok(Some(live)) => kstatus::compute(&live),
+                    Ok(None) => ObjectStatus::new(kstatus::Status::NotFound, "not found"),
+                    Err(e) => ObjectStatus::new(kstatus::Status::Unknown, api_message("query failed", &e)),
                 };
-                if !ready {
-                    pending.push(d);
+                if status.status != kstatus::Status::Current {
+                    pending.push((d, status));
                 }
             }
             if pending.is_empty() {
@@ -1028,13 +1108,13 @@ impl Applier {
             }
             if Instant::now() >= deadline {
                 return Err(pending
-                    .iter()
-                    .map(|d| ObjectError {
+                    .into_iter()
+                    .map(|(d, status)| ObjectError {
                         subject: d.subject(),
                         kind: FailureKind::Api,
                         message: format!(
-                            "not ready after {:?} (CRD not Established or namespace missing)",
-                            self.options.wait_timeout
+                            "not ready after {:?} (applied in an earlier stage, waited for before the next): {}: {}",
+                            self.options.wait_timeout, status.status, status.message
                         ),
                     })
                     .collect());
@@ -1054,17 +1134,20 @@ fn redact_error(mut e: ObjectError, objects: &[Value]) -> ObjectError {
 /// left to it (stripped); otherwise the live value is kept (adopted). Creates are unmodified.
 fn payload_with_ignored(desired: &Value, live: &Value, ignored: &[String]) -> Value {
     let mut payload = desired.clone();
+    let mut stripped = Vec::new();
     for path in ignored {
         let (want, have) = (desired.pointer(path), live.pointer(path));
         if want == have {
             continue;
         }
         if owned_by_other_applier(live, path) || have.is_none() {
-            remove_pointer(&mut payload, path);
+            stripped.push(path.clone());
         } else if let (Some(slot), Some(have)) = (payload.pointer_mut(path), have) {
             *slot = have.clone();
         }
     }
+    // after the adoptions, which name elements by their index in `desired`
+    remove_pointers(&mut payload, &stripped);
     payload
 }
 
@@ -1296,6 +1379,7 @@ mod tests {
         let batch = Batch {
             namespaces: ["apps".to_string()].into(),
             pending_kinds: ["example.com/Widget".to_string()].into(),
+            service_accounts: ["x/builder".to_string()].into(),
         };
         let mut ns_missing = status(404, "NotFound", "namespaces \"apps\" not found", vec![]);
         ns_missing.details.as_mut().unwrap().kind = "namespaces".into();
@@ -1337,13 +1421,51 @@ mod tests {
             &desired("v1", "ConfigMap", "x"),
             &batch
         ));
-        let sa = status(
+        // the ServiceAccount admission plugin's message, as kube-apiserver 1.35 returns it
+        let sa_missing = |sa: &str| {
+            let (ns, name) = sa.split_once('/').unwrap();
+            status(
+                403,
+                "Forbidden",
+                &format!(
+                    "pods \"p\" is forbidden: error looking up service account {ns}/{name}: serviceaccount \"{name}\" not found"
+                ),
+                vec![],
+            )
+        };
+        assert_eq!(
+            missing_service_account(&sa_missing("x/builder")),
+            Some("x/builder")
+        );
+        assert!(missing_dependency(
+            &sa_missing("x/builder"),
+            &desired("v1", "Pod", "x"),
+            &batch
+        ));
+        // the serviceaccount-controller creates `default` in every namespace
+        assert!(missing_dependency(
+            &sa_missing("y/default"),
+            &desired("v1", "Pod", "y"),
+            &batch
+        ));
+        // a ServiceAccount this apply does not create fails now, as a missing dependency
+        assert!(!missing_dependency(
+            &sa_missing("x/other"),
+            &desired("v1", "Pod", "x"),
+            &batch
+        ));
+        assert!(!missing_dependency(
+            &sa_missing("z/builder"),
+            &desired("v1", "Pod", "z"),
+            &batch
+        ));
+        let rbac_forbidden = status(
             403,
             "Forbidden",
-            "pods \"p\" is forbidden: error looking up service account x/sa: serviceaccount \"sa\" not found",
+            "pods \"p\" is forbidden: User \"u\" cannot patch resource \"pods\" in API group \"\" in the namespace \"x\"",
             vec![],
         );
-        assert!(missing_dependency(&sa, &desired("v1", "Pod", "x"), &batch));
+        assert_eq!(missing_service_account(&rbac_forbidden), None);
         let invalid = status(
             422,
             "Invalid",

@@ -165,22 +165,87 @@ fn split_set<'a>(req: &'a str, op: &str) -> Option<(&'a str, Vec<&'a str>)> {
     Some((key.trim(), inner.split(',').map(str::trim).collect()))
 }
 
-/// Removes the value at a JSON pointer, if present.
-pub fn remove_pointer(obj: &mut Value, pointer: &str) {
-    let Some((parent, last)) = pointer.rsplit_once('/') else {
+/// The reference tokens of a JSON pointer, unescaped (RFC 6901 section 4: `~1` is `/`, then
+/// `~0` is `~`).
+pub fn pointer_tokens(pointer: &str) -> Vec<String> {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+/// The array index a token names (RFC 6901 section 4: `0`, or digits without a leading zero).
+/// `-` (past the end) and anything else name no element.
+pub fn array_index(token: &str) -> Option<usize> {
+    let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
+    (digits && (token == "0" || !token.starts_with('0')))
+        .then(|| token.parse().ok())
+        .flatten()
+}
+
+/// A token as it orders removals: array indices by number.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum Token {
+    Index(usize),
+    Key(String),
+}
+
+/// Removes the values at JSON pointers; a pointer to nothing is a no-op. Pointers are resolved
+/// against the object as given: array elements are removed from the highest index down, so
+/// removing one does not move the element another pointer names.
+pub fn remove_pointers(obj: &mut Value, pointers: &[String]) {
+    let mut resolved: Vec<Vec<Token>> = pointers
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            pointer_tokens(p)
+                .into_iter()
+                .map(|t| match array_index(&t) {
+                    Some(i) => Token::Index(i),
+                    None => Token::Key(t),
+                })
+                .collect()
+        })
+        .collect();
+    resolved.sort_unstable_by(|a, b| b.cmp(a));
+    resolved.dedup();
+    for tokens in resolved {
+        remove_tokens(obj, &tokens);
+    }
+}
+
+fn remove_tokens(obj: &mut Value, tokens: &[Token]) {
+    let Some((last, parents)) = tokens.split_last() else {
         return;
     };
-    let last = last.replace("~1", "/").replace("~0", "~");
-    match obj.pointer_mut(parent) {
-        Some(Value::Object(map)) => {
-            map.remove(&last);
+    let mut node = obj;
+    for token in parents {
+        node = match (node, token) {
+            (Value::Object(map), Token::Key(k)) => match map.get_mut(k) {
+                Some(child) => child,
+                None => return,
+            },
+            (Value::Object(map), Token::Index(i)) => match map.get_mut(&i.to_string()) {
+                Some(child) => child,
+                None => return,
+            },
+            (Value::Array(items), Token::Index(i)) => match items.get_mut(*i) {
+                Some(child) => child,
+                None => return,
+            },
+            _ => return,
+        };
+    }
+    match (node, last) {
+        (Value::Object(map), Token::Key(k)) => {
+            map.remove(k);
         }
-        Some(Value::Array(items)) => {
-            if let Ok(i) = last.parse::<usize>()
-                && i < items.len()
-            {
-                items.remove(i);
-            }
+        (Value::Object(map), Token::Index(i)) => {
+            map.remove(&i.to_string());
+        }
+        (Value::Array(items), Token::Index(i)) if *i < items.len() => {
+            items.remove(*i);
         }
         _ => {}
     }
@@ -190,9 +255,7 @@ pub fn remove_pointer(obj: &mut Value, pointer: &str) {
 /// `metadata` and `status`.
 fn comparable(obj: &Value, ignored: &[String]) -> Value {
     let mut copy = obj.clone();
-    for path in ignored {
-        remove_pointer(&mut copy, path);
-    }
+    remove_pointers(&mut copy, ignored);
     let Some(map) = copy.as_object_mut() else {
         return copy;
     };
@@ -424,13 +487,103 @@ mod tests {
         assert_eq!(label_selector_matches("a b", labels), None);
     }
 
+    // RFC 6901 section 4: "~1" is "/", "~0" is "~", decoded in that order ("~01" is "~1")
+    #[test]
+    fn pointer_tokens_are_unescaped() {
+        assert_eq!(
+            pointer_tokens("/metadata/annotations/a~1b"),
+            ["metadata", "annotations", "a/b"]
+        );
+        assert_eq!(pointer_tokens("/x~01"), ["x~1"]);
+        assert_eq!(pointer_tokens("/"), [""]);
+        assert!(pointer_tokens("").is_empty());
+    }
+
+    // RFC 6901 section 4: an array index is "0" or a number without leading zeros; "-" names
+    // the (nonexistent) element after the last
+    #[test]
+    fn array_indices_follow_rfc_6901() {
+        assert_eq!(array_index("0"), Some(0));
+        assert_eq!(array_index("12"), Some(12));
+        for not_an_index in ["01", "-", "+1", "-1", "1e0", "", "a"] {
+            assert_eq!(array_index(not_an_index), None, "{not_an_index}");
+        }
+    }
+
     #[test]
     fn pointer_removal_unescapes_segments() {
         let mut obj = json!({"metadata": {"annotations": {"a/b": "x", "c": "y"}}, "list": [1, 2]});
-        remove_pointer(&mut obj, "/metadata/annotations/a~1b");
-        remove_pointer(&mut obj, "/list/0");
-        remove_pointer(&mut obj, "/missing/x");
+        remove_pointers(
+            &mut obj,
+            &[
+                "/metadata/annotations/a~1b".into(),
+                "/list/0".into(),
+                "/missing/x".into(),
+            ],
+        );
         assert_eq!(obj, json!({"metadata": {"annotations": {"c": "y"}}, "list": [2]}));
+    }
+
+    #[test]
+    fn pointers_through_list_indices_remove_what_they_name_in_the_given_object() {
+        let obj = json!({"spec": {"containers": [
+            {"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}, {"name": "c", "image": "c:1"}]}});
+        let mut o = obj.clone();
+        remove_pointers(&mut o, &["/spec/containers/1/image".into()]);
+        assert_eq!(o["spec"]["containers"][1], json!({"name": "b"}));
+        assert_eq!(o["spec"]["containers"][0], obj["spec"]["containers"][0]);
+        // two elements of one list: both named against the original, whatever the rule order
+        let mut o = obj.clone();
+        remove_pointers(
+            &mut o,
+            &["/spec/containers/0".into(), "/spec/containers/1".into()],
+        );
+        assert_eq!(
+            o,
+            json!({"spec": {"containers": [{"name": "c", "image": "c:1"}]}})
+        );
+        // an element and a field inside an element before it
+        let mut o = obj.clone();
+        remove_pointers(
+            &mut o,
+            &["/spec/containers/0/image".into(), "/spec/containers/2".into()],
+        );
+        assert_eq!(
+            o,
+            json!({"spec": {"containers": [{"name": "a"}, {"name": "b", "image": "b:1"}]}})
+        );
+        // pointers to nothing change nothing (past the end, "-", leading zero, into a string)
+        let mut o = obj.clone();
+        remove_pointers(
+            &mut o,
+            &[
+                "/spec/containers/3".into(),
+                "/spec/containers/-".into(),
+                "/spec/containers/01/image".into(),
+                "/spec/containers/0/image/x".into(),
+                "/spec/containers/name".into(),
+            ],
+        );
+        assert_eq!(o, obj);
+        // a number names a key of an object
+        let mut o = json!({"data": {"0": "x", "1": "y"}});
+        remove_pointers(&mut o, &["/data/0".into()]);
+        assert_eq!(o, json!({"data": {"1": "y"}}));
+    }
+
+    #[test]
+    fn ignoring_an_image_by_list_index_keeps_that_change_out_of_drift() {
+        let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "resourceVersion": "5"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "app", "image": "app:1"}, {"name": "proxy", "image": "proxy:1"}]}}}});
+        let ignored = ["/spec/template/spec/containers/0/image".to_string()];
+        let mut dry = live.clone();
+        dry["spec"]["template"]["spec"]["containers"][0]["image"] = "app:2".into();
+        assert!(!has_drifted(Some(&live), &dry, &ignored));
+        assert_eq!(diff_text(Some(&live), &dry, &ignored), "");
+        let mut dry = live.clone();
+        dry["spec"]["template"]["spec"]["containers"][1]["image"] = "proxy:2".into();
+        assert!(has_drifted(Some(&live), &dry, &ignored));
     }
 
     #[test]

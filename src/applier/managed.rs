@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::diff::{array_index, pointer_tokens};
 use super::policy::{SsaPolicy, ssa_policy};
 use crate::api::conditions::keys::APPLY_FIELD_MANAGER;
 
@@ -110,26 +111,92 @@ pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]
     (!ops.is_empty()).then_some(Value::Array(ops))
 }
 
-/// True when a manager other than ours owns the field at `pointer` with an Apply operation:
-/// then an ignored field is left to it (stripped from our payload) instead of adopted.
-/// Pointer segments into lists are not resolved; such fields count as not owned elsewhere.
-pub fn owned_by_other_applier(live: &Value, pointer: &str) -> bool {
-    let segments: Vec<String> = pointer
-        .split('/')
-        .skip(1)
-        .map(|s| format!("f:{}", s.replace("~1", "/").replace("~0", "~")))
+/// The JSON patch that sets the `apiVersion` of every managedFields entry of `live` to
+/// `api_version` (Flux's `MigrateAPIVersion`), or `None` when they all have it. Each replace
+/// is guarded by a test of the old value, so a concurrent change of managedFields fails the
+/// patch instead of being overwritten.
+pub fn migrate_api_version_patch(live: &Value, api_version: &str) -> Option<Value> {
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)?;
+    let ops: Vec<Value> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.get("apiVersion").and_then(Value::as_str) != Some(api_version))
+        .flat_map(|(i, e)| {
+            let path = format!("/metadata/managedFields/{i}/apiVersion");
+            [
+                json!({"op": "test", "path": path, "value": e.get("apiVersion").cloned().unwrap_or(Value::Null)}),
+                json!({"op": "replace", "path": path, "value": api_version}),
+            ]
+        })
         .collect();
+    (!ops.is_empty()).then_some(Value::Array(ops))
+}
+
+/// True when a manager other than ours owns the field at `pointer` with an Apply operation:
+/// then an ignored field is left to it (stripped from our payload) instead of adopted. A list
+/// index in the pointer names the element of the live list; the managedFields tree names it by
+/// its key fields (`k:{"name":"app"}`), its value (`v:...`) or its index (`i:0`). A field inside
+/// an atomic (wholly owned) map or list is owned with it.
+pub fn owned_by_other_applier(live: &Value, pointer: &str) -> bool {
+    let tokens = pointer_tokens(pointer);
     let entries = live.pointer("/metadata/managedFields").and_then(Value::as_array);
     entries.into_iter().flatten().any(|e| {
         e.get("operation").and_then(Value::as_str) == Some("Apply")
             && e.get("manager").and_then(Value::as_str) != Some(APPLY_FIELD_MANAGER)
             && e.get("subresource").is_none()
-            && segments
-                .iter()
-                .try_fold(e.get("fieldsV1"), |node, seg| node.map(|n| n.get(seg)))
-                .flatten()
-                .is_some()
+            && e.get("fieldsV1").is_some_and(|f| owns(f, live, &tokens))
     })
+}
+
+/// Whether the managedFields node `fields` (of the object part `live`) covers `tokens`.
+fn owns(fields: &Value, live: &Value, tokens: &[String]) -> bool {
+    let Some((token, rest)) = tokens.split_first() else {
+        return true;
+    };
+    let Some(children) = fields.as_object() else {
+        return false;
+    };
+    let (child, live_child) = match live {
+        Value::Array(items) => {
+            let Some((index, item)) = array_index(token).and_then(|i| items.get(i).map(|item| (i, item)))
+            else {
+                return false;
+            };
+            (
+                children
+                    .iter()
+                    .find(|(k, _)| names_item(k, index, item))
+                    .map(|(_, v)| v),
+                item,
+            )
+        }
+        _ => (
+            children.get(&format!("f:{token}")),
+            live.get(token).unwrap_or(&Value::Null),
+        ),
+    };
+    match child {
+        None => false,
+        // a leaf in the tree with more pointer to go: the field is owned whole (atomic)
+        Some(Value::Object(m)) if m.is_empty() => true,
+        Some(child) => owns(child, live_child, rest),
+    }
+}
+
+/// Whether a managedFields key names the list element `item` at `index`.
+fn names_item(key: &str, index: usize, item: &Value) -> bool {
+    if let Some(keys) = key.strip_prefix("k:") {
+        let Ok(Value::Object(keys)) = serde_json::from_str::<Value>(keys) else {
+            return false;
+        };
+        return keys.iter().all(|(k, v)| item.get(k) == Some(v));
+    }
+    if let Some(value) = key.strip_prefix("v:") {
+        return serde_json::from_str::<Value>(value).is_ok_and(|v| &v == item);
+    }
+    key.strip_prefix("i:").and_then(|i| i.parse::<usize>().ok()) == Some(index)
 }
 
 #[cfg(test)]
@@ -195,5 +262,74 @@ mod tests {
         assert!(owned_by_other_applier(&obj, "/spec/replicas"));
         assert!(!owned_by_other_applier(&obj, "/spec/paused"));
         assert!(!owned_by_other_applier(&obj, "/spec/other"));
+    }
+
+    // fieldsV1 keys of list elements as the API server writes them (structured-merge-diff
+    // path elements): `k:` associative keys, `v:` set values, `i:` indices of atomic lists
+    #[test]
+    fn list_indices_resolve_to_the_keys_of_the_managed_fields_tree() {
+        let containers = |f: Value| json!({"f:spec": {"f:template": {"f:spec": {"f:containers": f}}}});
+        let mut obj = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web",
+            "finalizers": ["a.example.com/x", "b.example.com/y"], "managedFields": [
+                {"manager": "image-updater", "operation": "Apply",
+                 "fieldsV1": containers(json!({"k:{\"name\":\"proxy\"}": {".": {}, "f:name": {}, "f:image": {}}}))},
+                {"manager": "finalizer-bot", "operation": "Apply",
+                 "fieldsV1": {"f:metadata": {"f:finalizers": {"v:\"b.example.com/y\"": {}}}}},
+                {"manager": "kustomize-controller", "operation": "Apply",
+                 "fieldsV1": containers(json!({"k:{\"name\":\"app\"}": {".": {}, "f:name": {}, "f:image": {}}}))}
+            ]},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "app", "image": "app:1"}, {"name": "proxy", "image": "proxy:1", "args": ["-v"]}]}}}});
+        let c = "/spec/template/spec/containers";
+        assert!(owned_by_other_applier(&obj, &format!("{c}/1/image")));
+        assert!(!owned_by_other_applier(&obj, &format!("{c}/1/args")));
+        assert!(!owned_by_other_applier(&obj, &format!("{c}/0/image")));
+        // pointers to nothing: past the end, "-", a leading zero
+        for missing in ["/2/image", "/-/image", "/01/image"] {
+            assert!(
+                !owned_by_other_applier(&obj, &format!("{c}{missing}")),
+                "{missing}"
+            );
+        }
+        assert!(owned_by_other_applier(&obj, "/metadata/finalizers/1"));
+        assert!(!owned_by_other_applier(&obj, "/metadata/finalizers/0"));
+
+        // an atomic list is owned whole, and with it every element
+        obj["metadata"]["managedFields"][0]["fieldsV1"] = containers(json!({}));
+        assert!(owned_by_other_applier(&obj, &format!("{c}/0/image")));
+        obj["metadata"]["managedFields"][0]["fieldsV1"] = containers(json!({"i:0": {"f:image": {}}}));
+        assert!(owned_by_other_applier(&obj, &format!("{c}/0/image")));
+        assert!(!owned_by_other_applier(&obj, &format!("{c}/1/image")));
+    }
+
+    #[test]
+    fn migration_rewrites_only_entries_of_other_versions() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "kustomize-controller", "operation": "Apply", "apiVersion": "example.com/v1beta1"},
+            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "example.com/v1"},
+            {"manager": "other", "operation": "Update", "apiVersion": "example.com/v1beta1", "subresource": "status"}
+        ]}});
+        let patch = migrate_api_version_patch(&obj, "example.com/v1").unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/managedFields/0/apiVersion", "value": "example.com/v1beta1"},
+                {"op": "replace", "path": "/metadata/managedFields/0/apiVersion", "value": "example.com/v1"},
+                {"op": "test", "path": "/metadata/managedFields/2/apiVersion", "value": "example.com/v1beta1"},
+                {"op": "replace", "path": "/metadata/managedFields/2/apiVersion", "value": "example.com/v1"}
+            ])
+        );
+        // applying it (RFC 6902) leaves every entry at the desired version
+        let mut migrated = obj.clone();
+        json_patch::patch(
+            &mut migrated,
+            &serde_json::from_value::<json_patch::Patch>(patch).unwrap(),
+        )
+        .unwrap();
+        for e in migrated["metadata"]["managedFields"].as_array().unwrap() {
+            assert_eq!(e["apiVersion"], "example.com/v1");
+        }
+        assert_eq!(migrate_api_version_patch(&migrated, "example.com/v1"), None);
+        assert_eq!(migrate_api_version_patch(&json!({"metadata": {}}), "v1"), None);
     }
 }

@@ -41,6 +41,14 @@ pub enum Stage {
     Rest,
 }
 
+impl Stage {
+    /// Whether what the stage wrote must be Current before the next stage starts (reference
+    /// 5.3: after the definitions and after the classes, not after the custom stage).
+    pub fn waited_for(self) -> bool {
+        matches!(self, Stage::Definitions | Stage::Classes)
+    }
+}
+
 /// The API group of an `apiVersion` (`""` for the core group).
 pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
@@ -125,6 +133,15 @@ mod tests {
         );
         // same kind name in another group is not special
         assert_eq!(stage_of("example.com/v1", "Namespace", &[]), Stage::Rest);
+    }
+
+    #[test]
+    fn only_the_definitions_and_classes_are_waited_for() {
+        // reference 5.3: stages 1 and 2 "wait for all stage entries", 3 "no wait", 4 "-"
+        assert!(Stage::Definitions.waited_for());
+        assert!(Stage::Classes.waited_for());
+        assert!(!Stage::Custom.waited_for());
+        assert!(!Stage::Rest.waited_for());
     }
 
     #[test]

@@ -3,14 +3,13 @@
 //! Expected change-set lines come from Flux's format (reference 5.7); expected object states
 //! from what the API server reports.
 //!
-//! Same-apply dependencies: the issue asks for "a Pod that needs a ServiceAccount created in the
-//! same apply", but the test API server runs with ServiceAccount admission disabled, so such a
-//! Pod never fails its dry-run. Two real dependencies stand in for it: a custom resource in a
-//! namespace, both created by the same apply as its CRD (its first dry-run fails because the kind
-//! is not served and the namespace is missing; Flux relies on stages for this, we validate the
-//! whole apply before writing and retry it in the second pass), and objects guarded by a webhook
-//! whose Service has no endpoints (no ordering can fix it; they are retried and reported alone).
-//! The ServiceAccount message shape is covered by a unit test of the classifier.
+//! Same-apply dependencies: a Pod whose ServiceAccount comes in the same apply (the test API
+//! server runs the ServiceAccount admission plugin, so the Pod's first dry-run really fails); a
+//! custom resource in a namespace, both created by the same apply as its CRD (its first dry-run
+//! fails because the kind is not served and the namespace is missing; Flux relies on stages for
+//! this, we validate the whole apply before writing and retry it in the second pass); and
+//! objects guarded by a webhook whose Service has no endpoints (no ordering can fix it; they are
+//! retried and reported alone).
 
 use std::time::Duration;
 
@@ -91,6 +90,22 @@ fn crd(group: &str) -> Value {
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                     "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}})
+}
+
+/// A cluster-scoped `WidgetClass` kind with a status subresource, like GatewayClass.
+fn class_crd(group: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgetclasses.{group}")},
+        "spec": {"group": group, "scope": "Cluster",
+            "names": {"kind": "WidgetClass", "plural": "widgetclasses", "singular": "widgetclass", "listKind": "WidgetClassList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"tier": {"type": "integer"}}},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}})
+}
+
+fn widget_class(group: &str, name: &str, tier: Value) -> Value {
+    json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": name}, "spec": {"tier": tier}})
 }
 
 async fn delete_cluster_object(client: &Client, api_version: &str, kind: &str, name: &str) {
@@ -836,6 +851,84 @@ async fn ignore_rules_keep_drift_in_ignored_fields_out() {
 }
 
 #[tokio::test]
+async fn ignore_rules_reach_into_lists_by_index() {
+    // An image updater owns the image of the first container (server-side apply, its own field
+    // manager). The rule `/spec/template/spec/containers/0/image` keeps that out of drift, and
+    // when the Deployment is applied for another change the image is left to the updater: our
+    // field manager gives it up instead of claiming it (reference 5.5: strip what another Apply
+    // manager owns; list indices resolve to the element's key in managedFields).
+    let (applier, _counts, client) = applier().await;
+    let ns = TestNamespace::new(&client, "applier-ignore-list").await;
+    let owner = Owner::new("ign", &ns.name);
+    let web = |note: &str| {
+        let mut d = deployment(&ns.name, "web", "web");
+        d["spec"]["replicas"] = 0.into();
+        d["metadata"]["annotations"] = json!({"note": note});
+        d["spec"]["template"]["spec"]["containers"] =
+            json!([{"name": "app", "image": "nginx:1"}, {"name": "proxy", "image": "envoy:1"}]);
+        d
+    };
+    applier
+        .apply(request(&owner, vec![web("a")], "rev1", &[]))
+        .await
+        .expect("first apply");
+    let deployments =
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
+    let update = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}}});
+    deployments
+        .patch(
+            "web",
+            &PatchParams::apply("image-updater").force(),
+            &Patch::Apply(&update),
+        )
+        .await
+        .expect("the updater sets the image");
+    let rules = vec![IgnoreRule {
+        paths: vec!["/spec/template/spec/containers/0/image".into()],
+        target: Some(Selector {
+            kind: Some("Deployment".into()),
+            ..Default::default()
+        }),
+    }];
+    let cs = applier
+        .apply(request(&owner, vec![web("a")], "rev2", &rules))
+        .await
+        .expect("apply");
+    assert_eq!(lines(&cs), [format!("Deployment/{}/web unchanged", ns.name)]);
+
+    let cs = applier
+        .apply(request(&owner, vec![web("b")], "rev3", &rules))
+        .await
+        .expect("apply");
+    assert_eq!(lines(&cs), [format!("Deployment/{}/web configured", ns.name)]);
+    let obj = live(&client, "apps/v1", "Deployment", &ns.name, "web")
+        .await
+        .unwrap();
+    let containers = &obj["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["image"], "nginx:2");
+    assert_eq!(containers[1]["image"], "envoy:1");
+    assert_eq!(obj["metadata"]["annotations"]["note"], "b");
+    let ours = obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kustomize-controller" && e["operation"] == "Apply")
+        .expect("our managedFields entry")
+        .clone();
+    let ours_containers = &ours["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"];
+    assert!(
+        ours_containers["k:{\"name\":\"app\"}"].get("f:image").is_none(),
+        "the updater's image is not ours: {ours_containers}"
+    );
+    assert!(
+        ours_containers["k:{\"name\":\"proxy\"}"].get("f:image").is_some(),
+        "{ours_containers}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() {
     // A same-apply dependency Flux's stages cannot order: a validating webhook whose Service has
     // no endpoints yet. The objects it guards are retried in the bounded second pass and
@@ -943,6 +1036,382 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
         "admissionregistration.k8s.io/v1",
         "ValidatingWebhookConfiguration",
         &hook_name,
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_pod_and_the_service_account_it_runs_as_apply_in_one_go() {
+    // ServiceAccount admission rejects a Pod whose ServiceAccount does not exist, dry-run
+    // included; stage order cannot help (both are in the last stage), and the Pod comes first
+    // in the input. The Pod is deferred and applied in the second pass.
+    let (applier, counts, client) = applier().await;
+    let ns = TestNamespace::new(&client, "applier-sa").await;
+    let owner = Owner::new("sa", &ns.name);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns.name},
+        "spec": {"serviceAccountName": "builder", "containers": [{"name": "app", "image": "nginx:1"}]}});
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": ns.name}});
+
+    // the Pod alone does not validate: without the retry this apply would fail
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns.name);
+    let alone = pods
+        .patch(
+            "build",
+            &PatchParams::apply("probe").force().dry_run(),
+            &Patch::Apply(&pod),
+        )
+        .await
+        .expect_err("the Pod needs its ServiceAccount");
+    let kube::Error::Api(status) = alone else {
+        panic!("not an API error: {alone}")
+    };
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(
+        status.message.contains(&format!(
+            "error looking up service account {}/builder: serviceaccount \"builder\" not found",
+            ns.name
+        )),
+        "{status:?}"
+    );
+
+    let cs = applier
+        .apply(request(&owner, vec![pod.clone(), sa.clone()], "rev1", &[]))
+        .await
+        .expect("apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("ServiceAccount/{}/builder created", ns.name),
+            format!("Pod/{}/build created", ns.name),
+        ]
+    );
+    let live_pod = live(&client, "v1", "Pod", &ns.name, "build")
+        .await
+        .expect("pod exists");
+    assert_eq!(live_pod["spec"]["serviceAccountName"], "builder");
+    assert!(
+        live(&client, "v1", "ServiceAccount", &ns.name, "builder")
+            .await
+            .is_some()
+    );
+    let pod_dry_runs = counts
+        .snapshot()
+        .iter()
+        .filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == "pods")
+        .map(|(_, n)| *n)
+        .sum::<u64>();
+    assert!(
+        pod_dry_runs >= 2,
+        "the Pod went through a second pass: {:?}",
+        counts.snapshot()
+    );
+
+    // what the admission plugin added (the token volume) is not drift: a full re-apply (new
+    // revision) writes nothing (the fake kubelet writes the Pod's status meanwhile, so its
+    // resourceVersion is no witness)
+    counts.reset();
+    let cs = applier
+        .apply(request(&owner, vec![pod, sa], "rev2", &[]))
+        .await
+        .expect("second apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("ServiceAccount/{}/builder unchanged", ns.name),
+            format!("Pod/{}/build unchanged", ns.name),
+        ]
+    );
+    assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
+    assert_eq!(counts.verb("dry-run-patch"), 2, "{:?}", counts.snapshot());
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
+    // Not deferred: only a ServiceAccount of the same apply (or a namespace's `default`) is
+    // waited for; this one may come from elsewhere, so the error is a retryable missing
+    // dependency, and nothing of the apply is written.
+    let (applier, _counts, client) = applier().await;
+    let ns = TestNamespace::new(&client, "applier-sa-missing").await;
+    let owner = Owner::new("sa", &ns.name);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns.name},
+        "spec": {"serviceAccountName": "nobody", "containers": [{"name": "app", "image": "nginx:1"}]}});
+    let err = applier
+        .apply(request(
+            &owner,
+            vec![pod, configmap(&ns.name, "c", json!({"k": "v"}))],
+            "rev1",
+            &[],
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].subject, format!("Pod/{}/build", ns.name));
+    assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
+    assert!(
+        err.errors[0]
+            .message
+            .contains(&format!("service account {}/nobody", ns.name)),
+        "{err}"
+    );
+    assert!(err.is_transient());
+    assert!(err.changes.is_empty(), "{err}");
+    assert!(live(&client, "v1", "ConfigMap", &ns.name, "c").await.is_none());
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage() {
+    // The class's first dry-run fails (its kind is not served yet). It is dry-run again once the
+    // first stage is in place, in the *Class stage, before the rest: an invalid class stops the
+    // apply before the last stage writes anything (reference 5.3: a failing stage aborts the
+    // rest), where a second pass after everything would have applied the ConfigMap first.
+    let (applier, _counts, client) = applier().await;
+    let suffix = unique_suffix();
+    let group = format!("e2e{suffix}.example.com");
+    let ns = TestNamespace::new(&client, "applier-class").await;
+    let owner = Owner::new("classes", &ns.name);
+    let class_name = format!("gold-{suffix}");
+    let objects = |tier: Value| {
+        vec![
+            configmap(&ns.name, "uses-gold", json!({"class": class_name})),
+            widget_class(&group, &class_name, tier),
+            class_crd(&group),
+        ]
+    };
+    let err = applier
+        .apply(request(&owner, objects(json!("high")), "rev1", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].subject, format!("WidgetClass/{class_name}"));
+    assert!(err.errors[0].message.contains("spec.tier"), "{err}");
+    assert_eq!(
+        lines(&err.changes),
+        [format!("CustomResourceDefinition/widgetclasses.{group} created")]
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "uses-gold")
+            .await
+            .is_none()
+    );
+
+    let cs = applier
+        .apply(request(&owner, objects(json!(1)), "rev2", &[]))
+        .await
+        .expect("apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("CustomResourceDefinition/widgetclasses.{group} unchanged"),
+            format!("WidgetClass/{class_name} created"),
+            format!("ConfigMap/{}/uses-gold created", ns.name),
+        ]
+    );
+    delete_cluster_object(
+        &client,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        &format!("widgetclasses.{group}"),
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_ends() {
+    // Reference 5.3: after the *Class stage the applier waits (bounded) until what it wrote is
+    // kstatus Current. A class whose controller reports Ready=False is not; nothing of the last
+    // stage is applied, and the error names the class and its status.
+    let (client, _counts) = crate::support::applier::counted_client().await;
+    let applier = kustomize_controller::applier::Applier::new(
+        ResourceResolver::new(client.clone()),
+        kustomize_controller::applier::ApplierOptions {
+            wait_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_millis(250),
+            ..Default::default()
+        },
+    );
+    let suffix = unique_suffix();
+    let group = format!("e2e{suffix}.example.com");
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(class_crd(&group)).unwrap();
+    crate::support::install_crd(&client, &crd).await;
+    let ns = TestNamespace::new(&client, "applier-class-wait").await;
+    let owner = Owner::new("classes", &ns.name);
+    let class_name = format!("silver-{suffix}");
+    let resolver = ResourceResolver::new(client.clone());
+    let (classes, _) = resolver
+        .api(&format!("{group}/v1"), "WidgetClass", None)
+        .await
+        .expect("resolve WidgetClass");
+    // the class exists and its controller (played by the test) has not accepted it
+    classes
+        .patch(
+            &class_name,
+            &PatchParams::apply("e2e-tests"),
+            &Patch::Apply(&widget_class(&group, &class_name, json!(1))),
+        )
+        .await
+        .expect("create class");
+    let set_ready = |ready: &str| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": class_name},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "Test",
+                "message": format!("gateway controller says {ready}"), "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    };
+    classes
+        .patch_status(
+            &class_name,
+            &PatchParams::apply("e2e-class-controller").force(),
+            &Patch::Apply(&set_ready("False")),
+        )
+        .await
+        .expect("class status");
+    let objects = || {
+        vec![
+            widget_class(&group, &class_name, json!(2)),
+            configmap(&ns.name, "uses-silver", json!({"class": class_name})),
+        ]
+    };
+    let err = applier
+        .apply(request(&owner, objects(), "rev1", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].subject, format!("WidgetClass/{class_name}"));
+    assert!(err.errors[0].message.contains("not ready after 2s"), "{err}");
+    assert!(
+        err.errors[0].message.contains("gateway controller says False"),
+        "{err}"
+    );
+    assert!(err.is_transient());
+    assert_eq!(
+        lines(&err.changes),
+        [format!("WidgetClass/{class_name} configured")]
+    );
+    assert!(
+        live(&client, "v1", "ConfigMap", &ns.name, "uses-silver")
+            .await
+            .is_none()
+    );
+
+    // once the controller accepts the class, the apply goes through
+    classes
+        .patch_status(
+            &class_name,
+            &PatchParams::apply("e2e-class-controller").force(),
+            &Patch::Apply(&set_ready("True")),
+        )
+        .await
+        .expect("class status");
+    let cs = applier
+        .apply(request(&owner, objects(), "rev2", &[]))
+        .await
+        .expect("apply");
+    assert_eq!(
+        lines(&cs),
+        [
+            format!("WidgetClass/{class_name} unchanged"),
+            format!("ConfigMap/{}/uses-silver created", ns.name),
+        ]
+    );
+    delete_cluster_object(
+        &client,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        &format!("widgetclasses.{group}"),
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn migrate_api_version_moves_every_field_manager_to_the_desired_version() {
+    // Flux's MigrateAPIVersion gate (reference 5.4 step 4, default off): before the dry-run every
+    // managedFields entry of the live object is rewritten to the desired apiVersion.
+    let client = crate::support::client().await;
+    let suffix = unique_suffix();
+    let group = format!("e2e{suffix}.example.com");
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage, "schema": {"openAPIV3Schema": {"type": "object",
+            "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}}}}}})
+    };
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"},
+            "versions": [version("v1beta1", false), version("v1", true)]}});
+    crate::support::install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
+    let ns = TestNamespace::new(&client, "applier-migrate").await;
+    let owner = Owner::new("migrate", &ns.name);
+    let resolver = ResourceResolver::new(client.clone());
+    let (old_api, _) = resolver
+        .api(&format!("{group}/v1beta1"), "Gadget", Some(&ns.name))
+        .await
+        .expect("resolve Gadget v1beta1");
+    let gadget = |name: &str, api_version: &str| {
+        json!({"apiVersion": api_version, "kind": "Gadget", "metadata": {"name": name, "namespace": ns.name},
+            "spec": {"size": 1}})
+    };
+    let entry_versions = |obj: &Value| -> Vec<(String, String)> {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["manager"].as_str().unwrap().to_string(),
+                    e["apiVersion"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let v1 = format!("{group}/v1");
+    for (name, migrate) in [("migrated", true), ("kept", false)] {
+        // another tool wrote a field through the old version
+        let mut old = gadget(name, &format!("{group}/v1beta1"));
+        old["spec"] = json!({"color": "red"});
+        old_api
+            .patch(name, &PatchParams::apply("other-tool"), &Patch::Apply(&old))
+            .await
+            .expect("write through v1beta1");
+        let (client, _counts) = crate::support::applier::counted_client().await;
+        let applier = kustomize_controller::applier::Applier::new(
+            ResourceResolver::new(client.clone()),
+            kustomize_controller::applier::ApplierOptions {
+                migrate_api_version: migrate,
+                ..Default::default()
+            },
+        );
+        applier
+            .apply(request(&owner, vec![gadget(name, &v1)], "rev1", &[]))
+            .await
+            .expect("apply");
+        let obj = live(&client, &v1, "Gadget", &ns.name, name).await.unwrap();
+        let versions = entry_versions(&obj);
+        let other = versions
+            .iter()
+            .find(|(m, _)| m == "other-tool")
+            .expect("the other tool's entry stays");
+        let expected = if migrate {
+            v1.clone()
+        } else {
+            format!("{group}/v1beta1")
+        };
+        assert_eq!(other.1, expected, "migrate={migrate}: {versions:?}");
+        assert!(
+            versions
+                .iter()
+                .any(|(m, v)| m == "kustomize-controller" && *v == v1),
+            "{versions:?}"
+        );
+    }
+    delete_cluster_object(
+        &client,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        &format!("gadgets.{group}"),
     )
     .await;
     ns.delete().await;
