@@ -218,6 +218,7 @@ pub fn applier_options(options: &RunOptions) -> ApplierOptions {
         custom_stage_kinds: options.custom_stage_kinds(),
         full_sync_every: options.full_sync_interval,
         override_managers: options.override_managers.clone(),
+        migrate_api_version: options.feature_gates.migrate_api_version,
         ..ApplierOptions::default()
     }
 }
