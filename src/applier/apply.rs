@@ -357,17 +357,13 @@ impl Applier {
         let mut to_apply: Vec<(usize, Plan)> = Vec::new();
         for (i, plan) in std::mem::take(&mut planned) {
             match plan {
-                Plan::Skip { live } => {
-                    outcomes.insert(
-                        i,
-                        (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))),
-                    );
-                }
-                Plan::Unchanged { live } => {
-                    outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
-                }
                 Plan::Deferred(err) => deferred.push((i, err)),
-                plan => to_apply.push((i, plan)),
+                plan => match settled(&plan) {
+                    Some(outcome) => {
+                        outcomes.insert(i, outcome);
+                    }
+                    None => to_apply.push((i, plan)),
+                },
             }
         }
 
@@ -400,16 +396,12 @@ impl Applier {
                     match plan {
                         Err(e) => failures.push(e),
                         Ok(Plan::Deferred(e)) => deferred.push((i, e)),
-                        Ok(Plan::Skip { live }) => {
-                            outcomes.insert(
-                                i,
-                                (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))),
-                            );
-                        }
-                        Ok(Plan::Unchanged { live }) => {
-                            outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
-                        }
-                        Ok(plan) => in_stage.push((i, plan)),
+                        Ok(plan) => match settled(&plan) {
+                            Some(outcome) => {
+                                outcomes.insert(i, outcome);
+                            }
+                            None => in_stage.push((i, plan)),
+                        },
                     }
                 }
                 if !failures.is_empty() {
@@ -469,24 +461,19 @@ impl Applier {
                 match plan {
                     Err(e) => failures.push(e),
                     Ok(Plan::Deferred(e)) => deferred.push((i, e)),
-                    Ok(Plan::Skip { live }) => {
-                        outcomes.insert(
-                            i,
-                            (Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"]))),
-                        );
-                        record(&mut changes, &outcomes, i);
-                    }
-                    Ok(Plan::Unchanged { live }) => {
-                        outcomes.insert(i, (Action::Unchanged, Some(live_print(&live["metadata"]))));
-                        record(&mut changes, &outcomes, i);
-                    }
-                    Ok(plan) => match self.execute(&desired[i], plan, req).await {
-                        Ok(outcome) => {
-                            outcomes.insert(i, outcome);
-                            record(&mut changes, &outcomes, i);
+                    Ok(plan) => {
+                        let outcome = match settled(&plan) {
+                            Some(outcome) => Ok(outcome),
+                            None => self.execute(&desired[i], plan, req).await,
+                        };
+                        match outcome {
+                            Ok(outcome) => {
+                                outcomes.insert(i, outcome);
+                                record(&mut changes, &outcomes, i);
+                            }
+                            Err(e) => failures.push(e),
                         }
-                        Err(e) => failures.push(e),
-                    },
+                    }
                 }
             }
             if !failures.is_empty() {
@@ -1296,6 +1283,16 @@ async fn list_objects(
             Some(((ns, name), item))
         })
         .collect())
+}
+
+/// The outcome of a plan that writes nothing (skipped or unchanged), or None when it must
+/// be executed.
+fn settled(plan: &Plan) -> Option<(Action, Option<String>)> {
+    match plan {
+        Plan::Skip { live } => Some((Action::Skipped, live.as_ref().map(|l| live_print(&l["metadata"])))),
+        Plan::Unchanged { live } => Some((Action::Unchanged, Some(live_print(&live["metadata"])))),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
