@@ -351,47 +351,50 @@ pub fn kustomizations_for_config(
 /// Labelled ConfigMaps and Secrets, metadata only: a change of resourceVersion (or a
 /// deletion) re-reads the values of the Kustomizations that use them.
 fn watch_configs(
-    mut controller: Controller<Kustomization>,
+    controller: Controller<Kustomization>,
     ctx: &Context,
     reader: &Store<Kustomization>,
 ) -> Controller<Kustomization> {
+    let controller = watch_config_kind::<ConfigMap>(controller, ctx, reader, false);
+    watch_config_kind::<Secret>(controller, ctx, reader, true)
+}
+
+/// One kind of [`watch_configs`]: ConfigMaps (`secret` false) or Secrets.
+fn watch_config_kind<K>(
+    controller: Controller<Kustomization>,
+    ctx: &Context,
+    reader: &Store<Kustomization>,
+    secret: bool,
+) -> Controller<Kustomization>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     let options = &ctx.options;
-    let config_watch = watcher::Config::default()
+    let config = watcher::Config::default()
         .any_semantic()
         .labels(&options.watch_configs_label_selector);
-    let store: Store<Kustomization> = reader.clone();
-    let config_maps = watcher(
-        namespaced_or_all::<PartialObjectMeta<ConfigMap>>(&ctx.client, options),
-        config_watch.clone(),
+    let changes = watcher(
+        namespaced_or_all::<PartialObjectMeta<K>>(&ctx.client, options),
+        config,
     )
     .default_backoff()
     .touched_objects()
     .predicate_filter(predicates::resource_version, Default::default());
-    controller = controller.watches_stream(config_maps, move |cm| {
+    let store = reader.clone();
+    controller.watches_stream(changes, move |object| {
         kustomizations_for_config(
             &store.state(),
-            false,
-            &cm.namespace().unwrap_or_default(),
-            &cm.name_any(),
+            secret,
+            &object.namespace().unwrap_or_default(),
+            &object.name_any(),
         )
-    });
-    let store: Store<Kustomization> = reader.clone();
-    let secrets = watcher(
-        namespaced_or_all::<PartialObjectMeta<Secret>>(&ctx.client, options),
-        config_watch,
-    )
-    .default_backoff()
-    .touched_objects()
-    .predicate_filter(predicates::resource_version, Default::default());
-    controller = controller.watches_stream(secrets, move |secret| {
-        kustomizations_for_config(
-            &store.state(),
-            true,
-            &secret.namespace().unwrap_or_default(),
-            &secret.name_any(),
-        )
-    });
-    controller
+    })
 }
 
 async fn run_controller(ctx: Arc<Context>) {
