@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use kustomize_controller::build::packed;
 use kustomize_controller::build::{self, BuildOptions, yaml};
 use serde_json::Value;
 
@@ -98,7 +99,8 @@ fn run_case(kustomize: &Path, cases_dir: &Path, copy: &Path, case: &Path) -> Res
         .strip_prefix(cases_dir)
         .map_err(|_| "case.yaml path leaves the corpus".to_string())?;
     let oracle = run_oracle(kustomize, &copy.join(rel))?;
-    let ours = build::build(cases_dir, &dir, &BuildOptions::new()).map(|built| built.objects);
+    let ours =
+        build::build(cases_dir, &dir, &BuildOptions::new()).map(|built| packed::values(&built.objects));
     let expect_error = std::fs::read_to_string(case.join("expect-error.txt"))
         .ok()
         .map(|s| s.lines().next().unwrap_or("").to_string());

@@ -88,7 +88,7 @@ pub fn run(
             for section in ["data", "binaryData", "stringData"] {
                 if let Some(Value::Object(new)) = obj.get(section) {
                     let old = res
-                        .obj
+                        .obj_mut()
                         .entry(section)
                         .or_insert_with(|| Value::Object(Map::new()));
                     if let Value::Object(old) = old {
@@ -98,9 +98,10 @@ pub fn run(
             }
             merge_metadata(res, &obj);
             if let Some(v) = obj.get("immutable") {
-                res.obj.insert("immutable".into(), v.clone());
+                res.obj_mut().insert("immutable".into(), v.clone());
             }
             res.generated = Some(Generated { hash_suffix });
+            res.pack();
             Ok(())
         }
         ("replace", Some(i)) => {
@@ -109,12 +110,13 @@ pub fn run(
             let res = &mut map.resources[i];
             for section in ["data", "binaryData", "stringData", "type"] {
                 match obj.get(section) {
-                    Some(v) => res.obj.insert(section.into(), v.clone()),
-                    None => res.obj.remove(section),
+                    Some(v) => res.obj_mut().insert(section.into(), v.clone()),
+                    None => res.obj_mut().remove(section),
                 };
             }
             merge_metadata(res, &obj);
             res.generated = Some(Generated { hash_suffix });
+            res.pack();
             Ok(())
         }
         (other, _) => Err(BuildError::Invalid {

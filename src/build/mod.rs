@@ -15,6 +15,7 @@ pub mod generate;
 pub mod kustomization;
 pub mod loader;
 pub mod nameref;
+pub mod packed;
 pub mod patch;
 pub mod patches;
 pub mod resmap;
@@ -132,7 +133,7 @@ impl BuildError {
 #[derive(Debug)]
 pub struct Manifests {
     /// The objects, in output order.
-    pub objects: Vec<serde_json::Value>,
+    pub objects: Vec<packed::Packed>,
     /// What the build accepted, as kustomize does, but is probably a mistake; each names
     /// its file.
     pub warnings: Vec<String>,

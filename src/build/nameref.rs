@@ -17,10 +17,10 @@ pub fn fix(map: &mut ResMap) -> Result<(), BuildError> {
     // Renames already happened and references are only rewritten here, so the ids read
     // from this snapshot cannot change during the pass.
     let index = Index::of(&map.resources);
-    for res in &mut map.resources {
+    map.try_each(|res| {
         let referrer_id = res.id();
         // Taken before any rewrite, as kustomize picks the candidates once per referrer.
-        let subject_namespaces = service_account_subject_namespaces(&referrer_id, &res.obj);
+        let subject_namespaces = service_account_subject_namespaces(&referrer_id, res.obj());
         for target in &table {
             for spec in target.referrers.iter().filter(|s| selects(s, &referrer_id)) {
                 let referrer = Referrer {
@@ -30,8 +30,8 @@ pub fn fix(map: &mut ResMap) -> Result<(), BuildError> {
                 fix_field(res, &referrer, target, spec, &index)?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// What name resolution needs to know about every object, without its body.
@@ -127,9 +127,9 @@ fn fix_field(
     index: &Index,
 ) -> Result<(), BuildError> {
     if spec.path == "roleRef/name" {
+        let obj = res.obj();
         let role_ref = |field: &str| {
-            res.obj
-                .get("roleRef")
+            obj.get("roleRef")
                 .and_then(|r| r.get(field))
                 .and_then(Value::as_str)
         };
@@ -137,10 +137,12 @@ fn fix_field(
             return Ok(());
         }
     }
+    // The context is read while the object is edited.
+    let (prefixes, suffixes) = (res.prefixes.clone(), res.suffixes.clone());
     let ctx = Selection {
         referrer_id: referrer.id,
-        prefixes: &res.prefixes,
-        suffixes: &res.suffixes,
+        prefixes: &prefixes,
+        suffixes: &suffixes,
         subject_namespaces: referrer.subject_namespaces,
         target,
         index,
@@ -150,19 +152,15 @@ fn fix_field(
         path: spec.path.clone(),
         message,
     };
-    let mut obj = Value::Object(std::mem::take(&mut res.obj));
-    let result = visit_path(
-        &mut obj,
-        &path_segments(&spec.path),
-        false,
-        &|| Value::Null,
-        &mut |node| rewrite(node, &ctx).map_err(&err),
-    );
-    let Value::Object(m) = obj else {
-        unreachable!("wrapped an object")
-    };
-    res.obj = m;
-    result
+    res.edit(|obj| {
+        visit_path(
+            obj,
+            &path_segments(&spec.path),
+            false,
+            &|| Value::Null,
+            &mut |node| rewrite(node, &ctx).map_err(&err),
+        )
+    })
 }
 
 /// The namespaces of a RoleBinding's ServiceAccount subjects: kustomize lets the binding

@@ -167,16 +167,18 @@ fn by_selector(
 ) -> Result<(), BuildError> {
     let selector = target;
     let target = patch::Target::compile(selector).map_err(|e| ctx.err(e))?;
-    let selected: Vec<usize> = (0..map.resources.len())
-        .filter(|&i| {
-            let res = &map.resources[i];
-            let original = OriginalId {
-                name: &res.orig.name,
-                namespace: &res.orig.namespace,
-            };
-            target.selects(&res.obj, Some(original))
-        })
-        .collect();
+    let mut selected = Vec::new();
+    for (i, res) in map.resources.iter_mut().enumerate() {
+        let orig = res.orig.clone();
+        let original = OriginalId {
+            name: &orig.name,
+            namespace: &orig.namespace,
+        };
+        if target.selects(res.obj(), Some(original)) {
+            selected.push(i);
+        }
+        res.pack();
+    }
     if selected.is_empty() {
         map.warnings.push(format!(
             "{}: patch target {} matches no resource",
@@ -190,7 +192,7 @@ fn by_selector(
         if let PatchKind::StrategicMerge(docs) = &mut doc.kind {
             let id = map.resources[i].id();
             let api_version = map.resources[i]
-                .obj
+                .obj()
                 .get("apiVersion")
                 .cloned()
                 .unwrap_or(Value::Null);
@@ -223,7 +225,7 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
     let before = res.id();
     // kustomize runs JSON6902 patches while its index annotations sit on every object, so
     // `metadata.annotations` always exists for them; it disappears again when left empty.
-    let mut input = res.obj.clone();
+    let mut input = res.obj().clone();
     let add_annotations = matches!(doc.kind, PatchKind::Json6902(_))
         && input
             .get("metadata")
@@ -267,11 +269,12 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
             Ok(false)
         }
         Value::Object(obj) => {
-            res.obj = obj;
+            res.replace(obj);
             let after = res.id();
             if after.name != before.name || after.namespace != before.namespace || after.kind != before.kind {
                 res.prev.push(before);
             }
+            res.pack();
             Ok(true)
         }
         other => Err(ctx.err(format!("{before}: patch produced {}", yaml::kind_of(&other)))),

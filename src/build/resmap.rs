@@ -1,9 +1,12 @@
 //! Resources with kustomize's identity bookkeeping (original id, earlier ids, applied
 //! prefixes/suffixes, generator state) and the ordered resource map.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::BuildError;
+use super::packed::Packed;
 
 /// A resource id: group/version/kind plus name and namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -152,7 +155,7 @@ pub enum Origin {
 /// One object plus the history kustomize keeps about it.
 #[derive(Clone, Debug)]
 pub struct Resource {
-    pub obj: Map<String, Value>,
+    body: Body,
     /// The id when the object was loaded or generated.
     pub orig: ResId,
     /// Ids it had before each rename or namespace change, oldest first.
@@ -164,8 +167,21 @@ pub struct Resource {
     pub origin: Option<Origin>,
 }
 
+/// The object: packed between build steps, open while a step works on it (see
+/// [`super::packed`]).
+#[derive(Clone, Debug)]
+enum Body {
+    /// Parsed; `unchanged` keeps the packed form while the object was only read.
+    Open {
+        obj: Map<String, Value>,
+        unchanged: Option<(Packed, ResId)>,
+    },
+    /// With the id it had when packed, so ids are read without parsing.
+    Packed { object: Packed, id: ResId },
+}
+
 impl Resource {
-    /// A freshly loaded object. Null `metadata.labels`/`annotations` are dropped, as
+    /// A freshly loaded object, packed. Null `metadata.labels`/`annotations` are dropped, as
     /// kustomize does when it reads an object.
     pub fn new(mut obj: Map<String, Value>) -> Self {
         if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
@@ -175,31 +191,115 @@ impl Resource {
                 }
             }
         }
-        Resource {
+        let mut res = Resource {
             orig: ResId::of(&obj),
-            obj,
+            body: Body::Open { obj, unchanged: None },
             prev: Vec::new(),
             prefixes: Vec::new(),
             suffixes: Vec::new(),
             generated: None,
             origin: None,
-        }
+        };
+        res.pack();
+        res
     }
 
     /// The current id.
     pub fn id(&self) -> ResId {
-        ResId::of(&self.obj)
+        self.current_id().into_owned()
+    }
+
+    /// The current id, borrowed when the object is packed.
+    fn current_id(&self) -> Cow<'_, ResId> {
+        match &self.body {
+            Body::Open { obj, .. } => Cow::Owned(ResId::of(obj)),
+            Body::Packed { id, .. } => Cow::Borrowed(id),
+        }
     }
 
     /// Whether any id this object ever had (original, earlier, current) satisfies `pred`.
     pub fn any_id(&self, pred: impl Fn(&ResId) -> bool) -> bool {
-        pred(&self.orig) || self.prev.iter().any(&pred) || pred(&self.id())
+        pred(&self.orig) || self.prev.iter().any(&pred) || pred(&self.current_id())
+    }
+
+    /// The object, opened if it was packed.
+    pub fn obj(&mut self) -> &Map<String, Value> {
+        self.open(false)
+    }
+
+    /// The object for changing, opened if it was packed.
+    pub fn obj_mut(&mut self) -> &mut Map<String, Value> {
+        self.open(true)
+    }
+
+    fn open(&mut self, for_change: bool) -> &mut Map<String, Value> {
+        if matches!(self.body, Body::Packed { .. }) {
+            let empty = Body::Open {
+                obj: Map::new(),
+                unchanged: None,
+            };
+            if let Body::Packed { object, id } = std::mem::replace(&mut self.body, empty) {
+                self.body = Body::Open {
+                    obj: object.to_map(),
+                    unchanged: Some((object, id)),
+                };
+            }
+        }
+        match &mut self.body {
+            Body::Open { obj, unchanged } => {
+                if for_change {
+                    *unchanged = None;
+                }
+                obj
+            }
+            Body::Packed { .. } => unreachable!("opened above"),
+        }
+    }
+
+    /// Runs `f` on the object as a `Value` (the form path visitors walk).
+    pub fn edit<R>(&mut self, f: impl FnOnce(&mut Value) -> R) -> R {
+        let obj = self.obj_mut();
+        let mut value = Value::Object(std::mem::take(obj));
+        let result = f(&mut value);
+        *obj = match value {
+            Value::Object(m) => m,
+            // Visitors change fields below the root, never the root itself.
+            _ => unreachable!("an edit replaced the whole object"),
+        };
+        result
+    }
+
+    /// Replaces the object.
+    pub fn replace(&mut self, obj: Map<String, Value>) {
+        self.body = Body::Open { obj, unchanged: None };
+    }
+
+    /// Packs the object once a step is done with it; an object that was only read keeps
+    /// its earlier packed text.
+    pub fn pack(&mut self) {
+        let Body::Open { obj, unchanged } = &mut self.body else {
+            return;
+        };
+        let (object, id) = match unchanged.take() {
+            Some(packed) => packed,
+            None => (Packed::from_map(obj), ResId::of(obj)),
+        };
+        self.body = Body::Packed { object, id };
+    }
+
+    /// The packed object, for the build's output.
+    pub fn into_packed(mut self) -> Packed {
+        self.pack();
+        match self.body {
+            Body::Packed { object, .. } => object,
+            Body::Open { .. } => unreachable!("packed above"),
+        }
     }
 
     /// Current metadata, created when missing.
     pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
         let meta = self
-            .obj
+            .obj_mut()
             .entry("metadata")
             .or_insert_with(|| Value::Object(Map::new()));
         if !meta.is_object() {
@@ -250,20 +350,40 @@ impl ResMap {
         )
     }
 
+    /// Runs `step` on every resource in order and packs each one as soon as the step is
+    /// done with it, so a step holds one parsed object at a time.
+    pub fn try_each<E>(&mut self, mut step: impl FnMut(&mut Resource) -> Result<(), E>) -> Result<(), E> {
+        for res in &mut self.resources {
+            let result = step(res);
+            res.pack();
+            result?;
+        }
+        Ok(())
+    }
+
+    /// [`ResMap::try_each`] for a step that cannot fail.
+    pub fn each(&mut self, mut step: impl FnMut(&mut Resource)) {
+        let done: Result<(), std::convert::Infallible> = self.try_each(|res| {
+            step(res);
+            Ok(())
+        });
+        let Ok(()) = done;
+    }
+
     /// Fails when two objects now have the same id.
     pub fn check_unique(&self, file: &str) -> Result<(), BuildError> {
-        let ids: Vec<ResId> = self.resources.iter().map(Resource::id).collect();
+        let ids: Vec<Cow<'_, ResId>> = self.resources.iter().map(Resource::current_id).collect();
         first_duplicate(&ids).map_or(Ok(()), |id| Err(duplicate(file, id)))
     }
 
     /// Appends every resource of `other`, refusing any id already present; on error the map
     /// is unchanged.
     pub fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
-        let ids: Vec<ResId> = self
+        let ids: Vec<Cow<'_, ResId>> = self
             .resources
             .iter()
             .chain(&other.resources)
-            .map(Resource::id)
+            .map(Resource::current_id)
             .collect();
         if let Some(id) = first_duplicate(&ids) {
             return Err(duplicate(file, id));
@@ -275,9 +395,11 @@ impl ResMap {
 }
 
 /// The first id equal (`same_as`) to an earlier one; hashing keeps big builds linear.
-fn first_duplicate(ids: &[ResId]) -> Option<&ResId> {
+fn first_duplicate<'a>(ids: &'a [Cow<'_, ResId>]) -> Option<&'a ResId> {
     let mut seen = std::collections::HashSet::with_capacity(ids.len());
-    ids.iter().find(|id| !seen.insert(id.identity()))
+    ids.iter()
+        .map(AsRef::as_ref)
+        .find(|id: &&ResId| !seen.insert(id.identity()))
 }
 
 fn duplicate(file: &str, id: &ResId) -> BuildError {
@@ -312,6 +434,28 @@ mod tests {
             "b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/a.default"
         );
         assert_eq!(m.resources.len(), 1, "the map is unchanged");
+    }
+
+    #[test]
+    fn a_resource_opened_to_read_packs_back_unchanged() {
+        let mut r = res(json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}));
+        let before = r.clone().into_packed();
+        assert_eq!(r.obj()["data"]["k"], "v");
+        r.pack();
+        assert_eq!(r.into_packed(), before);
+    }
+
+    #[test]
+    fn changes_made_while_open_survive_packing_and_move_the_id() {
+        let mut r = res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+        r.obj_mut().insert("data".into(), json!({"k": "v"}));
+        r.set_namespace("ns");
+        r.pack();
+        assert_eq!(r.id().namespace, "ns");
+        assert_eq!(
+            r.into_packed().to_value(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}})
+        );
     }
 
     #[test]

@@ -40,19 +40,19 @@ pub fn build_root(
         &mut visiting,
         &mut map,
     )?;
-    for res in &mut map.resources {
+    map.each(|res| {
         if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
-            let name = format!("{}-{}", res.id().name, generate::content_hash(&res.obj));
+            let name = format!("{}-{}", res.id().name, generate::content_hash(res.obj()));
             res.set_name(name);
         }
-    }
+    });
     nameref::fix(&mut map)?;
     let root = root_kustomization(loader, &dir, override_text)?;
     if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
         super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
     }
     if root.build_metadata.iter().any(|b| b == "originAnnotations") {
-        for res in &mut map.resources {
+        map.each(|res| {
             if let Some(origin) = &res.origin {
                 let text = match origin {
                     Origin::File(path) => format!("path: {}\n", relative(&dir, path)),
@@ -71,12 +71,12 @@ pub fn build_root(
                     a.insert(ORIGIN.into(), Value::String(text));
                 }
             }
-        }
+        });
     }
     let mut out = Vec::with_capacity(map.resources.len());
-    for res in map.resources {
+    for mut res in map.resources {
         let local = res
-            .obj
+            .obj()
             .get("metadata")
             .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(LOCAL_CONFIG))
@@ -98,7 +98,7 @@ pub fn build_root(
                 field: "metadata.name",
             });
         }
-        out.push(Value::Object(res.obj));
+        out.push(res.into_packed());
     }
     Ok(super::Manifests {
         objects: out,
@@ -225,19 +225,22 @@ fn accumulate_body(
         if loader.is_file(&path) {
             let text = loader.read_text(&path, file)?;
             let origin = loader.show(&path);
-            let mut loaded = ResMap::default();
-            for obj in yaml::parse_resources(&text, &origin)? {
+            let resources = yaml::parse_resources(&text, &origin, |obj| {
                 if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
                     let name = super::resmap::str_at(&obj, &["metadata", "name"]);
                     return Err(BuildError::Kustomization {
-                        file: origin,
+                        file: origin.clone(),
                         message: format!("missing kind in object '{name}'"),
                     });
                 }
                 let mut res = Resource::new(obj);
                 res.origin = Some(Origin::File(path.clone()));
-                loaded.resources.push(res);
-            }
+                Ok(res)
+            })?;
+            let loaded = ResMap {
+                resources,
+                warnings: Vec::new(),
+            };
             map.append_all(loaded, &origin)?;
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
@@ -336,6 +339,7 @@ fn run_transformers(
 mod tests {
     use std::path::Path;
 
+    use crate::build::packed;
     use crate::build::{BuildError, BuildOptions, build};
 
     fn write(root: &Path, files: &[(&str, &str)]) {
@@ -495,7 +499,7 @@ mod tests {
         };
         let objs = build(tmp.path(), Path::new("app"), &options).unwrap().objects;
         assert_eq!(
-            objs,
+            packed::values(&objs),
             vec![
                 serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})
             ]

@@ -11,16 +11,33 @@ use super::BuildError;
 /// resolved as kyaml (goyaml v3) does, which differs from YAML 1.2 core in a few places
 /// (`0755` is octal, `1_000` is an integer, a plain date becomes a timestamp string).
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
-    parse_with(text, origin, false)
+    let mut out = Vec::new();
+    for_each_document(text, origin, false, |_, doc| {
+        out.push(doc);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Like [`parse_documents`], with YAML 1.1 booleans (`yes`, `on`, `n`, ...) as goyaml v2
 /// reads them: kustomize decodes JSON6902 patches that way (sigs.k8s.io/yaml).
 pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
-    parse_with(text, origin, true)
+    let mut out = Vec::new();
+    for_each_document(text, origin, true, |_, doc| {
+        out.push(doc);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
-fn parse_with(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
+/// Calls `each` with the 1-based index and value of every non-empty document as soon as it
+/// is parsed, so a caller never needs a big file's documents all at once.
+fn for_each_document(
+    text: &str,
+    origin: &str,
+    yaml11: bool,
+    mut each: impl FnMut(usize, Value) -> Result<(), BuildError>,
+) -> Result<(), BuildError> {
     // goyaml (kyaml) reads YAML 1.1 only and refuses other version directives.
     for (n, line) in text.lines().enumerate() {
         if let Some(version) = line.strip_prefix("%YAML")
@@ -33,16 +50,17 @@ fn parse_with(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, Buil
             });
         }
     }
-    let mut out = Vec::new();
+    let mut index = 0;
     for document in serde_yaml::Deserializer::from_str(text) {
         let json = document
             .deserialize_any(Scalars { text, yaml11 })
             .map_err(|e| yaml_error(origin, &e))?;
         if !json.is_null() {
-            out.push(json);
+            index += 1;
+            each(index, json)?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Parses one document that must be an object (a kustomization file), with YAML 1.1
@@ -67,23 +85,27 @@ pub fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value
 }
 
 /// Parses a resource file: every document must be an object; `*List` objects are expanded
-/// into their items, which kustomize places after the file's other documents.
-pub fn parse_resources(text: &str, origin: &str) -> Result<Vec<Map<String, Value>>, BuildError> {
+/// into their items, which kustomize places after the file's other documents. Each object
+/// goes through `keep` as soon as it is parsed (the engine packs it there).
+pub fn parse_resources<T>(
+    text: &str,
+    origin: &str,
+    mut keep: impl FnMut(Map<String, Value>) -> Result<T, BuildError>,
+) -> Result<Vec<T>, BuildError> {
     let mut out = Vec::new();
     let mut items = Vec::new();
-    for (i, doc) in parse_documents(text, origin)?.into_iter().enumerate() {
-        match doc {
-            Value::Object(map) if is_list(&map) => expand_list(map, origin, i + 1, &mut items)?,
-            Value::Object(map) => out.push(map),
-            other => {
-                return Err(BuildError::NotObject {
-                    file: origin.to_string(),
-                    index: i + 1,
-                    found: kind_of(&other),
-                });
-            }
+    for_each_document(text, origin, false, |index, doc| match doc {
+        Value::Object(map) if is_list(&map) => expand_list(map, origin, index, &mut keep, &mut items),
+        Value::Object(map) => {
+            out.push(keep(map)?);
+            Ok(())
         }
-    }
+        other => Err(BuildError::NotObject {
+            file: origin.to_string(),
+            index,
+            found: kind_of(&other),
+        }),
+    })?;
     out.append(&mut items);
     Ok(out)
 }
@@ -95,27 +117,28 @@ fn is_list(map: &Map<String, Value>) -> bool {
         && matches!(map.get("items"), Some(Value::Array(_)))
 }
 
-fn expand_list(
-    map: Map<String, Value>,
+fn expand_list<T>(
+    mut map: Map<String, Value>,
     origin: &str,
     index: usize,
-    out: &mut Vec<Map<String, Value>>,
+    keep: &mut impl FnMut(Map<String, Value>) -> Result<T, BuildError>,
+    out: &mut Vec<T>,
 ) -> Result<(), BuildError> {
     if !is_list(&map) {
-        out.push(map);
+        out.push(keep(map)?);
         return Ok(());
     }
-    let Some(Value::Array(items)) = map.get("items") else {
+    let Some(Value::Array(items)) = map.remove("items") else {
         unreachable!("checked above")
     };
     for item in items {
         match item {
-            Value::Object(m) => expand_list(m.clone(), origin, index, out)?,
+            Value::Object(m) => expand_list(m, origin, index, keep, out)?,
             other => {
                 return Err(BuildError::NotObject {
                     file: origin.to_string(),
                     index,
-                    found: kind_of(other),
+                    found: kind_of(&other),
                 });
             }
         }
@@ -375,22 +398,31 @@ pub fn emit_documents(objects: &[Value]) -> String {
 /// The stream of [`emit_documents`] one document at a time (each piece after the first
 /// starts with its `---` separator), so a caller can write or hash a big build without
 /// holding its whole text.
-pub fn document_pieces(objects: &[Value]) -> impl Iterator<Item = String> + '_ {
-    objects.iter().enumerate().map(|(i, obj)| {
-        let mut out = String::new();
+pub fn document_pieces<V: std::borrow::Borrow<Value>>(
+    objects: impl IntoIterator<Item = V>,
+) -> impl Iterator<Item = String> {
+    objects.into_iter().enumerate().map(|(i, obj)| {
+        let document = emit_document(obj.borrow());
         if i > 0 {
-            out.push_str("---\n");
+            format!("---\n{document}")
+        } else {
+            document
         }
-        match obj {
-            Value::Object(m) if !m.is_empty() => emit_map(&mut out, m, 0),
-            Value::Array(a) if !a.is_empty() => emit_seq(&mut out, a, 0),
-            other => {
-                out.push_str(&scalar(other));
-                out.push('\n');
-            }
-        }
-        out
     })
+}
+
+/// One YAML document, without a separator.
+pub fn emit_document(obj: &Value) -> String {
+    let mut out = String::new();
+    match obj {
+        Value::Object(m) if !m.is_empty() => emit_map(&mut out, m, 0),
+        Value::Array(a) if !a.is_empty() => emit_seq(&mut out, a, 0),
+        other => {
+            out.push_str(&scalar(other));
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn emit_map(out: &mut String, map: &Map<String, Value>, indent: usize) {
@@ -502,7 +534,7 @@ mod tests {
 
     #[test]
     fn non_object_document_is_rejected_with_its_index() {
-        let err = parse_resources("kind: A\n---\n- 1\n- 2\n", "res.yaml").unwrap_err();
+        let err = parse_resources("kind: A\n---\n- 1\n- 2\n", "res.yaml", Ok).unwrap_err();
         assert_eq!(
             err.to_string(),
             "res.yaml: document 2 is not an object (found a list)"
@@ -520,7 +552,7 @@ mod tests {
     #[test]
     fn lists_expand_and_empty_documents_drop() {
         let text = "---\n---\napiVersion: v1\nkind: List\nitems:\n- {kind: A}\n- {kind: B}\n";
-        let objs = parse_resources(text, "f").unwrap();
+        let objs = parse_resources(text, "f", Ok).unwrap();
         assert_eq!(objs.len(), 2);
         assert_eq!(objs[1]["kind"], "B");
     }

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::api::{Kustomization, KustomizationSpec};
 use crate::applier::{Action, Applier, ApplierOptions, ApplyRequest, Owner};
+use crate::build::packed::{self, Packed};
 use crate::build::{self, flux};
 use crate::kube_ext::ResourceResolver;
 
@@ -70,8 +71,9 @@ pub fn flux_build(
 
 /// Writes objects as a YAML stream a document at a time: a big build never exists twice in
 /// memory, once as objects and once as text.
-pub fn write_yaml(objects: &[Value], out: &mut impl std::io::Write) -> std::io::Result<()> {
-    build::yaml::document_pieces(objects).try_for_each(|piece| out.write_all(piece.as_bytes()))?;
+pub fn write_yaml(objects: &[Packed], out: &mut impl std::io::Write) -> std::io::Result<()> {
+    build::yaml::document_pieces(objects.iter().map(Packed::to_value))
+        .try_for_each(|piece| out.write_all(piece.as_bytes()))?;
     out.flush()
 }
 
@@ -130,7 +132,7 @@ pub async fn diff(args: DiffArgs) -> Result<DiffReport, String> {
         metadata("namespace").unwrap_or("flux-system"),
     );
     let spec = offline_spec(object.get("spec"), !args.vars.is_empty())?;
-    let objects = build_objects(&args.root, &args.dir, &spec, args.vars)?.objects;
+    let objects = packed::values(&build_objects(&args.root, &args.dir, &spec, args.vars)?.objects);
 
     let applier = Applier::new(ResourceResolver::new(client), ApplierOptions::default());
     let request = ApplyRequest {

@@ -30,6 +30,7 @@ use crate::applier::{
 };
 use crate::build::BuildOptions;
 use crate::build::flux as flux_build;
+use crate::build::packed;
 use crate::health::{self, HealthError, WaitTarget};
 use crate::kube_ext::ResourceResolver;
 use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
@@ -409,7 +410,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     };
     let request = ApplyRequest {
         owner: owner.clone(),
-        objects: built.objects,
+        objects: packed::values(&built.objects),
         force: spec.force,
         ignore: &spec.ignore,
         revision: &artifact.revision,

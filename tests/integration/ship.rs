@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use kustomize_controller::api::KustomizationSpec;
 use kustomize_controller::applier::{Action, ApplyRequest, Owner};
-use kustomize_controller::build::{BuildOptions, flux};
+use kustomize_controller::build::{BuildOptions, flux, packed};
 use serde_json::json;
 
 use crate::support::applier::applier;
@@ -43,7 +43,7 @@ async fn config_builds_with_our_engine_and_validates_on_the_api_server() {
     let (applier, _, _) = applier().await;
     let request = ApplyRequest {
         owner: Owner::new("config", "flux-system"),
-        objects: built.objects,
+        objects: packed::values(&built.objects),
         force: false,
         ignore: &[],
         revision: "",
@@ -104,15 +104,15 @@ fn run_diff(root: &Path, ks: &Path) -> Output {
 }
 
 async fn apply_tree(root: &Path) {
-    let objects = flux::build(
+    let built = flux::build(
         root,
         root,
         &offline_spec(),
         &BTreeMap::new(),
         &BuildOptions::new(),
     )
-    .unwrap()
-    .objects;
+    .unwrap();
+    let objects = packed::values(&built.objects);
     let (applier, _, _) = applier().await;
     let request = ApplyRequest {
         owner: Owner::new("app", "flux-system"),

@@ -185,7 +185,8 @@ fn scan(loader: &Loader, base: &Path, dir: &Path, resources: &mut Vec<String>) -
             file: relative.clone(),
             reason,
         };
-        let objects = yaml::parse_resources(&text, &relative).map_err(|err| decode_error(err.to_string()))?;
+        let objects =
+            yaml::parse_resources(&text, &relative, Ok).map_err(|err| decode_error(err.to_string()))?;
         // kustomize's resource factory validates each object's metadata.
         for object in &objects {
             let text = |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("").to_string();

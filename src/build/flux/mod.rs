@@ -17,6 +17,7 @@ pub use envsubst::EnvsubstError;
 pub use generate::GenerateError;
 pub use substitute::{SubstituteError, SubstituteOptions, merge_vars};
 
+use super::packed::Packed;
 use super::{BuildError, BuildOptions};
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
@@ -25,7 +26,7 @@ use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
 /// The objects as the controller applies them, and the digest of the build output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Built {
-    pub objects: Vec<Value>,
+    pub objects: Vec<Packed>,
     /// `sha256:<hex>` of the multi-document YAML after substitution (before
     /// `commonMetadata`, which Flux applies later, at apply time). Our YAML printer is not
     /// byte-identical to kustomize's, so the value differs from Flux's for the same input.
@@ -97,36 +98,43 @@ pub fn build_with_strictness(
         kustomization_override: Some(kustomization),
         ..options.clone()
     };
-    let super::Manifests {
-        mut objects,
-        warnings,
-    } = super::build(root, &dir, &options)?;
-    if let Some(post_build) = &spec.post_build {
-        let substitute_options = SubstituteOptions {
-            strict: strict_substitution,
-            always: post_build.substitute_strategy == Some(SubstituteStrategy::Always),
-        };
-        for object in &mut objects {
-            *object = substitute::substitute(object, vars, substitute_options).map_err(|source| {
+    let super::Manifests { objects, warnings } = super::build(root, &dir, &options)?;
+    let substitute_options = spec.post_build.as_ref().map(|post_build| SubstituteOptions {
+        strict: strict_substitution,
+        always: post_build.substitute_strategy == Some(SubstituteStrategy::Always),
+    });
+    // One object is open at a time: substituted, digested as Flux digests the build
+    // output, then dropped when Flux's decoding would drop it.
+    let mut hasher = Sha256::new();
+    let mut applicable = Vec::with_capacity(objects.len());
+    for (i, packed) in objects.into_iter().enumerate() {
+        let mut object = packed.to_value();
+        let mut changed = false;
+        if let Some(options) = substitute_options {
+            object = substitute::substitute(&object, vars, options).map_err(|source| {
                 FluxBuildError::PostBuild {
-                    id: resource_id(object),
+                    id: resource_id(&object),
                     source,
                 }
             })?;
+            changed = true;
         }
+        if i > 0 {
+            hasher.update(b"---\n");
+        }
+        hasher.update(super::yaml::emit_document(&object).as_bytes());
+        if !is_applicable(&object) {
+            continue;
+        }
+        if let Some(common) = &spec.common_metadata {
+            apply_common_metadata(&mut object, common);
+            changed = true;
+        }
+        applicable.push(if changed { Packed::new(&object) } else { packed });
     }
-    // Flux digests the build output, then decodes it (which drops what it cannot apply).
-    let mut hasher = Sha256::new();
-    super::yaml::document_pieces(&objects).for_each(|piece| hasher.update(piece.as_bytes()));
     let digest = format!("sha256:{}", hex::encode(hasher.finalize()));
-    objects.retain(is_applicable);
-    if let Some(common) = &spec.common_metadata {
-        objects
-            .iter_mut()
-            .for_each(|object| apply_common_metadata(object, common));
-    }
     Ok(Built {
-        objects,
+        objects: applicable,
         digest,
         warnings,
     })

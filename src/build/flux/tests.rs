@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::kustomization::{BuildMetadata, Image, Patch, PostBuild, Selector};
 use crate::build::loader::Loader;
+use crate::build::packed;
 
 fn write(root: &Path, files: &[(&str, &str)]) {
     for (path, text) in files {
@@ -107,7 +108,7 @@ fn an_empty_directory_builds_to_nothing() {
         &BuildOptions::default(),
     )
     .unwrap();
-    assert_eq!(built.objects, Vec::<Value>::new());
+    assert_eq!(packed::values(&built.objects), Vec::<Value>::new());
 }
 
 #[test]
@@ -252,7 +253,10 @@ fn missing_components_fail_in_kustomize_unless_ignored() {
         &BuildOptions::default(),
     )
     .unwrap();
-    assert_eq!(built.objects[0]["metadata"]["labels"], json!({"c": "d"}));
+    assert_eq!(
+        packed::values(&built.objects)[0]["metadata"]["labels"],
+        json!({"c": "d"})
+    );
 }
 
 #[test]
@@ -408,7 +412,7 @@ fn build_runs_overrides_substitution_and_common_metadata_in_order() {
             "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.0"}]}}},
         }),
     ];
-    assert_eq!(built.objects, expected);
+    assert_eq!(packed::values(&built.objects), expected);
     assert!(
         built.digest.starts_with("sha256:") && built.digest.len() == 7 + 64,
         "{}",
@@ -426,7 +430,10 @@ fn build_runs_overrides_substitution_and_common_metadata_in_order() {
     )
     .unwrap();
     assert_eq!(without.digest, built.digest);
-    assert_eq!(without.objects[0]["metadata"]["labels"], json!({"team": "x"}));
+    assert_eq!(
+        packed::values(&without.objects)[0]["metadata"]["labels"],
+        json!({"team": "x"})
+    );
 }
 
 #[test]
@@ -449,7 +456,7 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
         &BuildOptions::default(),
     )
     .unwrap();
-    assert_eq!(untouched.objects[0]["data"]["a"], "${missing}");
+    assert_eq!(packed::values(&untouched.objects)[0]["data"]["a"], "${missing}");
     spec.post_build = Some(PostBuild::default());
     let err = build(
         tmp.path(),
@@ -475,7 +482,7 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
         false,
     )
     .unwrap();
-    assert_eq!(lenient.objects[0]["data"]["a"], Value::Null);
+    assert_eq!(packed::values(&lenient.objects)[0]["data"]["a"], Value::Null);
 }
 
 #[test]
@@ -519,7 +526,7 @@ fn a_root_without_resources_builds_with_origin_annotations() {
     .unwrap();
     let origin = "configuredIn: kustomization.yaml\nconfiguredBy:\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n";
     assert_eq!(
-        built.objects,
+        packed::values(&built.objects),
         vec![json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",

@@ -19,39 +19,30 @@ pub fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildErr
         field: "images".into(),
         message: format!("name '{}' is not a valid pattern: {e}", image.name),
     })?;
-    for res in &mut map.resources {
+    map.each(|res| {
         if res.id().kind == "CustomResourceDefinition" {
-            continue;
+            return;
         }
-        for (key, value) in res.obj.iter_mut() {
+        for (key, value) in res.obj_mut().iter_mut() {
             if key != "apiVersion" && key != "kind" {
                 walk(value, &re, image);
             }
         }
         // kustomize then runs its field-spec pass over the same containers; for most entries
         // that is idempotent, but a tagSuffix is appended a second time there.
-        for path in FIELD_SPEC_PATHS {
-            let mut node = Value::Object(std::mem::take(&mut res.obj));
-            let _ = visit_path::<()>(
-                &mut node,
-                &path_segments(path),
-                false,
-                &|| Value::Null,
-                &mut |v| {
+        res.edit(|obj| {
+            for path in FIELD_SPEC_PATHS {
+                let _ = visit_path::<()>(obj, &path_segments(path), false, &|| Value::Null, &mut |v| {
                     if let Value::String(s) = v
                         && re.is_match(s)
                     {
                         *s = rewrite(s, image);
                     }
                     Ok(())
-                },
-            );
-            let Value::Object(m) = node else {
-                unreachable!("wrapped an object")
-            };
-            res.obj = m;
-        }
-    }
+                });
+            }
+        });
+    });
     Ok(())
 }
 

@@ -22,42 +22,33 @@ pub fn apply(
     if pairs.is_empty() {
         return Ok(());
     }
-    for res in &mut map.resources {
+    map.try_each(|res| {
         let id = res.id();
-        let mut obj = Value::Object(std::mem::take(&mut res.obj));
-        let mut result = Ok(());
-        for spec in specs.iter().filter(|s| selects(s, &id)) {
-            result = visit_path(
-                &mut obj,
-                &path_segments(&spec.path),
-                spec.create,
-                &|| Value::Object(Map::new()),
-                &mut |v| {
-                    if v.is_null() {
-                        *v = Value::Object(Map::new());
-                    }
-                    let Value::Object(m) = v else {
-                        return Err(BuildError::Transform {
-                            file: file.to_string(),
-                            field: field.to_string(),
-                            message: format!("{id}: '{}' is not a map", spec.path),
-                        });
-                    };
-                    for (k, val) in pairs {
-                        m.insert(k.clone(), Value::String(val.clone()));
-                    }
-                    Ok(())
-                },
-            );
-            if result.is_err() {
-                break;
-            }
-        }
-        let Value::Object(m) = obj else {
-            unreachable!("wrapped an object")
-        };
-        res.obj = m;
-        result?;
-    }
-    Ok(())
+        res.edit(|obj| {
+            specs.iter().filter(|s| selects(s, &id)).try_for_each(|spec| {
+                visit_path(
+                    obj,
+                    &path_segments(&spec.path),
+                    spec.create,
+                    &|| Value::Object(Map::new()),
+                    &mut |v| {
+                        if v.is_null() {
+                            *v = Value::Object(Map::new());
+                        }
+                        let Value::Object(m) = v else {
+                            return Err(BuildError::Transform {
+                                file: file.to_string(),
+                                field: field.to_string(),
+                                message: format!("{id}: '{}' is not a map", spec.path),
+                            });
+                        };
+                        for (k, val) in pairs {
+                            m.insert(k.clone(), Value::String(val.clone()));
+                        }
+                        Ok(())
+                    },
+                )
+            })
+        })
+    })
 }

@@ -11,10 +11,13 @@ fn skipped(group: &str, kind: &str) -> bool {
 
 /// Adds `prefix` and `suffix` (either may be empty) to every object's name.
 pub fn apply(map: &mut ResMap, prefix: &str, suffix: &str) {
-    for res in &mut map.resources {
+    if prefix.is_empty() && suffix.is_empty() {
+        return;
+    }
+    map.each(|res| {
         let id = res.id();
         if skipped(&id.group, &id.kind) {
-            continue;
+            return;
         }
         if !prefix.is_empty() {
             res.set_name(format!("{prefix}{}", id.name));
@@ -25,5 +28,5 @@ pub fn apply(map: &mut ResMap, prefix: &str, suffix: &str) {
             res.set_name(format!("{current}{suffix}"));
             res.suffixes.push(suffix.to_string());
         }
-    }
+    });
 }

@@ -9,7 +9,7 @@ use super::{path_segments, visit_path};
 
 /// Sets `namespace` on every object that kustomize would.
 pub fn apply(map: &mut ResMap, namespace: &str) {
-    for res in &mut map.resources {
+    map.each(|res| {
         let id = res.id();
         if !is_cluster_scoped(&id.group, &id.kind) {
             res.set_namespace(namespace);
@@ -19,7 +19,7 @@ pub fn apply(map: &mut ResMap, namespace: &str) {
         }
         let rbac = id.group == "rbac.authorization.k8s.io"
             && (id.kind == "RoleBinding" || id.kind == "ClusterRoleBinding");
-        if rbac && let Some(Value::Array(subjects)) = res.obj.get_mut("subjects") {
+        if rbac && let Some(Value::Array(subjects)) = res.obj_mut().get_mut("subjects") {
             for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
                 if subject.get("name").and_then(Value::as_str) == Some("default") {
                     subject.insert("namespace".into(), Value::String(namespace.to_string()));
@@ -34,22 +34,13 @@ pub fn apply(map: &mut ResMap, namespace: &str) {
             _ => None,
         };
         if let Some((path, create)) = extra {
-            let mut obj = Value::Object(std::mem::take(&mut res.obj));
             let set = Value::String(namespace.to_string());
-            let _ = visit_path::<()>(
-                &mut obj,
-                &path_segments(path),
-                create,
-                &|| Value::Null,
-                &mut |v| {
+            res.edit(|obj| {
+                let _ = visit_path::<()>(obj, &path_segments(path), create, &|| Value::Null, &mut |v| {
                     *v = set.clone();
                     Ok(())
-                },
-            );
-            let Value::Object(m) = obj else {
-                unreachable!("wrapped an object")
-            };
-            res.obj = m;
+                });
+            });
         }
-    }
+    });
 }

@@ -11,21 +11,21 @@ const KINDS: &[&str] = &["Deployment", "ReplicationController", "ReplicaSet", "S
 /// Applies one `replicas` entry; an entry that names no object is an error, as in kustomize.
 pub fn apply(map: &mut ResMap, replica: &Replica, file: &str) -> Result<(), BuildError> {
     let mut matched = false;
-    for res in &mut map.resources {
+    map.each(|res| {
         if !res.any_id(|id| id.name == replica.name) {
-            continue;
+            return;
         }
         matched = true;
         if KINDS.contains(&res.id().kind.as_str()) {
             let spec = res
-                .obj
+                .obj_mut()
                 .entry("spec")
                 .or_insert_with(|| Value::Object(Default::default()));
             if let Value::Object(spec) = spec {
                 spec.insert("replicas".into(), Value::from(replica.count));
             }
         }
-    }
+    });
     if !matched {
         return Err(BuildError::Transform {
             file: file.into(),
