@@ -1,8 +1,8 @@
 //! The I/O shell of the applier: read live objects, dry-run, diff, apply, per stage.
 //!
 //! Order of work for one apply:
-//! 1. prepare (no writes): resolve kinds (from discovery, or from a CRD in the same apply),
-//!    normalize, check namespaces; any error stops here;
+//! 1. prepare (no writes): compile `spec.ignore`, resolve kinds (from discovery, or from a CRD
+//!    in the same apply), normalize, check namespaces; any error stops here;
 //! 2. fast path ([`super::fingerprint`]): objects whose desired and live fingerprints match the
 //!    last successful run are reported unchanged after one LIST per kind;
 //! 3. plan (no writes except the managed-fields cleanup): read the live object (on a full run
