@@ -1,8 +1,8 @@
 //! The I/O shell of the applier: read live objects, dry-run, diff, apply, per stage.
 //!
 //! Order of work for one apply:
-//! 1. prepare (no writes): resolve kinds (from discovery, or from a CRD in the same apply),
-//!    normalize, check namespaces; any error stops here;
+//! 1. prepare (no writes): compile `spec.ignore`, resolve kinds (from discovery, or from a CRD
+//!    in the same apply), normalize, check namespaces; any error stops here;
 //! 2. fast path ([`super::fingerprint`]): objects whose desired and live fingerprints match the
 //!    last successful run are reported unchanged after one LIST per kind;
 //! 3. plan (no writes except the managed-fields cleanup): read the live object (on a full run
@@ -27,7 +27,7 @@ use kube::{Client, Resource};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::diff::{diff_text, has_drifted, ignored_paths, remove_pointers};
+use super::diff::{IgnoreRules, diff_text, has_drifted, remove_pointers};
 use super::fingerprint::{FingerprintStore, ObjectPrint, desired_print, live_print, run_key};
 use super::managed::{cleanup_patch, migrate_api_version_patch, owned_by_other_applier};
 use super::normalize::normalize;
@@ -296,6 +296,7 @@ impl Applier {
     }
 
     async fn apply_inner(&self, req: &ApplyRequest<'_>) -> Result<ChangeSet, ApplyError> {
+        let ignore = &compile_ignore(req)?;
         let mut desired = self.prepare(req).await.map_err(|errors| ApplyError {
             errors,
             changes: ChangeSet::default(),
@@ -334,7 +335,7 @@ impl Applier {
                 .map(|(i, live)| {
                     let d = &desired[i];
                     let batch = &batch;
-                    async move { (i, self.plan(d, req, batch, live).await) }
+                    async move { (i, self.plan(d, req, ignore, batch, live).await) }
                 })
                 .buffered(self.options.concurrency.max(1))
                 .collect()
@@ -392,7 +393,7 @@ impl Applier {
                     .partition(|(i, _)| desired[*i].stage == stage);
                 deferred = keep;
                 let mut failures = Vec::new();
-                for (i, plan) in self.replan(&desired, retry, req, &batch).await {
+                for (i, plan) in self.replan(&desired, retry, req, ignore, &batch).await {
                     match plan {
                         Err(e) => failures.push(e),
                         Ok(Plan::Deferred(e)) => deferred.push((i, e)),
@@ -454,7 +455,7 @@ impl Applier {
         let deadline = Instant::now() + self.options.wait_timeout;
         while !deferred.is_empty() {
             let round = self
-                .replan(&desired, std::mem::take(&mut deferred), req, &batch)
+                .replan(&desired, std::mem::take(&mut deferred), req, ignore, &batch)
                 .await;
             let mut failures = Vec::new();
             for (i, plan) in round {
@@ -524,6 +525,7 @@ impl Applier {
     /// What an apply would change, without writing anything (the `diff` command): per object
     /// the action an apply would report and a unified diff with Secret values masked.
     pub async fn diff(&self, req: ApplyRequest<'_>) -> Result<Vec<ObjectDiff>, ApplyError> {
+        let ignore = &compile_ignore(&req)?;
         let desired = self.prepare(&req).await.map_err(|errors| ApplyError {
             errors,
             changes: ChangeSet::default(),
@@ -531,7 +533,7 @@ impl Applier {
         let batch = Batch::of(&desired);
         let results: Vec<Result<ObjectDiff, ObjectError>> = stream::iter(&desired)
             .map(|d| {
-                let (req, batch) = (&req, &batch);
+                let batch = &batch;
                 async move {
                     let url = api_url(&d.kind, &d.object.namespace);
                     let err = |kind, message: String| ObjectError {
@@ -547,8 +549,7 @@ impl Applier {
                     } else {
                         match server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await {
                             Ok(dry) => {
-                                let ignored = ignored_paths(req.ignore, &dry)
-                                    .map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+                                let ignored = ignore.paths_for(&dry);
                                 let action = match &live {
                                     None => Action::Created,
                                     Some(_) if has_drifted(live.as_ref(), &dry, &ignored) => {
@@ -780,6 +781,7 @@ impl Applier {
         &self,
         d: &Desired,
         req: &ApplyRequest<'_>,
+        ignore: &IgnoreRules,
         batch: &Batch,
         prefetched: Option<Value>,
     ) -> Result<Plan, ObjectError> {
@@ -843,7 +845,7 @@ impl Applier {
             );
             patched = true;
         }
-        self.dry_run_and_compare(d, req, batch, live.take(), patched)
+        self.dry_run_and_compare(d, req, ignore, batch, live.take(), patched)
             .await
             .map_err(|e| redact_error(e, &secrets_of(None)))
     }
@@ -854,10 +856,11 @@ impl Applier {
         desired: &[Desired],
         deferred: Vec<(usize, ObjectError)>,
         req: &ApplyRequest<'_>,
+        ignore: &IgnoreRules,
         batch: &Batch,
     ) -> Vec<(usize, Result<Plan, ObjectError>)> {
         stream::iter(deferred)
-            .map(|(i, _)| async move { (i, self.plan(&desired[i], req, batch, None).await) })
+            .map(|(i, _)| async move { (i, self.plan(&desired[i], req, ignore, batch, None).await) })
             .buffered(self.options.concurrency.max(1))
             .collect()
             .await
@@ -867,6 +870,7 @@ impl Applier {
         &self,
         d: &Desired,
         req: &ApplyRequest<'_>,
+        ignore: &IgnoreRules,
         batch: &Batch,
         live: Option<Value>,
         patched: bool,
@@ -925,8 +929,7 @@ impl Applier {
                 return Err(err(kind, api_message("dry-run failed", &e)));
             }
         };
-        let ignored =
-            ignored_paths(req.ignore, &dry).map_err(|e| err(FailureKind::Invalid, e.to_string()))?;
+        let ignored = ignore.paths_for(&dry);
         let mut live = live;
         // The dry-run merges into the stored object; when that moved since our read (another
         // controller wrote it, or our read came from an earlier LIST), compare with a fresh read
@@ -1109,6 +1112,19 @@ impl Applier {
             tokio::time::sleep(self.options.retry_interval).await;
         }
     }
+}
+
+/// `spec.ignore` compiled once for an apply or a diff: a bad rule fails it before anything is
+/// read or written, reported against the Kustomization.
+fn compile_ignore(req: &ApplyRequest<'_>) -> Result<IgnoreRules, ApplyError> {
+    IgnoreRules::compile(req.ignore).map_err(|e| ApplyError {
+        errors: vec![ObjectError {
+            subject: format!("Kustomization/{}", req.owner.key()),
+            kind: FailureKind::Invalid,
+            message: e.to_string(),
+        }],
+        changes: ChangeSet::default(),
+    })
 }
 
 fn redact_error(mut e: ObjectError, objects: &[Value]) -> ObjectError {

@@ -1,168 +1,65 @@
 //! Drift between the dry-run result and the live object (reference 5.5), `spec.ignore` rules,
 //! and a masked, human-readable diff.
 
-use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::secret::mask_pair;
-use crate::api::kustomization::{IgnoreRule, Selector};
+use crate::api::kustomization::IgnoreRule;
+use crate::api::selector::{CompiledSelector, Namespacing, SelectorError};
 
 /// A `spec.ignore` rule that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IgnoreRuleError {
-    #[error("spec.ignore[{rule}].target.{field}: invalid regular expression '{pattern}': {reason}")]
-    Regex {
-        rule: usize,
-        field: &'static str,
-        pattern: String,
-        reason: String,
-    },
-    #[error("spec.ignore[{rule}].target.{field}: invalid selector '{selector}'")]
-    Selector {
-        rule: usize,
-        field: &'static str,
-        selector: String,
-    },
+    /// Displays as `spec.ignore[i].target.<field>: <problem>`.
+    #[error("spec.ignore[{rule}].target.{error}")]
+    Target { rule: usize, error: SelectorError },
     #[error("spec.ignore[{rule}].paths: '{path}' is not a JSON pointer")]
     Pointer { rule: usize, path: String },
 }
 
-/// The JSON pointers of `rules` that apply to `obj` (matched on the dry-run object).
-pub fn ignored_paths(rules: &[IgnoreRule], obj: &Value) -> Result<Vec<String>, IgnoreRuleError> {
-    let mut paths = Vec::new();
-    for (i, rule) in rules.iter().enumerate() {
-        for path in &rule.paths {
-            if !path.is_empty() && !path.starts_with('/') {
+/// `spec.ignore` compiled once per apply: each rule's selector (none selects every object)
+/// and its JSON pointers.
+#[derive(Clone, Debug, Default)]
+pub struct IgnoreRules {
+    rules: Vec<(Option<CompiledSelector>, Vec<String>)>,
+}
+
+impl IgnoreRules {
+    /// Checks and compiles `rules`; the first bad one is named with its field.
+    pub fn compile(rules: &[IgnoreRule]) -> Result<Self, IgnoreRuleError> {
+        let compiled = rules.iter().enumerate().map(|(i, rule)| {
+            if let Some(path) = rule.paths.iter().find(|p| !p.is_empty() && !p.starts_with('/')) {
                 return Err(IgnoreRuleError::Pointer {
                     rule: i,
                     path: path.clone(),
                 });
             }
-        }
-        let applies = match &rule.target {
-            None => true,
-            Some(selector) => selector_matches(i, selector, obj)?,
-        };
-        if applies {
-            paths.extend(rule.paths.iter().cloned());
-        }
+            let selector = rule
+                .target
+                .as_ref()
+                .map(CompiledSelector::compile)
+                .transpose()
+                .map_err(|error| IgnoreRuleError::Target { rule: i, error })?;
+            Ok((selector, rule.paths.clone()))
+        });
+        Ok(IgnoreRules {
+            rules: compiled.collect::<Result<_, _>>()?,
+        })
     }
-    Ok(paths)
-}
 
-fn selector_matches(rule: usize, sel: &Selector, obj: &Value) -> Result<bool, IgnoreRuleError> {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let meta = |f: &str| {
-        obj.pointer(&format!("/metadata/{f}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let fields: [(&'static str, &Option<String>, String); 5] = [
-        ("group", &sel.group, group.to_string()),
-        ("version", &sel.version, version.to_string()),
-        (
-            "kind",
-            &sel.kind,
-            obj.get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        ),
-        ("name", &sel.name, meta("name")),
-        ("namespace", &sel.namespace, meta("namespace")),
-    ];
-    for (field, pattern, value) in fields {
-        let Some(pattern) = pattern.as_deref().filter(|p| !p.is_empty()) else {
-            continue;
-        };
-        let re = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| IgnoreRuleError::Regex {
-            rule,
-            field,
-            pattern: pattern.into(),
-            reason: e.to_string(),
-        })?;
-        if !re.is_match(&value) {
-            return Ok(false);
-        }
+    /// The JSON pointers of the rules that select `obj` (the dry-run object), matched as Flux
+    /// does: name and namespace as written.
+    pub fn paths_for(&self, obj: &Value) -> Vec<String> {
+        self.rules
+            .iter()
+            .filter(|(selector, _)| match (selector, obj.as_object()) {
+                (None, _) => true,
+                (Some(selector), Some(object)) => selector.matches(object, Namespacing::AsWritten),
+                (Some(_), None) => false,
+            })
+            .flat_map(|(_, paths)| paths.iter().cloned())
+            .collect()
     }
-    for (field, selector, map) in [
-        ("labelSelector", &sel.label_selector, "labels"),
-        ("annotationSelector", &sel.annotation_selector, "annotations"),
-    ] {
-        let Some(selector) = selector.as_deref().filter(|s| !s.trim().is_empty()) else {
-            continue;
-        };
-        let empty = Map::new();
-        let values = obj
-            .pointer(&format!("/metadata/{map}"))
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        let matched = label_selector_matches(selector, values).ok_or_else(|| IgnoreRuleError::Selector {
-            rule,
-            field,
-            selector: selector.into(),
-        })?;
-        if !matched {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Evaluates a Kubernetes label selector expression (`a=b`, `a==b`, `a!=b`, `a`, `!a`,
-/// `a in (x,y)`, `a notin (x,y)`, comma-separated, all must hold). `None` when malformed.
-pub fn label_selector_matches(selector: &str, labels: &Map<String, Value>) -> Option<bool> {
-    let get = |k: &str| labels.get(k).and_then(Value::as_str);
-    let mut all = true;
-    for requirement in split_requirements(selector)? {
-        let req = requirement.trim();
-        let holds = if let Some((key, set)) = split_set(req, " notin ") {
-            get(key).is_none_or(|v| !set.contains(&v))
-        } else if let Some((key, set)) = split_set(req, " in ") {
-            get(key).is_some_and(|v| set.contains(&v))
-        } else if let Some((key, value)) = req.split_once("!=") {
-            get(key.trim()) != Some(value.trim())
-        } else if let Some((key, value)) = req.split_once("==").or_else(|| req.split_once('=')) {
-            get(key.trim()) == Some(value.trim())
-        } else if let Some(key) = req.strip_prefix('!') {
-            get(key.trim()).is_none()
-        } else if !req.is_empty() && !req.contains(' ') {
-            get(req).is_some()
-        } else {
-            return None;
-        };
-        all &= holds;
-    }
-    Some(all)
-}
-
-/// Splits on commas outside parentheses.
-fn split_requirements(selector: &str) -> Option<Vec<&str>> {
-    let (mut parts, mut depth, mut start) = (Vec::new(), 0i32, 0);
-    for (i, c) in selector.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&selector[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-        if depth < 0 {
-            return None;
-        }
-    }
-    parts.push(&selector[start..]);
-    (depth == 0).then_some(parts)
-}
-
-fn split_set<'a>(req: &'a str, op: &str) -> Option<(&'a str, Vec<&'a str>)> {
-    let (key, rest) = req.split_once(op)?;
-    let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some((key.trim(), inner.split(',').map(str::trim).collect()))
 }
 
 /// The reference tokens of a JSON pointer, unescaped (RFC 6901 section 4: `~1` is `/`, then
@@ -330,7 +227,12 @@ pub fn diff_text(live: Option<&Value>, merged: &Value, ignored: &[String]) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::kustomization::Selector;
     use serde_json::json;
+
+    fn ignored_paths(rules: &[IgnoreRule], obj: &Value) -> Result<Vec<String>, IgnoreRuleError> {
+        Ok(IgnoreRules::compile(rules)?.paths_for(obj))
+    }
 
     fn live() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -468,8 +370,17 @@ mod tests {
 
     #[test]
     fn label_selector_expressions() {
-        let labels = json!({"a": "1", "b": "2"});
-        let labels = labels.as_object().unwrap();
+        let mut obj = live();
+        obj["metadata"]["labels"] = json!({"a": "1", "b": "2"});
+        let rules = |sel: &str| {
+            [IgnoreRule {
+                paths: vec!["/x".into()],
+                target: Some(Selector {
+                    label_selector: Some(sel.into()),
+                    ..Default::default()
+                }),
+            }]
+        };
         for (sel, expected) in [
             ("a=1", true),
             ("a==1,b=2", true),
@@ -481,10 +392,21 @@ mod tests {
             ("c notin (2)", true),
             ("b in (1)", false),
         ] {
-            assert_eq!(label_selector_matches(sel, labels), Some(expected), "{sel}");
+            assert_eq!(
+                ignored_paths(&rules(sel), &obj).unwrap().len(),
+                usize::from(expected),
+                "{sel}"
+            );
         }
-        assert_eq!(label_selector_matches("a in (1", labels), None);
-        assert_eq!(label_selector_matches("a b", labels), None);
+        for malformed in ["a in (1", "a b"] {
+            let err = ignored_paths(&rules(malformed), &obj).unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "spec.ignore[0].target.labelSelector: invalid selector '{malformed}': "
+                )),
+                "{err}"
+            );
+        }
     }
 
     // RFC 6901 section 4: "~1" is "/", "~0" is "~", decoded in that order ("~01" is "~1")

@@ -851,6 +851,66 @@ async fn ignore_rules_keep_drift_in_ignored_fields_out() {
 }
 
 #[tokio::test]
+async fn a_bad_ignore_rule_fails_the_apply_before_anything_is_written() {
+    let (applier, _counts, client) = applier().await;
+    let ns = TestNamespace::new(&client, "applier-ignore-bad").await;
+    let owner = Owner::new("ign", &ns.name);
+    applier
+        .apply(request(
+            &owner,
+            vec![configmap(&ns.name, "c", json!({"k": "v"}))],
+            "rev1",
+            &[],
+        ))
+        .await
+        .unwrap();
+    // the bad rule selects no object of this apply: it fails all the same
+    let rules = vec![
+        IgnoreRule {
+            paths: vec!["/data".into()],
+            target: None,
+        },
+        IgnoreRule {
+            paths: vec!["/data/k".into()],
+            target: Some(Selector {
+                kind: Some("Secret".into()),
+                label_selector: Some("app in (web".into()),
+                ..Default::default()
+            }),
+        },
+    ];
+    let objects = || {
+        vec![
+            configmap(&ns.name, "c", json!({"k": "changed"})),
+            configmap(&ns.name, "d", json!({"k": "new"})),
+        ]
+    };
+    let expected = format!(
+        "Kustomization/{}/ign spec.ignore[1].target.labelSelector: invalid selector 'app in (web': \
+         expected ',' or ')', found the end",
+        ns.name
+    );
+    let err = applier
+        .apply(request(&owner, objects(), "rev2", &rules))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), expected);
+    assert_eq!(err.errors[0].kind, FailureKind::Invalid);
+    assert!(!err.is_transient());
+    let err = applier
+        .diff(request(&owner, objects(), "rev2", &rules))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), expected);
+    assert_eq!(
+        live(&client, "v1", "ConfigMap", &ns.name, "c").await.unwrap()["data"],
+        json!({"k": "v"})
+    );
+    assert!(live(&client, "v1", "ConfigMap", &ns.name, "d").await.is_none());
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn ignore_rules_reach_into_lists_by_index() {
     // An image updater owns the image of the first container (server-side apply, its own field
     // manager). The rule `/spec/template/spec/containers/0/image` keeps that out of drift, and

@@ -12,7 +12,8 @@ mod smp;
 use serde_json::Value;
 use thiserror::Error;
 
-pub use selector::{OriginalId, Target, is_cluster_scoped};
+pub use crate::api::selector::OriginalId;
+pub use selector::{Target, is_cluster_scoped};
 
 /// A parsed patch.
 #[derive(Clone, Debug, PartialEq)]
