@@ -25,7 +25,7 @@ use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
 use crate::support::applier::{
-    ApplyTest, applier, applier_with, delete_cluster_object, delete_crd, dry_runs_of, live, request,
+    ApplyTest, applier, applier_with, delete_cluster_object, delete_crd, dry_runs_of, live, request, waits,
 };
 use crate::support::{TestNamespace, eventually, install_crd, kustomization_crd, unique_suffix};
 
@@ -72,6 +72,12 @@ impl ApplyTest {
     fn config_maps(&self) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), self.namespace())
     }
+}
+
+/// Pod `build` running as ServiceAccount `service_account`.
+fn pod_running_as(ns: &str, service_account: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns},
+        "spec": {"serviceAccountName": service_account, "containers": [{"name": "app", "image": "nginx:1"}]}})
 }
 
 fn crd(group: &str) -> Value {
@@ -671,12 +677,12 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     // no endpoints yet. The objects it guards are retried in the bounded second pass and
     // reported; everything else is applied. (The webhook only matches this test's namespace and
     // label, so it cannot disturb other tests on the shared cluster.)
-    let options = ApplierOptions {
-        wait_timeout: Duration::from_secs(3),
-        retry_interval: Duration::from_millis(500),
-        ..Default::default()
-    };
-    let t = ApplyTest::with_options("applier-webhook", "hook", options).await;
+    let t = ApplyTest::with_options(
+        "applier-webhook",
+        "hook",
+        waits(Duration::from_secs(3), Duration::from_millis(500)),
+    )
+    .await;
     let ns = t.namespace();
     let hook_name = format!("e2e-guard-{}", unique_suffix());
     let guarded = |v: &str| {
@@ -763,8 +769,7 @@ async fn a_pod_and_the_service_account_it_runs_as_apply_in_one_go() {
     // in the input. The Pod is deferred and applied in the second pass.
     let t = ApplyTest::new("applier-sa", "sa").await;
     let ns = t.namespace();
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns},
-        "spec": {"serviceAccountName": "builder", "containers": [{"name": "app", "image": "nginx:1"}]}});
+    let pod = pod_running_as(ns, "builder");
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": ns}});
 
     // the Pod alone does not validate: without the retry this apply would fail
@@ -831,8 +836,7 @@ async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
     // dependency, and nothing of the apply is written.
     let t = ApplyTest::new("applier-sa-missing", "sa").await;
     let ns = t.namespace();
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns},
-        "spec": {"serviceAccountName": "nobody", "containers": [{"name": "app", "image": "nginx:1"}]}});
+    let pod = pod_running_as(ns, "nobody");
     let err = t
         .apply(vec![pod, t.configmap("c", json!({"k": "v"}))], "rev1")
         .await
@@ -898,15 +902,15 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
     // Reference 5.3: after the *Class stage the applier waits (bounded) until what it wrote is
     // kstatus Current. A class whose controller reports Ready=False is not; nothing of the last
     // stage is applied, and the error names the class and its status.
-    let options = ApplierOptions {
-        wait_timeout: Duration::from_secs(2),
-        retry_interval: Duration::from_millis(250),
-        ..Default::default()
-    };
-    let t = ApplyTest::with_options("applier-class-wait", "classes", options).await;
-    let ns = t.namespace();
     let suffix = unique_suffix();
     let group = format!("e2e{suffix}.example.com");
+    let t = ApplyTest::with_options(
+        "applier-class-wait",
+        "classes",
+        waits(Duration::from_secs(2), Duration::from_millis(250)),
+    )
+    .await;
+    let ns = t.namespace();
     install_crd(&t.client, &serde_json::from_value(class_crd(&group)).unwrap()).await;
     let class_name = format!("silver-{suffix}");
     let resolver = ResourceResolver::new(t.client.clone());

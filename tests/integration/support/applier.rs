@@ -18,9 +18,15 @@ pub async fn counted_client() -> (Client, RequestCounts) {
 
 /// Waits short enough for tests.
 pub fn test_options() -> ApplierOptions {
+    waits(Duration::from_secs(30), Duration::from_millis(500))
+}
+
+/// The default options but for how long the applier waits (`wait_timeout`) and how often it
+/// polls meanwhile (`retry_interval`).
+pub fn waits(wait_timeout: Duration, retry_interval: Duration) -> ApplierOptions {
     ApplierOptions {
-        wait_timeout: Duration::from_secs(30),
-        retry_interval: Duration::from_millis(500),
+        wait_timeout,
+        retry_interval,
         ..Default::default()
     }
 }
