@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
 use kustomize_controller::api::inventory::{ObjectRef, ResourceInventory};
 use kustomize_controller::api::kustomization::{DeletionPolicy, IgnoreRule, Selector};
 use kustomize_controller::applier::inventory::{inventory_of, stale};
@@ -104,6 +104,18 @@ fn class_crd(group: &str) -> Value {
 
 fn widget_class(group: &str, name: &str, tier: Value) -> Value {
     json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": name}, "spec": {"tier": tier}})
+}
+
+/// An API handle for a kind whose CRD was just installed. Established does not mean discovery
+/// lists every version yet, so resolving is retried for a while.
+async fn served_api(client: &Client, api_version: &str, kind: &str, ns: Option<&str>) -> Api<DynamicObject> {
+    let resolver = ResourceResolver::new(client.clone());
+    eventually(
+        &format!("{kind} {api_version} served"),
+        Duration::from_secs(30),
+        || async { resolver.api(api_version, kind, ns).await.ok().map(|(api, _)| api) },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -913,11 +925,7 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
     let ns = t.namespace();
     install_crd(&t.client, &serde_json::from_value(class_crd(&group)).unwrap()).await;
     let class_name = format!("silver-{suffix}");
-    let resolver = ResourceResolver::new(t.client.clone());
-    let (classes, _) = resolver
-        .api(&format!("{group}/v1"), "WidgetClass", None)
-        .await
-        .expect("resolve WidgetClass");
+    let classes = served_api(&t.client, &format!("{group}/v1"), "WidgetClass", None).await;
     // the class exists and its controller (played by the test) has not accepted it
     classes
         .patch(
@@ -998,11 +1006,7 @@ async fn migrate_api_version_moves_every_field_manager_to_the_desired_version() 
     install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
     let ns = TestNamespace::new(&client, "applier-migrate").await;
     let owner = Owner::new("migrate", &ns.name);
-    let resolver = ResourceResolver::new(client.clone());
-    let (old_api, _) = resolver
-        .api(&format!("{group}/v1beta1"), "Gadget", Some(&ns.name))
-        .await
-        .expect("resolve Gadget v1beta1");
+    let old_api = served_api(&client, &format!("{group}/v1beta1"), "Gadget", Some(&ns.name)).await;
     let gadget = |name: &str, api_version: &str| {
         json!({"apiVersion": api_version, "kind": "Gadget", "metadata": {"name": name, "namespace": ns.name},
             "spec": {"size": 1}})
