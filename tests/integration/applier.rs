@@ -689,12 +689,8 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     // no endpoints yet. The objects it guards are retried in the bounded second pass and
     // reported; everything else is applied. (The webhook only matches this test's namespace and
     // label, so it cannot disturb other tests on the shared cluster.)
-    let t = ApplyTest::with_options(
-        "applier-webhook",
-        "hook",
-        waits(Duration::from_secs(3), Duration::from_millis(500)),
-    )
-    .await;
+    let short_waits = waits(Duration::from_secs(3), Duration::from_millis(500));
+    let t = ApplyTest::with_options("applier-webhook", "hook", short_waits).await;
     let ns = t.namespace();
     let hook_name = format!("e2e-guard-{}", unique_suffix());
     let guarded = |v: &str| {
@@ -916,12 +912,8 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
     // stage is applied, and the error names the class and its status.
     let suffix = unique_suffix();
     let group = format!("e2e{suffix}.example.com");
-    let t = ApplyTest::with_options(
-        "applier-class-wait",
-        "classes",
-        waits(Duration::from_secs(2), Duration::from_millis(250)),
-    )
-    .await;
+    let short_waits = waits(Duration::from_secs(2), Duration::from_millis(250));
+    let t = ApplyTest::with_options("applier-class-wait", "classes", short_waits).await;
     let ns = t.namespace();
     install_crd(&t.client, &serde_json::from_value(class_crd(&group)).unwrap()).await;
     let class_name = format!("silver-{suffix}");
