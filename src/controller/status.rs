@@ -556,18 +556,66 @@ mod tests {
         }
     }
 
+    /// A reconcile that applied `done`, as the reconciler records it: Ready, then finalized.
+    fn succeed(status: &mut KustomizationStatus, stamp: &Stamp, done: &Applied) {
+        mark_applied(status, stamp, done);
+        finalize_status(status, stamp, None);
+    }
+
+    /// A reconcile that ended in `failed`, as the reconciler records it.
+    fn fail(status: &mut KustomizationStatus, stamp: &Stamp, failed: &Failed) {
+        mark_failed(status, stamp, failed);
+        finalize_status(status, stamp, None);
+    }
+
+    /// The status after one successful reconcile of `revision` at `stamp`.
+    fn succeeded(stamp: &Stamp, revision: &str, digest: &str) -> KustomizationStatus {
+        let mut status = KustomizationStatus::default();
+        succeed(&mut status, stamp, &applied(revision, digest));
+        status
+    }
+
+    /// Enters `step` of a reconcile of `revision` with a timeout of `timeout_secs`.
+    fn progress(
+        status: &mut KustomizationStatus,
+        stamp: &Stamp,
+        step: Progress,
+        revision: &str,
+        timeout_secs: u64,
+    ) {
+        mark_progress(status, stamp, step, revision, Duration::from_secs(timeout_secs));
+    }
+
+    /// A retryable failure before anything was built: no history entry, the inventory kept.
+    fn failure(reason: &'static str, message: &str) -> Failed {
+        Failed {
+            reason,
+            message: message.into(),
+            terminal: false,
+            build: None,
+            inventory: None,
+            unhealthy: false,
+        }
+    }
+
+    /// Records a reconcile of `digest` with `status` at second `second`, taking one second.
+    fn record(history: &mut Vec<Snapshot>, second: i64, digest: &str, status: &str) {
+        upsert_history(
+            history,
+            &stamp(1, second),
+            digest,
+            status,
+            Default::default(),
+            Duration::from_secs(1),
+        );
+    }
+
     #[test]
     fn success_after_progress_matches_the_reference_status() {
         // Reference A.1: Ready=True with the revision, no Reconciling, observedGeneration set.
         let rev = "main@sha1:1f3c0d9e2b7a4c5d6e7f8091a2b3c4d5e6f70812";
         let mut status = KustomizationStatus::default();
-        mark_progress(
-            &mut status,
-            &stamp(3, 0),
-            Progress::Fetching,
-            rev,
-            Duration::from_secs(270),
-        );
+        progress(&mut status, &stamp(3, 0), Progress::Fetching, rev, 270);
         assert_eq!(types(&status.conditions), [RECONCILING, READY]);
         assert_eq!(status.conditions[1].status, UNKNOWN);
         assert_eq!(status.conditions[1].message, "Reconciliation in progress");
@@ -609,33 +657,23 @@ mod tests {
     #[test]
     fn failure_keeps_generation_and_inventory_and_retries() {
         // Reference A.2: Ready=False, Reconciling=True ProgressingWithRetry with the step message.
-        let mut status = KustomizationStatus::default();
-        mark_applied(&mut status, &stamp(2, 0), &applied("r1", "sha256:a"));
-        finalize_status(&mut status, &stamp(2, 0), None);
+        let mut status = succeeded(&stamp(2, 0), "r1", "sha256:a");
         let inventory = status.inventory.clone();
 
-        mark_progress(
-            &mut status,
-            &stamp(2, 10),
-            Progress::DetectingDrift,
-            "r2",
-            Duration::from_secs(270),
-        );
+        progress(&mut status, &stamp(2, 10), Progress::DetectingDrift, "r2", 270);
         let failed = Failed {
-            reason: reason::RECONCILIATION_FAILED,
-            message: "Deployment/apps/web dry-run failed (Invalid): spec.template: Required value".into(),
-            terminal: false,
             build: Some(BuiltRevision {
                 digest: "sha256:b".into(),
                 revision: "r2".into(),
                 origin_revision: None,
                 duration: Duration::from_secs(1),
             }),
-            inventory: None,
-            unhealthy: false,
+            ..failure(
+                reason::RECONCILIATION_FAILED,
+                "Deployment/apps/web dry-run failed (Invalid): spec.template: Required value",
+            )
         };
-        mark_failed(&mut status, &stamp(3, 12), &failed);
-        finalize_status(&mut status, &stamp(3, 12), None);
+        fail(&mut status, &stamp(3, 12), &failed);
 
         assert_eq!(types(&status.conditions), [RECONCILING, READY]);
         let reconciling = &status.conditions[0];
@@ -665,24 +703,15 @@ mod tests {
     #[test]
     fn terminal_failure_stalls_and_observes_the_generation() {
         let mut status = KustomizationStatus::default();
-        mark_progress(
-            &mut status,
-            &stamp(4, 0),
-            Progress::Fetching,
-            "r",
-            Duration::from_secs(30),
-        );
+        progress(&mut status, &stamp(4, 0), Progress::Fetching, "r", 30);
         let failed = Failed {
-            reason: reason::ACCESS_DENIED,
-            message: "can't access 'GitRepository/other/repo', cross-namespace references have been blocked"
-                .into(),
             terminal: true,
-            build: None,
-            inventory: None,
-            unhealthy: false,
+            ..failure(
+                reason::ACCESS_DENIED,
+                "can't access 'GitRepository/other/repo', cross-namespace references have been blocked",
+            )
         };
-        mark_failed(&mut status, &stamp(4, 1), &failed);
-        finalize_status(&mut status, &stamp(4, 1), None);
+        fail(&mut status, &stamp(4, 1), &failed);
         assert_eq!(types(&status.conditions), [STALLED, READY]);
         assert_eq!(status.conditions[0].reason, "AccessDenied");
         assert_eq!(status.observed_generation, 4);
@@ -691,20 +720,11 @@ mod tests {
 
     #[test]
     fn a_round_trip_through_progress_keeps_the_stored_transition_time() {
-        let mut stored = KustomizationStatus::default();
-        mark_applied(&mut stored, &stamp(1, 0), &applied("r1", "sha256:a"));
-        finalize_status(&mut stored, &stamp(1, 0), None);
+        let stored = succeeded(&stamp(1, 0), "r1", "sha256:a");
 
         let mut status = stored.clone();
-        mark_progress(
-            &mut status,
-            &stamp(1, 60),
-            Progress::Fetching,
-            "r1",
-            Duration::from_secs(30),
-        );
-        mark_applied(&mut status, &stamp(1, 61), &applied("r1", "sha256:a"));
-        finalize_status(&mut status, &stamp(1, 61), None);
+        progress(&mut status, &stamp(1, 60), Progress::Fetching, "r1", 30);
+        succeed(&mut status, &stamp(1, 61), &applied("r1", "sha256:a"));
         assert_eq!(
             status.conditions[0].last_transition_time,
             stamp(1, 61).time(),
@@ -715,15 +735,11 @@ mod tests {
 
         // A real change keeps the new time.
         let mut failed = stored.clone();
-        let failure = Failed {
-            reason: reason::BUILD_FAILED,
-            message: "kustomization.yaml: bad".into(),
-            terminal: false,
-            build: None,
-            inventory: None,
-            unhealthy: false,
-        };
-        mark_failed(&mut failed, &stamp(1, 70), &failure);
+        mark_failed(
+            &mut failed,
+            &stamp(1, 70),
+            &failure(reason::BUILD_FAILED, "kustomization.yaml: bad"),
+        );
         keep_transition_times(&stored, &mut failed);
         assert_eq!(failed.conditions[0].last_transition_time, stamp(1, 70).time());
     }
@@ -732,14 +748,7 @@ mod tests {
     fn history_bumps_same_digest_and_status_and_keeps_five() {
         let mut history = Vec::new();
         for (second, digest) in [(0, "a"), (1, "b"), (2, "a")] {
-            upsert_history(
-                &mut history,
-                &stamp(1, second),
-                digest,
-                "ReconciliationSucceeded",
-                Default::default(),
-                Duration::from_secs(1),
-            );
+            record(&mut history, second, digest, "ReconciliationSucceeded");
         }
         let view: Vec<_> = history
             .iter()
@@ -750,24 +759,10 @@ mod tests {
         assert_eq!(history[0].last_reconciled, stamp(1, 2).time());
 
         // Same digest, other status: a new entry.
-        upsert_history(
-            &mut history,
-            &stamp(1, 3),
-            "a",
-            "HealthCheckFailed",
-            Default::default(),
-            Duration::from_secs(1),
-        );
+        record(&mut history, 3, "a", "HealthCheckFailed");
         assert_eq!(history.len(), 3);
         for (second, digest) in [(4, "c"), (5, "d"), (6, "e"), (7, "f")] {
-            upsert_history(
-                &mut history,
-                &stamp(1, second),
-                digest,
-                "ReconciliationSucceeded",
-                Default::default(),
-                Duration::from_secs(1),
-            );
+            record(&mut history, second, digest, "ReconciliationSucceeded");
         }
         let digests: Vec<_> = history.iter().map(|s| s.digest.as_str()).collect();
         assert_eq!(digests, ["f", "e", "d", "c", "a"]);
@@ -775,13 +770,10 @@ mod tests {
 
     #[test]
     fn a_quiet_interval_compares_equal_and_a_change_does_not() {
-        let mut before = KustomizationStatus::default();
-        mark_applied(&mut before, &stamp(1, 0), &applied("r1", "sha256:a"));
-        finalize_status(&mut before, &stamp(1, 0), None);
+        let before = succeeded(&stamp(1, 0), "r1", "sha256:a");
 
         let mut quiet = before.clone();
-        mark_applied(&mut quiet, &stamp(1, 600), &applied("r1", "sha256:a"));
-        finalize_status(&mut quiet, &stamp(1, 600), None);
+        succeed(&mut quiet, &stamp(1, 600), &applied("r1", "sha256:a"));
         assert!(same_ignoring_time(&before, &quiet));
 
         let mut requested = before.clone();

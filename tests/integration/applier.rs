@@ -13,33 +13,21 @@
 
 use std::time::Duration;
 
-use kube::Client;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kustomize_controller::api::inventory::ResourceInventory;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use kustomize_controller::api::inventory::{ObjectRef, ResourceInventory};
 use kustomize_controller::api::kustomization::{DeletionPolicy, IgnoreRule, Selector};
 use kustomize_controller::applier::inventory::{inventory_of, stale};
-use kustomize_controller::applier::{Action, ApplyRequest, ChangeSet, FailureKind, Owner};
+use kustomize_controller::applier::{Action, ApplierOptions, ChangeSet, FailureKind, Owner};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
-use crate::support::applier::applier;
-use crate::support::{TestNamespace, eventually, kustomization_crd, unique_suffix};
-
-fn request<'a>(
-    owner: &Owner,
-    objects: Vec<Value>,
-    revision: &'a str,
-    ignore: &'a [IgnoreRule],
-) -> ApplyRequest<'a> {
-    ApplyRequest {
-        owner: owner.clone(),
-        objects,
-        force: false,
-        ignore,
-        revision,
-        digest: "sha256:test",
-    }
-}
+use crate::support::applier::{
+    ApplyTest, applier, applier_with, delete_cluster_object, delete_crd, dry_runs_of, live, request, waits,
+};
+use crate::support::{TestNamespace, eventually, install_crd, kustomization_crd, unique_suffix};
 
 fn lines(cs: &ChangeSet) -> Vec<String> {
     cs.to_string().lines().map(String::from).collect()
@@ -56,30 +44,40 @@ fn deployment(ns: &str, name: &str, app: &str) -> Value {
                 "spec": {"containers": [{"name": "app", "image": "nginx:1", "ports": [{"containerPort": 80}]}]}}}})
 }
 
-/// The live object, or `None`.
-async fn live(client: &Client, api_version: &str, kind: &str, ns: &str, name: &str) -> Option<Value> {
-    let resolver = ResourceResolver::new(client.clone());
-    let (api, _) = resolver.api(api_version, kind, Some(ns)).await.expect("resolve");
-    api.get_opt(name)
-        .await
-        .expect("get")
-        .map(|o| serde_json::to_value(o).unwrap())
+impl ApplyTest {
+    fn configmap(&self, name: &str, data: Value) -> Value {
+        configmap(self.namespace(), name, data)
+    }
+
+    /// The resourceVersion of a live object in the test namespace.
+    async fn rv(&self, api_version: &str, kind: &str, name: &str) -> String {
+        let obj = self.live(api_version, kind, name).await.expect("object exists");
+        obj["metadata"]["resourceVersion"].as_str().unwrap().to_string()
+    }
+
+    /// Writes `data` into a ConfigMap as another field manager, the way a person or tool would.
+    async fn edit_as(&self, manager: &str, name: &str, data: Value) {
+        let patch = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": data});
+        self.config_maps()
+            .patch(name, &PatchParams::apply(manager).force(), &Patch::Apply(&patch))
+            .await
+            .expect("edit");
+    }
+
+    /// The data of live ConfigMap `name`, which must exist.
+    async fn data_of(&self, name: &str) -> Value {
+        self.config_map(name).await.expect("ConfigMap exists")["data"].clone()
+    }
+
+    fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), self.namespace())
+    }
 }
 
-async fn rv(client: &Client, api_version: &str, kind: &str, ns: &str, name: &str) -> String {
-    let obj = live(client, api_version, kind, ns, name)
-        .await
-        .expect("object exists");
-    obj["metadata"]["resourceVersion"].as_str().unwrap().to_string()
-}
-
-/// Writes `data` into a ConfigMap as another field manager, the way a person or tool would.
-async fn edit_as(client: &Client, manager: &str, ns: &str, name: &str, data: Value) {
-    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns);
-    let patch = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": data});
-    api.patch(name, &PatchParams::apply(manager).force(), &Patch::Apply(&patch))
-        .await
-        .expect("edit");
+/// Pod `build` running as ServiceAccount `service_account`.
+fn pod_running_as(ns: &str, service_account: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns},
+        "spec": {"serviceAccountName": service_account, "containers": [{"name": "app", "image": "nginx:1"}]}})
 }
 
 fn crd(group: &str) -> Value {
@@ -108,11 +106,16 @@ fn widget_class(group: &str, name: &str, tier: Value) -> Value {
     json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": name}, "spec": {"tier": tier}})
 }
 
-async fn delete_cluster_object(client: &Client, api_version: &str, kind: &str, name: &str) {
+/// An API handle for a kind whose CRD was just installed. Established does not mean discovery
+/// lists every version yet, so resolving is retried for a while.
+async fn served_api(client: &Client, api_version: &str, kind: &str, ns: Option<&str>) -> Api<DynamicObject> {
     let resolver = ResourceResolver::new(client.clone());
-    if let Ok((api, _)) = resolver.api(api_version, kind, None).await {
-        let _ = api.delete(name, &DeleteParams::background()).await;
-    }
+    eventually(
+        &format!("{kind} {api_version} served"),
+        Duration::from_secs(30),
+        || async { resolver.api(api_version, kind, ns).await.ok().map(|(api, _)| api) },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -144,7 +147,7 @@ async fn a_crd_a_namespace_and_custom_resources_in_them_apply_in_one_go() {
             format!("Widget/{ns}/w1 created"),
         ]
     );
-    let widget = live(&client, &format!("{group}/v1"), "Widget", &ns, "w1")
+    let widget = live(&client, &format!("{group}/v1"), "Widget", Some(&ns), "w1")
         .await
         .expect("widget exists");
     assert_eq!(widget["spec"]["size"], 3);
@@ -152,57 +155,43 @@ async fn a_crd_a_namespace_and_custom_resources_in_them_apply_in_one_go() {
         widget["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
         "apps"
     );
-    let widget_dry_runs = counts
-        .snapshot()
-        .iter()
-        .filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == format!("widgets.{group}"))
-        .map(|(_, n)| *n)
-        .sum::<u64>();
     assert!(
-        widget_dry_runs >= 2,
+        dry_runs_of(&counts, &format!("widgets.{group}")) >= 2,
         "the widget went through a second pass: {:?}",
         counts.snapshot()
     );
 
     delete_cluster_object(&client, "v1", "Namespace", &ns).await;
-    delete_cluster_object(
-        &client,
-        "apiextensions.k8s.io/v1",
-        "CustomResourceDefinition",
-        &format!("widgets.{group}"),
-    )
-    .await;
+    delete_crd(&client, &format!("widgets.{group}")).await;
 }
 
 #[tokio::test]
 async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
-    let (applier, counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-noop").await;
-    let owner = Owner::new("noop", &ns.name);
+    let t = ApplyTest::new("applier-noop", "noop").await;
+    let ns = t.namespace();
     let objects = || {
         vec![
-            configmap(&ns.name, "a", json!({"k": "v"})),
-            configmap(&ns.name, "b", json!({"k": "v"})),
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": ns.name},
+            t.configmap("a", json!({"k": "v"})),
+            t.configmap("b", json!({"k": "v"})),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": ns},
                 "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns.name}, "stringData": {"p": "hunter2"}}),
-            deployment(&ns.name, "web", "web"),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns}, "stringData": {"p": "hunter2"}}),
+            deployment(ns, "web", "web"),
         ]
     };
-    let first = applier
-        .apply(request(&owner, objects(), "rev1", &[]))
-        .await
-        .expect("first apply");
+    let resource_versions = || async {
+        [
+            t.rv("v1", "ConfigMap", "a").await,
+            t.rv("v1", "Service", "web").await,
+            t.rv("v1", "Secret", "s").await,
+        ]
+    };
+    let first = t.apply(objects(), "rev1").await.expect("first apply");
     assert_eq!(first.with_action(Action::Created).count(), 5, "{first}");
-    let before = [
-        rv(&client, "v1", "ConfigMap", &ns.name, "a").await,
-        rv(&client, "v1", "Service", &ns.name, "web").await,
-        rv(&client, "v1", "Secret", &ns.name, "s").await,
-    ];
+    let before = resource_versions().await;
 
     // the Deployment's controller writes it (revision annotation, status); wait until it is done
-    let deployments =
-        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
+    let deployments = Api::<Deployment>::namespaced(t.client.clone(), ns);
     eventually("Deployment settled", Duration::from_secs(60), || async {
         let d = deployments.get("web").await.ok()?;
         let status = d.status?;
@@ -219,11 +208,9 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
 
     // same revision: the fast path; the Deployment, written by its controller since, takes one
     // dry-run, which confirms it unchanged
+    let counts = &t.counts;
     counts.reset();
-    let second = applier
-        .apply(request(&owner, objects(), "rev1", &[]))
-        .await
-        .expect("second apply");
+    let second = t.apply(objects(), "rev1").await.expect("second apply");
     assert_eq!(second.with_action(Action::Unchanged).count(), 5, "{second}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
@@ -231,119 +218,83 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
 
     // a quiet no-op: one metadata LIST per kind and nothing else
     counts.reset();
-    let quiet = applier
-        .apply(request(&owner, objects(), "rev1", &[]))
-        .await
-        .expect("quiet apply");
+    let quiet = t.apply(objects(), "rev1").await.expect("quiet apply");
     assert_eq!(quiet.with_action(Action::Unchanged).count(), 5, "{quiet}");
     assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
     assert_eq!(counts.total(), 4, "{:?}", counts.snapshot());
 
     // a new revision with the same objects: a full dry-run, still no write
     counts.reset();
-    let third = applier
-        .apply(request(&owner, objects(), "rev2", &[]))
-        .await
-        .expect("third apply");
+    let third = t.apply(objects(), "rev2").await.expect("third apply");
     assert_eq!(third.with_action(Action::Unchanged).count(), 5, "{third}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("dry-run-patch"), 5, "{:?}", counts.snapshot());
     // live objects come from one LIST per kind, not a GET each
     assert_eq!(counts.verb("get"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
-    let after = [
-        rv(&client, "v1", "ConfigMap", &ns.name, "a").await,
-        rv(&client, "v1", "Service", &ns.name, "web").await,
-        rv(&client, "v1", "Secret", &ns.name, "s").await,
-    ];
-    assert_eq!(before, after);
-    ns.delete().await;
+    assert_eq!(before, resource_versions().await);
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn out_of_band_edits_and_deletions_are_corrected_even_on_the_fast_path() {
-    let (applier, counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-drift").await;
-    let owner = Owner::new("drift", &ns.name);
+    let t = ApplyTest::new("applier-drift", "drift").await;
+    let ns = t.namespace();
     let objects = || {
         vec![
-            configmap(&ns.name, "edited", json!({"k": "v"})),
-            configmap(&ns.name, "deleted", json!({"k": "v"})),
-            configmap(&ns.name, "quiet", json!({"k": "v"})),
+            t.configmap("edited", json!({"k": "v"})),
+            t.configmap("deleted", json!({"k": "v"})),
+            t.configmap("quiet", json!({"k": "v"})),
         ]
     };
-    applier
-        .apply(request(&owner, objects(), "rev1", &[]))
-        .await
-        .expect("first apply");
+    t.apply(objects(), "rev1").await.expect("first apply");
 
-    edit_as(
-        &client,
-        "someone-else",
-        &ns.name,
-        "edited",
-        json!({"k": "changed"}),
-    )
-    .await;
-    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
-    api.delete("deleted", &DeleteParams::default())
+    t.edit_as("someone-else", "edited", json!({"k": "changed"})).await;
+    t.config_maps()
+        .delete("deleted", &DeleteParams::default())
         .await
         .expect("delete");
 
-    counts.reset();
-    let cs = applier
-        .apply(request(&owner, objects(), "rev1", &[]))
-        .await
-        .expect("second apply");
+    t.counts.reset();
+    let cs = t.apply(objects(), "rev1").await.expect("second apply");
     assert_eq!(
         lines(&cs),
         [
-            format!("ConfigMap/{}/deleted created", ns.name),
-            format!("ConfigMap/{}/edited configured", ns.name),
-            format!("ConfigMap/{}/quiet unchanged", ns.name),
+            format!("ConfigMap/{ns}/deleted created"),
+            format!("ConfigMap/{ns}/edited configured"),
+            format!("ConfigMap/{ns}/quiet unchanged"),
         ]
     );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "edited")
-            .await
-            .unwrap()["data"]["k"],
-        "v"
-    );
-    assert!(
-        live(&client, "v1", "ConfigMap", &ns.name, "deleted")
-            .await
-            .is_some()
-    );
+    assert_eq!(t.config_map("edited").await.unwrap()["data"]["k"], "v");
+    assert!(t.config_map("deleted").await.is_some());
     // only the two changed objects were dry-run
-    assert_eq!(counts.verb("dry-run-patch"), 2, "{:?}", counts.snapshot());
-    ns.delete().await;
+    assert_eq!(t.counts.verb("dry-run-patch"), 2, "{:?}", t.counts.snapshot());
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn per_object_annotations_are_honoured() {
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-annotations").await;
-    let owner = Owner::new("ann", &ns.name);
+    let t = ApplyTest::new("applier-annotations", "ann").await;
+    let ns = t.namespace();
     let annotated = |name: &str, key: &str, value: &str, data: Value| {
-        let mut cm = configmap(&ns.name, name, data);
+        let mut cm = t.configmap(name, data);
         cm["metadata"]["annotations"] = json!({key: value});
         cm
     };
     const SSA: &str = "kustomize.toolkit.fluxcd.io/ssa";
     // `kubectl` created `merged` and `overridden` with an extra key before Flux took them over
-    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
     for name in ["merged", "overridden"] {
-        let cm =
-            serde_json::from_value(configmap(&ns.name, name, json!({"k": "v", "extra": "kubectl"}))).unwrap();
-        api.create(
-            &PostParams {
-                field_manager: Some("kubectl-create".into()),
-                ..Default::default()
-            },
-            &cm,
-        )
-        .await
-        .unwrap();
+        let cm = serde_json::from_value(t.configmap(name, json!({"k": "v", "extra": "kubectl"}))).unwrap();
+        t.config_maps()
+            .create(
+                &PostParams {
+                    field_manager: Some("kubectl-create".into()),
+                    ..Default::default()
+                },
+                &cm,
+            )
+            .await
+            .unwrap();
     }
     let objects = |v: &str| {
         vec![
@@ -359,272 +310,175 @@ async fn per_object_annotations_are_honoured() {
             annotated("overridden", SSA, "Override", json!({"k": v})),
         ]
     };
-    let cs = applier
-        .apply(request(&owner, objects("1"), "rev1", &[]))
-        .await
-        .expect("apply");
+    let cs = t.apply(objects("1"), "rev1").await.expect("apply");
     assert_eq!(
-        cs.action_of(&kustomize_controller::api::inventory::ObjectRef::new(
-            "",
-            "ConfigMap",
-            &ns.name,
-            "ignored"
-        )),
+        cs.action_of(&ObjectRef::new("", "ConfigMap", ns, "ignored")),
         Some(Action::Skipped)
     );
     assert!(
-        live(&client, "v1", "ConfigMap", &ns.name, "ignored")
-            .await
-            .is_none(),
+        t.config_map("ignored").await.is_none(),
         "ssa: Ignore is never applied"
     );
     assert!(
-        live(&client, "v1", "ConfigMap", &ns.name, "disabled")
-            .await
-            .is_none(),
+        t.config_map("disabled").await.is_none(),
         "reconcile: disabled is never applied"
     );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "once").await.unwrap()["data"],
-        json!({"k": "1"})
-    );
+    assert_eq!(t.data_of("once").await, json!({"k": "1"}));
     // Merge keeps kubectl's field; Override takes kubectl's fields over and drops what is not in the manifest
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "merged")
-            .await
-            .unwrap()["data"],
-        json!({"k": "1", "extra": "kubectl"})
-    );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "overridden")
-            .await
-            .unwrap()["data"],
-        json!({"k": "1"})
-    );
+    assert_eq!(t.data_of("merged").await, json!({"k": "1", "extra": "kubectl"}));
+    assert_eq!(t.data_of("overridden").await, json!({"k": "1"}));
 
     // IfNotPresent: created once, never patched again
-    let cs = applier
-        .apply(request(&owner, objects("2"), "rev2", &[]))
-        .await
-        .expect("apply");
+    let cs = t.apply(objects("2"), "rev2").await.expect("apply");
     assert!(
-        lines(&cs).contains(&format!("ConfigMap/{}/once skipped", ns.name)),
+        lines(&cs).contains(&format!("ConfigMap/{ns}/once skipped")),
         "{cs}"
     );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "once").await.unwrap()["data"],
-        json!({"k": "1"})
-    );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "overridden")
-            .await
-            .unwrap()["data"],
-        json!({"k": "2"})
-    );
+    assert_eq!(t.data_of("once").await, json!({"k": "1"}));
+    assert_eq!(t.data_of("overridden").await, json!({"k": "2"}));
 
     // reconcile: disabled on the live object protects it from changes
-    edit_as(
-        &client,
-        "someone",
-        &ns.name,
-        "overridden",
-        json!({"k": "hands-off"}),
-    )
-    .await;
+    t.edit_as("someone", "overridden", json!({"k": "hands-off"}))
+        .await;
     let protect = json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}}});
-    api.patch("overridden", &PatchParams::default(), &Patch::Merge(&protect))
+    t.config_maps()
+        .patch("overridden", &PatchParams::default(), &Patch::Merge(&protect))
         .await
         .unwrap();
-    let cs = applier
-        .apply(request(&owner, objects("2"), "rev3", &[]))
-        .await
-        .expect("apply");
+    let cs = t.apply(objects("2"), "rev3").await.expect("apply");
     assert!(
-        lines(&cs).contains(&format!("ConfigMap/{}/overridden skipped", ns.name)),
+        lines(&cs).contains(&format!("ConfigMap/{ns}/overridden skipped")),
         "{cs}"
     );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "overridden")
-            .await
-            .unwrap()["data"]["k"],
-        "hands-off"
-    );
-    ns.delete().await;
+    assert_eq!(t.data_of("overridden").await["k"], "hands-off");
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn immutable_field_changes_fail_without_force_and_recreate_with_it() {
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-immutable").await;
-    let owner = Owner::new("imm", &ns.name);
-    applier
-        .apply(request(
-            &owner,
-            vec![deployment(&ns.name, "web", "v1")],
-            "rev1",
-            &[],
-        ))
+    let t = ApplyTest::new("applier-immutable", "imm").await;
+    let ns = t.namespace();
+    let web = || async { t.live("apps/v1", "Deployment", "web").await.unwrap() };
+    t.apply(vec![deployment(ns, "web", "v1")], "rev1")
         .await
         .expect("first apply");
-    let uid = live(&client, "apps/v1", "Deployment", &ns.name, "web")
-        .await
-        .unwrap()["metadata"]["uid"]
-        .clone();
+    let uid = web().await["metadata"]["uid"].clone();
 
     // the selector of a Deployment is immutable
-    let err = applier
-        .apply(request(
-            &owner,
-            vec![deployment(&ns.name, "web", "v2")],
-            "rev2",
-            &[],
-        ))
+    let err = t
+        .apply(vec![deployment(ns, "web", "v2")], "rev2")
         .await
         .unwrap_err();
     let message = err.to_string();
     assert!(
         message.starts_with(&format!(
-            "Deployment/{}/web immutable field detected (spec.selector)",
-            ns.name
+            "Deployment/{ns}/web immutable field detected (spec.selector)"
         )),
         "{message}"
     );
     assert!(!err.is_transient());
-    assert_eq!(
-        live(&client, "apps/v1", "Deployment", &ns.name, "web")
-            .await
-            .unwrap()["metadata"]["uid"],
-        uid
-    );
+    assert_eq!(web().await["metadata"]["uid"], uid);
 
     // force with a change that is also invalid: the object is kept (Flux would delete it)
-    let mut invalid = deployment(&ns.name, "web", "v2");
+    let mut invalid = deployment(ns, "web", "v2");
     invalid["spec"]["replicas"] = json!(-1);
-    let mut req = request(&owner, vec![invalid], "rev3", &[]);
+    let mut req = t.request(vec![invalid], "rev3");
     req.force = true;
-    let err = applier.apply(req).await.unwrap_err();
+    let err = t.applier.apply(req).await.unwrap_err();
     assert!(err.to_string().contains("spec.replicas"), "{err}");
-    assert_eq!(
-        live(&client, "apps/v1", "Deployment", &ns.name, "web")
-            .await
-            .unwrap()["metadata"]["uid"],
-        uid
-    );
+    assert_eq!(web().await["metadata"]["uid"], uid);
 
     // the force annotation recreates it
-    let mut forced = deployment(&ns.name, "web", "v2");
+    let mut forced = deployment(ns, "web", "v2");
     forced["metadata"]["annotations"] = json!({"kustomize.toolkit.fluxcd.io/force": "enabled"});
-    let cs = applier
-        .apply(request(&owner, vec![forced], "rev4", &[]))
-        .await
-        .expect("forced apply");
-    assert_eq!(lines(&cs), [format!("Deployment/{}/web created", ns.name)]);
-    let recreated = live(&client, "apps/v1", "Deployment", &ns.name, "web")
-        .await
-        .unwrap();
+    let cs = t.apply(vec![forced], "rev4").await.expect("forced apply");
+    assert_eq!(lines(&cs), [format!("Deployment/{ns}/web created")]);
+    let recreated = web().await;
     assert_ne!(recreated["metadata"]["uid"], uid);
     assert_eq!(recreated["spec"]["selector"]["matchLabels"]["app"], "v2");
-    ns.delete().await;
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn invalid_objects_are_named_and_nothing_else_changes() {
-    let (applier, counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-invalid").await;
-    let owner = Owner::new("bad", &ns.name);
+    let t = ApplyTest::new("applier-invalid", "bad").await;
+    let ns = t.namespace();
     let objects = vec![
-        configmap(&ns.name, "good", json!({"k": "v"})),
-        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "bad-port", "namespace": ns.name},
+        t.configmap("good", json!({"k": "v"})),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "bad-port", "namespace": ns},
             "spec": {"ports": [{"port": 70000}]}}),
     ];
-    counts.reset();
-    let err = applier
-        .apply(request(&owner, objects, "rev1", &[]))
-        .await
-        .unwrap_err();
+    t.counts.reset();
+    let err = t.apply(objects, "rev1").await.unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
-    assert_eq!(err.errors[0].subject, format!("Service/{}/bad-port", ns.name));
+    assert_eq!(err.errors[0].subject, format!("Service/{ns}/bad-port"));
     assert_eq!(err.errors[0].kind, FailureKind::Invalid);
     assert!(
         err.errors[0].message.starts_with("dry-run failed (Invalid): "),
         "{err}"
     );
     assert!(err.errors[0].message.contains("spec.ports[0].port"), "{err}");
-    assert_eq!(counts.verb("patch"), 0);
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "good").await.is_none());
+    assert_eq!(t.counts.verb("patch"), 0);
+    assert!(t.config_map("good").await.is_none());
 
     // a namespaced object without namespace is an error, never defaulted
     let no_ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "floating"}});
-    let err = applier
-        .apply(request(
-            &owner,
-            vec![configmap(&ns.name, "good", json!({})), no_ns],
-            "rev2",
-            &[],
-        ))
+    let err = t
+        .apply(vec![t.configmap("good", json!({})), no_ns], "rev2")
         .await
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         "ConfigMap/floating namespace not specified: ConfigMap is namespaced and metadata.namespace is empty"
     );
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "good").await.is_none());
-    ns.delete().await;
+    assert!(t.config_map("good").await.is_none());
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
-    let (applier, _counts, client) = applier().await;
-    kustomization_crd(&client).await;
-    let ns = TestNamespace::new(&client, "applier-conflict").await;
-    let first = Owner::new("first", &ns.name);
-    let second = Owner::new("second", &ns.name);
-    let cs = applier
-        .apply(request(
-            &first,
-            vec![configmap(&ns.name, "shared", json!({"k": "1"}))],
-            "r",
-            &[],
-        ))
-        .await
-        .unwrap();
+    let t = ApplyTest::new("applier-conflict", "first").await;
+    kustomization_crd(&t.client).await;
+    let ns = t.namespace();
+    let second = Owner::new("second", ns);
+    let shared = |k: &str| vec![t.configmap("shared", json!({"k": k}))];
+    let cs = t.apply(shared("1"), "r").await.unwrap();
     // the first Kustomization records the object in its inventory
-    let ks = kustomize_controller::kube_ext::ResourceResolver::new(client.clone());
-    let (api, _) = ks
-        .api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(&ns.name))
+    let resolver = ResourceResolver::new(t.client.clone());
+    let (api, _) = resolver
+        .api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(ns))
         .await
         .unwrap();
     let obj = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-        "metadata": {"name": "first", "namespace": ns.name},
+        "metadata": {"name": "first", "namespace": ns},
         "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}});
     api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap())
         .await
         .unwrap();
-    let status = json!({"status": {"inventory": inventory_of(&cs)}});
-    api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    let set_inventory = |inventory: Value| {
+        let status = json!({"status": {"inventory": inventory}});
+        let api = api.clone();
+        async move {
+            api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .unwrap();
+        }
+    };
+    set_inventory(serde_json::to_value(inventory_of(&cs)).unwrap()).await;
 
-    let err = applier
-        .apply(request(
-            &second,
-            vec![configmap(&ns.name, "shared", json!({"k": "2"}))],
-            "r",
-            &[],
-        ))
+    let err = t
+        .applier
+        .apply(request(&second, shared("2"), "r", &[]))
         .await
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
             "ConfigMap/{ns}/shared is already managed by Kustomization {ns}/first: the object is in both Kustomizations; \
-             remove it from one of them",
-            ns = ns.name
+             remove it from one of them"
         )
     );
-    let cm = live(&client, "v1", "ConfigMap", &ns.name, "shared")
-        .await
-        .unwrap();
+    let cm = t.config_map("shared").await.unwrap();
     assert_eq!(cm["data"]["k"], "1");
     assert_eq!(
         cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
@@ -632,162 +486,96 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
     );
 
     // once the first no longer lists it, the second takes it over (a move between Kustomizations)
-    let status = json!({"status": {"inventory": {"entries": []}}});
-    api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
+    set_inventory(json!({"entries": []})).await;
+    t.applier
+        .apply(request(&second, shared("2"), "r", &[]))
         .await
         .unwrap();
-    applier
-        .apply(request(
-            &second,
-            vec![configmap(&ns.name, "shared", json!({"k": "2"}))],
-            "r",
-            &[],
-        ))
-        .await
-        .unwrap();
-    let cm = live(&client, "v1", "ConfigMap", &ns.name, "shared")
-        .await
-        .unwrap();
+    let cm = t.config_map("shared").await.unwrap();
     assert_eq!(
         cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
         "second"
     );
-    ns.delete().await;
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn prune_deletes_only_what_is_still_ours() {
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-prune").await;
-    let owner = Owner::new("pruner", &ns.name);
-    let all = vec![
-        configmap(&ns.name, "kept", json!({})),
-        configmap(&ns.name, "stale", json!({})),
-        configmap(&ns.name, "relabelled", json!({})),
-        configmap(&ns.name, "protected", json!({})),
-    ];
-    let first = applier.apply(request(&owner, all, "rev1", &[])).await.unwrap();
-    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
+    let t = ApplyTest::new("applier-prune", "pruner").await;
+    let ns = t.namespace();
+    let all = ["kept", "stale", "relabelled", "protected"].map(|name| t.configmap(name, json!({})));
+    let first = t.apply(all.to_vec(), "rev1").await.unwrap();
     let relabel = json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "someone-else"}}});
-    api.patch("relabelled", &PatchParams::default(), &Patch::Merge(&relabel))
-        .await
-        .unwrap();
     let protect = json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/prune": "disabled"}}});
-    api.patch("protected", &PatchParams::default(), &Patch::Merge(&protect))
-        .await
-        .unwrap();
+    for (name, patch) in [("relabelled", relabel), ("protected", protect)] {
+        t.config_maps()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
 
-    let second = applier
-        .apply(request(
-            &owner,
-            vec![configmap(&ns.name, "kept", json!({}))],
-            "rev2",
-            &[],
-        ))
+    let second = t
+        .apply(vec![t.configmap("kept", json!({}))], "rev2")
         .await
         .unwrap();
     let stale_entries = stale(&inventory_of(&first), &inventory_of(&second));
     assert_eq!(stale_entries.len(), 3);
-    let pruned = applier.prune(&owner, &stale_entries).await.unwrap();
+    let pruned = t.applier.prune(&t.owner, &stale_entries).await.unwrap();
     let mut got = lines(&pruned);
     got.sort();
     assert_eq!(
         got,
         [
-            format!("ConfigMap/{}/protected skipped", ns.name),
-            format!("ConfigMap/{}/relabelled skipped", ns.name),
-            format!("ConfigMap/{}/stale deleted", ns.name),
+            format!("ConfigMap/{ns}/protected skipped"),
+            format!("ConfigMap/{ns}/relabelled skipped"),
+            format!("ConfigMap/{ns}/stale deleted"),
         ]
     );
-    assert!(
-        live(&client, "v1", "ConfigMap", &ns.name, "relabelled")
-            .await
-            .is_some()
-    );
-    assert!(
-        live(&client, "v1", "ConfigMap", &ns.name, "protected")
-            .await
-            .is_some()
-    );
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "kept").await.is_some());
+    assert!(t.config_map("relabelled").await.is_some());
+    assert!(t.config_map("protected").await.is_some());
+    assert!(t.config_map("kept").await.is_some());
     eventually("stale ConfigMap gone", Duration::from_secs(20), || async {
-        live(&client, "v1", "ConfigMap", &ns.name, "stale")
-            .await
-            .is_none()
-            .then_some(())
+        t.config_map("stale").await.is_none().then_some(())
     })
     .await;
-    ns.delete().await;
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn deletion_policies_decide_what_finalize_deletes() {
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-finalize").await;
-    let owner = Owner::new("fin", &ns.name);
-    let cs = applier
-        .apply(request(
-            &owner,
-            vec![configmap(&ns.name, "a", json!({}))],
-            "rev1",
-            &[],
-        ))
-        .await
-        .unwrap();
+    let t = ApplyTest::new("applier-finalize", "fin").await;
+    let ns = t.namespace();
+    let cs = t.apply(vec![t.configmap("a", json!({}))], "rev1").await.unwrap();
     let inventory: ResourceInventory = inventory_of(&cs);
-    let none = applier
-        .finalize(
-            &owner,
-            &inventory,
-            DeletionPolicy::Orphan,
-            true,
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+    let finalize = |policy: DeletionPolicy, wait: bool, timeout: u64| {
+        t.applier
+            .finalize(&t.owner, &inventory, policy, wait, Duration::from_secs(timeout))
+    };
+    let none = finalize(DeletionPolicy::Orphan, true, 10).await.unwrap();
     assert!(none.is_empty());
-    let none = applier
-        .finalize(
-            &owner,
-            &inventory,
-            DeletionPolicy::MirrorPrune,
-            false,
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+    let none = finalize(DeletionPolicy::MirrorPrune, false, 10).await.unwrap();
     assert!(none.is_empty());
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "a").await.is_some());
-    let deleted = applier
-        .finalize(
-            &owner,
-            &inventory,
-            DeletionPolicy::WaitForTermination,
-            false,
-            Duration::from_secs(20),
-        )
+    assert!(t.config_map("a").await.is_some());
+    let deleted = finalize(DeletionPolicy::WaitForTermination, false, 20)
         .await
         .unwrap();
-    assert_eq!(lines(&deleted), [format!("ConfigMap/{}/a deleted", ns.name)]);
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "a").await.is_none());
-    ns.delete().await;
+    assert_eq!(lines(&deleted), [format!("ConfigMap/{ns}/a deleted")]);
+    assert!(t.config_map("a").await.is_none());
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn secret_values_never_show_in_diffs() {
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-secret").await;
-    let owner = Owner::new("sec", &ns.name);
+    let t = ApplyTest::new("applier-secret", "sec").await;
+    let ns = t.namespace();
     let secret = |password: &str| {
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": ns.name},
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": ns},
             "stringData": {"password": password, "user": "admin"}})
     };
-    applier
-        .apply(request(&owner, vec![secret("hunter2")], "rev1", &[]))
-        .await
-        .unwrap();
-    let diffs = applier
-        .diff(request(&owner, vec![secret("s3cr3t-new")], "rev2", &[]))
+    t.apply(vec![secret("hunter2")], "rev1").await.unwrap();
+    let diffs = t
+        .applier
+        .diff(t.request(vec![secret("s3cr3t-new")], "rev2"))
         .await
         .unwrap();
     assert_eq!(diffs.len(), 1);
@@ -807,24 +595,16 @@ async fn secret_values_never_show_in_diffs() {
     ] {
         assert!(!text.contains(leaked), "{leaked} in {text}");
     }
-    ns.delete().await;
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn ignore_rules_keep_drift_in_ignored_fields_out() {
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-ignore").await;
-    let owner = Owner::new("ign", &ns.name);
-    applier
-        .apply(request(
-            &owner,
-            vec![configmap(&ns.name, "c", json!({"k": "v", "tuned": "1"}))],
-            "rev1",
-            &[],
-        ))
-        .await
-        .unwrap();
-    edit_as(&client, "tuner", &ns.name, "c", json!({"tuned": "2"})).await;
+    let t = ApplyTest::new("applier-ignore", "ign").await;
+    let ns = t.namespace();
+    let desired = || vec![t.configmap("c", json!({"k": "v", "tuned": "1"}))];
+    t.apply(desired(), "rev1").await.unwrap();
+    t.edit_as("tuner", "c", json!({"tuned": "2"})).await;
     let rules = vec![IgnoreRule {
         paths: vec!["/data/tuned".into()],
         target: Some(Selector {
@@ -833,21 +613,10 @@ async fn ignore_rules_keep_drift_in_ignored_fields_out() {
             ..Default::default()
         }),
     }];
-    let cs = applier
-        .apply(request(
-            &owner,
-            vec![configmap(&ns.name, "c", json!({"k": "v", "tuned": "1"}))],
-            "rev2",
-            &rules,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(lines(&cs), [format!("ConfigMap/{}/c unchanged", ns.name)]);
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "c").await.unwrap()["data"]["tuned"],
-        "2"
-    );
-    ns.delete().await;
+    let cs = t.apply_ignoring(desired(), "rev2", &rules).await.unwrap();
+    assert_eq!(lines(&cs), [format!("ConfigMap/{ns}/c unchanged")]);
+    assert_eq!(t.data_of("c").await["tuned"], "2");
+    t.delete().await;
 }
 
 #[tokio::test]
@@ -917,26 +686,20 @@ async fn ignore_rules_reach_into_lists_by_index() {
     // when the Deployment is applied for another change the image is left to the updater: our
     // field manager gives it up instead of claiming it (reference 5.5: strip what another Apply
     // manager owns; list indices resolve to the element's key in managedFields).
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-ignore-list").await;
-    let owner = Owner::new("ign", &ns.name);
+    let t = ApplyTest::new("applier-ignore-list", "ign").await;
+    let ns = t.namespace();
     let web = |note: &str| {
-        let mut d = deployment(&ns.name, "web", "web");
+        let mut d = deployment(ns, "web", "web");
         d["spec"]["replicas"] = 0.into();
         d["metadata"]["annotations"] = json!({"note": note});
         d["spec"]["template"]["spec"]["containers"] =
             json!([{"name": "app", "image": "nginx:1"}, {"name": "proxy", "image": "envoy:1"}]);
-        d
+        vec![d]
     };
-    applier
-        .apply(request(&owner, vec![web("a")], "rev1", &[]))
-        .await
-        .expect("first apply");
-    let deployments =
-        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
+    t.apply(web("a"), "rev1").await.expect("first apply");
     let update = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
         "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}}});
-    deployments
+    Api::<Deployment>::namespaced(t.client.clone(), ns)
         .patch(
             "web",
             &PatchParams::apply("image-updater").force(),
@@ -951,20 +714,12 @@ async fn ignore_rules_reach_into_lists_by_index() {
             ..Default::default()
         }),
     }];
-    let cs = applier
-        .apply(request(&owner, vec![web("a")], "rev2", &rules))
-        .await
-        .expect("apply");
-    assert_eq!(lines(&cs), [format!("Deployment/{}/web unchanged", ns.name)]);
+    let cs = t.apply_ignoring(web("a"), "rev2", &rules).await.expect("apply");
+    assert_eq!(lines(&cs), [format!("Deployment/{ns}/web unchanged")]);
 
-    let cs = applier
-        .apply(request(&owner, vec![web("b")], "rev3", &rules))
-        .await
-        .expect("apply");
-    assert_eq!(lines(&cs), [format!("Deployment/{}/web configured", ns.name)]);
-    let obj = live(&client, "apps/v1", "Deployment", &ns.name, "web")
-        .await
-        .unwrap();
+    let cs = t.apply_ignoring(web("b"), "rev3", &rules).await.expect("apply");
+    assert_eq!(lines(&cs), [format!("Deployment/{ns}/web configured")]);
+    let obj = t.live("apps/v1", "Deployment", "web").await.unwrap();
     let containers = &obj["spec"]["template"]["spec"]["containers"];
     assert_eq!(containers[0]["image"], "nginx:2");
     assert_eq!(containers[1]["image"], "envoy:1");
@@ -985,7 +740,7 @@ async fn ignore_rules_reach_into_lists_by_index() {
         ours_containers["k:{\"name\":\"proxy\"}"].get("f:image").is_some(),
         "{ours_containers}"
     );
-    ns.delete().await;
+    t.delete().await;
 }
 
 #[tokio::test]
@@ -994,41 +749,35 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     // no endpoints yet. The objects it guards are retried in the bounded second pass and
     // reported; everything else is applied. (The webhook only matches this test's namespace and
     // label, so it cannot disturb other tests on the shared cluster.)
-    let (client, counts) = crate::support::applier::counted_client().await;
-    let options = kustomize_controller::applier::ApplierOptions {
-        wait_timeout: Duration::from_secs(3),
-        retry_interval: Duration::from_millis(500),
-        ..Default::default()
-    };
-    let applier = kustomize_controller::applier::Applier::new(ResourceResolver::new(client.clone()), options);
-    let ns = TestNamespace::new(&client, "applier-webhook").await;
-    let owner = Owner::new("hook", &ns.name);
+    let short_waits = waits(Duration::from_secs(3), Duration::from_millis(500));
+    let t = ApplyTest::with_options("applier-webhook", "hook", short_waits).await;
+    let ns = t.namespace();
     let hook_name = format!("e2e-guard-{}", unique_suffix());
     let guarded = |v: &str| {
-        let mut cm = configmap(&ns.name, "guarded", json!({"k": v}));
+        let mut cm = t.configmap("guarded", json!({"k": v}));
         cm["metadata"]["labels"] = json!({"e2e-guarded": "yes"});
         cm
     };
     let objects = |v: &str| {
         vec![
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "guard", "namespace": ns.name},
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "guard", "namespace": ns},
                 "spec": {"selector": {"app": "guard"}, "ports": [{"port": 443}]}}),
             json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                 "metadata": {"name": hook_name},
                 "webhooks": [{"name": "guard.e2e.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
                     "failurePolicy": "Fail", "timeoutSeconds": 2,
-                    "clientConfig": {"service": {"name": "guard", "namespace": ns.name, "port": 443}},
+                    "clientConfig": {"service": {"name": "guard", "namespace": ns, "port": 443}},
                     "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
                     "objectSelector": {"matchLabels": {"e2e-guarded": "yes"}}}]}),
             guarded(v),
-            configmap(&ns.name, "free", json!({"k": v})),
+            t.configmap("free", json!({"k": v})),
         ]
     };
     // The guarded object exists before the webhook does and is left out of the first apply:
     // the webhook may be in effect before that apply reaches its last stage, and a test racing
     // it would be flaky.
-    let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
+    let api = t.config_maps();
     api.patch(
         "guarded",
         &PatchParams::apply("kustomize-controller").force(),
@@ -1040,10 +789,7 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
         .into_iter()
         .filter(|o| o["metadata"]["name"] != "guarded")
         .collect();
-    applier
-        .apply(request(&owner, without_guarded, "rev1", &[]))
-        .await
-        .expect("first apply");
+    t.apply(without_guarded, "rev1").await.expect("first apply");
     // the API server picks up webhook configurations asynchronously
     eventually("webhook in effect", Duration::from_secs(20), || async {
         let probe = guarded("probe");
@@ -1055,50 +801,33 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     })
     .await;
 
-    counts.reset();
-    let err = applier
-        .apply(request(&owner, objects("2"), "rev2", &[]))
-        .await
-        .unwrap_err();
+    t.counts.reset();
+    let err = t.apply(objects("2"), "rev2").await.unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
-    assert_eq!(err.errors[0].subject, format!("ConfigMap/{}/guarded", ns.name));
+    assert_eq!(err.errors[0].subject, format!("ConfigMap/{ns}/guarded"));
     assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
     assert!(err.errors[0].message.contains("failed calling webhook"), "{err}");
     assert!(err.is_transient());
     assert!(
-        lines(&err.changes).contains(&format!("ConfigMap/{}/free configured", ns.name)),
+        lines(&err.changes).contains(&format!("ConfigMap/{ns}/free configured")),
         "{err}"
     );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "free").await.unwrap()["data"]["k"],
-        "2"
-    );
-    assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "guarded")
-            .await
-            .unwrap()["data"]["k"],
-        "1"
-    );
-    let guarded_dry_runs = counts
-        .snapshot()
-        .iter()
-        .filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == "configmaps")
-        .map(|(_, n)| *n)
-        .sum::<u64>();
+    assert_eq!(t.data_of("free").await["k"], "2");
+    assert_eq!(t.data_of("guarded").await["k"], "1");
     assert!(
-        guarded_dry_runs >= 3,
+        t.dry_runs_of("configmaps") >= 3,
         "retried in a second pass: {:?}",
-        counts.snapshot()
+        t.counts.snapshot()
     );
 
     delete_cluster_object(
-        &client,
+        &t.client,
         "admissionregistration.k8s.io/v1",
         "ValidatingWebhookConfiguration",
         &hook_name,
     )
     .await;
-    ns.delete().await;
+    t.delete().await;
 }
 
 #[tokio::test]
@@ -1106,16 +835,13 @@ async fn a_pod_and_the_service_account_it_runs_as_apply_in_one_go() {
     // ServiceAccount admission rejects a Pod whose ServiceAccount does not exist, dry-run
     // included; stage order cannot help (both are in the last stage), and the Pod comes first
     // in the input. The Pod is deferred and applied in the second pass.
-    let (applier, counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-sa").await;
-    let owner = Owner::new("sa", &ns.name);
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns.name},
-        "spec": {"serviceAccountName": "builder", "containers": [{"name": "app", "image": "nginx:1"}]}});
-    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": ns.name}});
+    let t = ApplyTest::new("applier-sa", "sa").await;
+    let ns = t.namespace();
+    let pod = pod_running_as(ns, "builder");
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": ns}});
 
     // the Pod alone does not validate: without the retry this apply would fail
-    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns.name);
-    let alone = pods
+    let alone = Api::<Pod>::namespaced(t.client.clone(), ns)
         .patch(
             "build",
             &PatchParams::apply("probe").force().dry_run(),
@@ -1129,62 +855,46 @@ async fn a_pod_and_the_service_account_it_runs_as_apply_in_one_go() {
     assert_eq!(status.code, 403, "{status:?}");
     assert!(
         status.message.contains(&format!(
-            "error looking up service account {}/builder: serviceaccount \"builder\" not found",
-            ns.name
+            "error looking up service account {ns}/builder: serviceaccount \"builder\" not found"
         )),
         "{status:?}"
     );
 
-    let cs = applier
-        .apply(request(&owner, vec![pod.clone(), sa.clone()], "rev1", &[]))
+    let cs = t
+        .apply(vec![pod.clone(), sa.clone()], "rev1")
         .await
         .expect("apply");
     assert_eq!(
         lines(&cs),
         [
-            format!("ServiceAccount/{}/builder created", ns.name),
-            format!("Pod/{}/build created", ns.name),
+            format!("ServiceAccount/{ns}/builder created"),
+            format!("Pod/{ns}/build created"),
         ]
     );
-    let live_pod = live(&client, "v1", "Pod", &ns.name, "build")
-        .await
-        .expect("pod exists");
+    let live_pod = t.live("v1", "Pod", "build").await.expect("pod exists");
     assert_eq!(live_pod["spec"]["serviceAccountName"], "builder");
+    assert!(t.live("v1", "ServiceAccount", "builder").await.is_some());
     assert!(
-        live(&client, "v1", "ServiceAccount", &ns.name, "builder")
-            .await
-            .is_some()
-    );
-    let pod_dry_runs = counts
-        .snapshot()
-        .iter()
-        .filter(|(k, _)| k.verb == "dry-run-patch" && k.resource == "pods")
-        .map(|(_, n)| *n)
-        .sum::<u64>();
-    assert!(
-        pod_dry_runs >= 2,
+        t.dry_runs_of("pods") >= 2,
         "the Pod went through a second pass: {:?}",
-        counts.snapshot()
+        t.counts.snapshot()
     );
 
     // what the admission plugin added (the token volume) is not drift: a full re-apply (new
     // revision) writes nothing (the fake kubelet writes the Pod's status meanwhile, so its
     // resourceVersion is no witness)
-    counts.reset();
-    let cs = applier
-        .apply(request(&owner, vec![pod, sa], "rev2", &[]))
-        .await
-        .expect("second apply");
+    t.counts.reset();
+    let cs = t.apply(vec![pod, sa], "rev2").await.expect("second apply");
     assert_eq!(
         lines(&cs),
         [
-            format!("ServiceAccount/{}/builder unchanged", ns.name),
-            format!("Pod/{}/build unchanged", ns.name),
+            format!("ServiceAccount/{ns}/builder unchanged"),
+            format!("Pod/{ns}/build unchanged"),
         ]
     );
-    assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
-    assert_eq!(counts.verb("dry-run-patch"), 2, "{:?}", counts.snapshot());
-    ns.delete().await;
+    assert_eq!(t.counts.verb("patch"), 0, "{:?}", t.counts.snapshot());
+    assert_eq!(t.counts.verb("dry-run-patch"), 2, "{:?}", t.counts.snapshot());
+    t.delete().await;
 }
 
 #[tokio::test]
@@ -1192,33 +902,26 @@ async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
     // Not deferred: only a ServiceAccount of the same apply (or a namespace's `default`) is
     // waited for; this one may come from elsewhere, so the error is a retryable missing
     // dependency, and nothing of the apply is written.
-    let (applier, _counts, client) = applier().await;
-    let ns = TestNamespace::new(&client, "applier-sa-missing").await;
-    let owner = Owner::new("sa", &ns.name);
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "build", "namespace": ns.name},
-        "spec": {"serviceAccountName": "nobody", "containers": [{"name": "app", "image": "nginx:1"}]}});
-    let err = applier
-        .apply(request(
-            &owner,
-            vec![pod, configmap(&ns.name, "c", json!({"k": "v"}))],
-            "rev1",
-            &[],
-        ))
+    let t = ApplyTest::new("applier-sa-missing", "sa").await;
+    let ns = t.namespace();
+    let pod = pod_running_as(ns, "nobody");
+    let err = t
+        .apply(vec![pod, t.configmap("c", json!({"k": "v"}))], "rev1")
         .await
         .unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
-    assert_eq!(err.errors[0].subject, format!("Pod/{}/build", ns.name));
+    assert_eq!(err.errors[0].subject, format!("Pod/{ns}/build"));
     assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
     assert!(
         err.errors[0]
             .message
-            .contains(&format!("service account {}/nobody", ns.name)),
+            .contains(&format!("service account {ns}/nobody")),
         "{err}"
     );
     assert!(err.is_transient());
     assert!(err.changes.is_empty(), "{err}");
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "c").await.is_none());
-    ns.delete().await;
+    assert!(t.config_map("c").await.is_none());
+    t.delete().await;
 }
 
 #[tokio::test]
@@ -1227,23 +930,19 @@ async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage()
     // first stage is in place, in the *Class stage, before the rest: an invalid class stops the
     // apply before the last stage writes anything (reference 5.3: a failing stage aborts the
     // rest), where a second pass after everything would have applied the ConfigMap first.
-    let (applier, _counts, client) = applier().await;
+    let t = ApplyTest::new("applier-class", "classes").await;
     let suffix = unique_suffix();
     let group = format!("e2e{suffix}.example.com");
-    let ns = TestNamespace::new(&client, "applier-class").await;
-    let owner = Owner::new("classes", &ns.name);
+    let ns = t.namespace();
     let class_name = format!("gold-{suffix}");
     let objects = |tier: Value| {
         vec![
-            configmap(&ns.name, "uses-gold", json!({"class": class_name})),
+            t.configmap("uses-gold", json!({"class": class_name})),
             widget_class(&group, &class_name, tier),
             class_crd(&group),
         ]
     };
-    let err = applier
-        .apply(request(&owner, objects(json!("high")), "rev1", &[]))
-        .await
-        .unwrap_err();
+    let err = t.apply(objects(json!("high")), "rev1").await.unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
     assert_eq!(err.errors[0].subject, format!("WidgetClass/{class_name}"));
     assert!(err.errors[0].message.contains("spec.tier"), "{err}");
@@ -1251,32 +950,19 @@ async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage()
         lines(&err.changes),
         [format!("CustomResourceDefinition/widgetclasses.{group} created")]
     );
-    assert!(
-        live(&client, "v1", "ConfigMap", &ns.name, "uses-gold")
-            .await
-            .is_none()
-    );
+    assert!(t.config_map("uses-gold").await.is_none());
 
-    let cs = applier
-        .apply(request(&owner, objects(json!(1)), "rev2", &[]))
-        .await
-        .expect("apply");
+    let cs = t.apply(objects(json!(1)), "rev2").await.expect("apply");
     assert_eq!(
         lines(&cs),
         [
             format!("CustomResourceDefinition/widgetclasses.{group} unchanged"),
             format!("WidgetClass/{class_name} created"),
-            format!("ConfigMap/{}/uses-gold created", ns.name),
+            format!("ConfigMap/{ns}/uses-gold created"),
         ]
     );
-    delete_cluster_object(
-        &client,
-        "apiextensions.k8s.io/v1",
-        "CustomResourceDefinition",
-        &format!("widgetclasses.{group}"),
-    )
-    .await;
-    ns.delete().await;
+    delete_crd(&t.client, &format!("widgetclasses.{group}")).await;
+    t.delete().await;
 }
 
 #[tokio::test]
@@ -1284,28 +970,14 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
     // Reference 5.3: after the *Class stage the applier waits (bounded) until what it wrote is
     // kstatus Current. A class whose controller reports Ready=False is not; nothing of the last
     // stage is applied, and the error names the class and its status.
-    let (client, _counts) = crate::support::applier::counted_client().await;
-    let applier = kustomize_controller::applier::Applier::new(
-        ResourceResolver::new(client.clone()),
-        kustomize_controller::applier::ApplierOptions {
-            wait_timeout: Duration::from_secs(2),
-            retry_interval: Duration::from_millis(250),
-            ..Default::default()
-        },
-    );
     let suffix = unique_suffix();
     let group = format!("e2e{suffix}.example.com");
-    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-        serde_json::from_value(class_crd(&group)).unwrap();
-    crate::support::install_crd(&client, &crd).await;
-    let ns = TestNamespace::new(&client, "applier-class-wait").await;
-    let owner = Owner::new("classes", &ns.name);
+    let short_waits = waits(Duration::from_secs(2), Duration::from_millis(250));
+    let t = ApplyTest::with_options("applier-class-wait", "classes", short_waits).await;
+    let ns = t.namespace();
+    install_crd(&t.client, &serde_json::from_value(class_crd(&group)).unwrap()).await;
     let class_name = format!("silver-{suffix}");
-    let resolver = ResourceResolver::new(client.clone());
-    let (classes, _) = resolver
-        .api(&format!("{group}/v1"), "WidgetClass", None)
-        .await
-        .expect("resolve WidgetClass");
+    let classes = served_api(&t.client, &format!("{group}/v1"), "WidgetClass", None).await;
     // the class exists and its controller (played by the test) has not accepted it
     classes
         .patch(
@@ -1316,28 +988,29 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
         .await
         .expect("create class");
     let set_ready = |ready: &str| {
-        json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": class_name},
+        let status = json!({"apiVersion": format!("{group}/v1"), "kind": "WidgetClass", "metadata": {"name": class_name},
             "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "Test",
-                "message": format!("gateway controller says {ready}"), "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+                "message": format!("gateway controller says {ready}"), "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+        let (classes, class_name) = (classes.clone(), class_name.clone());
+        async move {
+            classes
+                .patch_status(
+                    &class_name,
+                    &PatchParams::apply("e2e-class-controller").force(),
+                    &Patch::Apply(&status),
+                )
+                .await
+                .expect("class status");
+        }
     };
-    classes
-        .patch_status(
-            &class_name,
-            &PatchParams::apply("e2e-class-controller").force(),
-            &Patch::Apply(&set_ready("False")),
-        )
-        .await
-        .expect("class status");
+    set_ready("False").await;
     let objects = || {
         vec![
             widget_class(&group, &class_name, json!(2)),
-            configmap(&ns.name, "uses-silver", json!({"class": class_name})),
+            t.configmap("uses-silver", json!({"class": class_name})),
         ]
     };
-    let err = applier
-        .apply(request(&owner, objects(), "rev1", &[]))
-        .await
-        .unwrap_err();
+    let err = t.apply(objects(), "rev1").await.unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
     assert_eq!(err.errors[0].subject, format!("WidgetClass/{class_name}"));
     assert!(err.errors[0].message.contains("not ready after 2s"), "{err}");
@@ -1350,40 +1023,20 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
         lines(&err.changes),
         [format!("WidgetClass/{class_name} configured")]
     );
-    assert!(
-        live(&client, "v1", "ConfigMap", &ns.name, "uses-silver")
-            .await
-            .is_none()
-    );
+    assert!(t.config_map("uses-silver").await.is_none());
 
     // once the controller accepts the class, the apply goes through
-    classes
-        .patch_status(
-            &class_name,
-            &PatchParams::apply("e2e-class-controller").force(),
-            &Patch::Apply(&set_ready("True")),
-        )
-        .await
-        .expect("class status");
-    let cs = applier
-        .apply(request(&owner, objects(), "rev2", &[]))
-        .await
-        .expect("apply");
+    set_ready("True").await;
+    let cs = t.apply(objects(), "rev2").await.expect("apply");
     assert_eq!(
         lines(&cs),
         [
             format!("WidgetClass/{class_name} unchanged"),
-            format!("ConfigMap/{}/uses-silver created", ns.name),
+            format!("ConfigMap/{ns}/uses-silver created"),
         ]
     );
-    delete_cluster_object(
-        &client,
-        "apiextensions.k8s.io/v1",
-        "CustomResourceDefinition",
-        &format!("widgetclasses.{group}"),
-    )
-    .await;
-    ns.delete().await;
+    delete_crd(&t.client, &format!("widgetclasses.{group}")).await;
+    t.delete().await;
 }
 
 #[tokio::test]
@@ -1402,14 +1055,10 @@ async fn migrate_api_version_moves_every_field_manager_to_the_desired_version() 
         "spec": {"group": group, "scope": "Namespaced",
             "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"},
             "versions": [version("v1beta1", false), version("v1", true)]}});
-    crate::support::install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
+    install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
     let ns = TestNamespace::new(&client, "applier-migrate").await;
     let owner = Owner::new("migrate", &ns.name);
-    let resolver = ResourceResolver::new(client.clone());
-    let (old_api, _) = resolver
-        .api(&format!("{group}/v1beta1"), "Gadget", Some(&ns.name))
-        .await
-        .expect("resolve Gadget v1beta1");
+    let old_api = served_api(&client, &format!("{group}/v1beta1"), "Gadget", Some(&ns.name)).await;
     let gadget = |name: &str, api_version: &str| {
         json!({"apiVersion": api_version, "kind": "Gadget", "metadata": {"name": name, "namespace": ns.name},
             "spec": {"size": 1}})
@@ -1436,19 +1085,16 @@ async fn migrate_api_version_moves_every_field_manager_to_the_desired_version() 
             .patch(name, &PatchParams::apply("other-tool"), &Patch::Apply(&old))
             .await
             .expect("write through v1beta1");
-        let (client, _counts) = crate::support::applier::counted_client().await;
-        let applier = kustomize_controller::applier::Applier::new(
-            ResourceResolver::new(client.clone()),
-            kustomize_controller::applier::ApplierOptions {
-                migrate_api_version: migrate,
-                ..Default::default()
-            },
-        );
+        let options = ApplierOptions {
+            migrate_api_version: migrate,
+            ..Default::default()
+        };
+        let (applier, _counts, client) = applier_with(options).await;
         applier
             .apply(request(&owner, vec![gadget(name, &v1)], "rev1", &[]))
             .await
             .expect("apply");
-        let obj = live(&client, &v1, "Gadget", &ns.name, name).await.unwrap();
+        let obj = live(&client, &v1, "Gadget", Some(&ns.name), name).await.unwrap();
         let versions = entry_versions(&obj);
         let other = versions
             .iter()
@@ -1467,12 +1113,6 @@ async fn migrate_api_version_moves_every_field_manager_to_the_desired_version() 
             "{versions:?}"
         );
     }
-    delete_cluster_object(
-        &client,
-        "apiextensions.k8s.io/v1",
-        "CustomResourceDefinition",
-        &format!("gadgets.{group}"),
-    )
-    .await;
+    delete_crd(&client, &format!("gadgets.{group}")).await;
     ns.delete().await;
 }

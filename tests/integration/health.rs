@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::{Patch, PatchParams};
 use kustomize_controller::api::kustomization::CustomHealthCheck;
 use kustomize_controller::health::cel::{self, HealthExprs};
-use kustomize_controller::health::{HealthError, Status, WaitTarget, wait};
+use kustomize_controller::health::{HealthError, Report, Status, WaitTarget, wait};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
@@ -19,6 +19,119 @@ const LONG: Duration = Duration::from_secs(120);
 /// For waits meant to time out: long enough for the first list of a watch on a loaded
 /// machine, so the timeout reports the object's status rather than "not read yet".
 const SHORT: Duration = Duration::from_secs(8);
+/// How long test setup may take on a loaded machine.
+const SETUP: Duration = Duration::from_secs(30);
+
+/// One health test: a resolver on the test control plane and a namespace of its own.
+struct HealthTest {
+    client: Client,
+    resolver: ResourceResolver,
+    ns: TestNamespace,
+}
+
+impl HealthTest {
+    async fn new(prefix: &str) -> Self {
+        let client = client().await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        Self {
+            resolver: ResourceResolver::new(client.clone()),
+            client,
+            ns,
+        }
+    }
+
+    fn namespace(&self) -> &str {
+        &self.ns.name
+    }
+
+    /// Server-side applies `object` into the test namespace.
+    async fn apply(&self, object: Value) {
+        apply(&self.resolver, Some(self.namespace()), object).await;
+    }
+
+    /// Server-side applies a cluster-scoped `object`.
+    async fn apply_cluster_scoped(&self, object: Value) {
+        apply(&self.resolver, None, object).await;
+    }
+
+    /// The object `kind`/`name` of `api_version` in the test namespace, as a health check names it.
+    fn target(&self, api_version: &str, kind: &str, name: &str) -> WaitTarget {
+        WaitTarget::new(api_version, kind, Some(self.namespace()), name)
+    }
+
+    /// Widget `w1` of `group` in the test namespace.
+    fn widget(&self, group: &str) -> WaitTarget {
+        self.target(&format!("{group}/v1"), "Widget", "w1")
+    }
+
+    /// Waits for `targets` by the kstatus rules alone, never canceled.
+    async fn wait(&self, targets: &[WaitTarget], timeout: Duration) -> Result<Report, HealthError> {
+        self.wait_with(targets, &HealthExprs::default(), timeout).await
+    }
+
+    /// Waits for `targets` with the CEL rules `exprs`, never canceled.
+    async fn wait_with(
+        &self,
+        targets: &[WaitTarget],
+        exprs: &HealthExprs,
+        timeout: Duration,
+    ) -> Result<Report, HealthError> {
+        wait(&self.resolver, targets, exprs, timeout, std::future::pending()).await
+    }
+
+    /// Installs the widget CRD of `group` (see [`widget_crd`]).
+    async fn install_widgets(&self, group: &str) {
+        let crd: CustomResourceDefinition = serde_json::from_value(widget_crd(group)).unwrap();
+        install_crd(&self.client, &crd).await;
+    }
+
+    /// Installs the widget CRD and creates one widget whose status says Ready=False.
+    async fn unready_widget(&self, group: &str) {
+        self.install_widgets(group).await;
+        self.apply(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 1}}))
+            .await;
+        self.set_ready(group, "False", "Provisioning", "waiting for the backend")
+            .await;
+    }
+
+    /// Writes widget w1's Ready condition, as its controller would.
+    async fn set_ready(&self, group: &str, status: &str, reason: &str, message: &str) {
+        let patch = json!({"status": {"observedGeneration": 1, "conditions": [{
+            "type": "Ready", "status": status, "reason": reason, "message": message,
+            "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"
+        }]}});
+        self.patch_widget_status(group, patch).await;
+    }
+
+    async fn patch_widget_status(&self, group: &str, patch: Value) {
+        eventually("patch widget status", SETUP, || async {
+            let (api, _) = self
+                .resolver
+                .api(&format!("{group}/v1"), "Widget", Some(self.namespace()))
+                .await
+                .ok()?;
+            api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .ok()
+        })
+        .await;
+    }
+
+    /// Deletes the widget CRD of each of `groups`, then the namespace.
+    async fn delete_with_widgets(self, groups: &[&str]) {
+        let crds = kube::Api::<CustomResourceDefinition>::all(self.client.clone());
+        for group in groups {
+            let _ = crds
+                .delete(&format!("widgets.{group}"), &Default::default())
+                .await;
+        }
+        self.delete().await;
+    }
+
+    async fn delete(self) {
+        self.ns.delete().await;
+    }
+}
 
 /// Server-side applies `object` (namespaced into `ns` when given). Retried for a while: right
 /// after a CRD is Established its kind can still be missing from discovery or unserved.
@@ -34,18 +147,19 @@ async fn apply(resolver: &ResourceResolver, ns: Option<&str>, object: Value) {
     .await;
 }
 
-/// How long test setup may take on a loaded machine.
-const SETUP: Duration = Duration::from_secs(30);
+/// The pod template annotations that tell the fake kubelet how pods behave.
+fn kubelet_behavior(behavior: Option<&str>) -> Value {
+    behavior
+        .map(|b| json!({"fake-kubelet.e2e/behavior": b}))
+        .unwrap_or(json!({}))
+}
 
 fn deployment(name: &str, replicas: i64, behavior: Option<&str>, progress_deadline: Option<i64>) -> Value {
-    let annotations = behavior
-        .map(|b| json!({"fake-kubelet.e2e/behavior": b}))
-        .unwrap_or(json!({}));
     let mut spec = json!({
         "replicas": replicas,
         "selector": {"matchLabels": {"app": name}},
         "template": {
-            "metadata": {"labels": {"app": name}, "annotations": annotations},
+            "metadata": {"labels": {"app": name}, "annotations": kubelet_behavior(behavior)},
             "spec": {"containers": [{"name": "app", "image": "nginx"}]}
         }
     });
@@ -56,151 +170,25 @@ fn deployment(name: &str, replicas: i64, behavior: Option<&str>, progress_deadli
 }
 
 fn job(name: &str, behavior: Option<&str>) -> Value {
-    let annotations = behavior
-        .map(|b| json!({"fake-kubelet.e2e/behavior": b}))
-        .unwrap_or(json!({}));
     json!({
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
         "spec": {
             "backoffLimit": 0,
             "template": {
-                "metadata": {"annotations": annotations},
+                "metadata": {"annotations": kubelet_behavior(behavior)},
                 "spec": {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox"}]}
             }
         }
     })
 }
 
-async fn setup(prefix: &str) -> (Client, ResourceResolver, TestNamespace) {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, prefix).await;
-    (client.clone(), ResourceResolver::new(client), ns)
+fn config_map(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
 }
 
-fn no_exprs() -> HealthExprs {
-    HealthExprs::default()
-}
-
-#[tokio::test]
-async fn a_deployment_rollout_becomes_current() {
-    let (_, resolver, ns) = setup("health-rollout").await;
-    apply(&resolver, Some(&ns.name), deployment("web", 2, None, None)).await;
-    // Listed twice (e.g. in healthChecks and the inventory): both entries are answered.
-    let web = WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "web");
-    let targets = [web.clone(), web];
-
-    let report = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap();
-
-    assert_eq!(report.objects.len(), 2);
-    for object in &report.objects {
-        assert_eq!(object.status.status, Status::Current);
-        assert_eq!(object.status.message, "Deployment is available. Replicas: 2");
-    }
-    ns.delete().await;
-}
-
-#[tokio::test]
-async fn a_deployment_that_never_becomes_ready_times_out_naming_it() {
-    let (_, resolver, ns) = setup("health-never").await;
-    apply(
-        &resolver,
-        Some(&ns.name),
-        deployment("stuck", 1, Some("never-ready"), None),
-    )
-    .await;
-    apply(
-        &resolver,
-        Some(&ns.name),
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fine"}}),
-    )
-    .await;
-    let targets = [
-        WaitTarget::new("v1", "ConfigMap", Some(&ns.name), "fine"),
-        WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "stuck"),
-    ];
-
-    let err = wait(&resolver, &targets, &no_exprs(), SHORT, std::future::pending())
-        .await
-        .unwrap_err();
-
-    assert!(matches!(err, HealthError::Timeout(_)), "{err}");
-    let message = err.to_string();
-    assert!(message.starts_with("timeout waiting for: ["), "{message}");
-    assert!(
-        message.contains(&format!("Deployment/{}/stuck: InProgress: ", ns.name)),
-        "{message}"
-    );
-    assert!(
-        !message.contains("ConfigMap"),
-        "only objects that are not ready are listed: {message}"
-    );
-    ns.delete().await;
-}
-
-#[tokio::test]
-async fn crashing_pods_make_a_deployment_fail_before_the_timeout() {
-    let (_, resolver, ns) = setup("health-crash").await;
-    apply(
-        &resolver,
-        Some(&ns.name),
-        deployment("crash", 1, Some("fail"), Some(2)),
-    )
-    .await;
-    let targets = [WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "crash")];
-
-    let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap_err();
-
-    assert!(
-        matches!(err, HealthError::Failed(_)),
-        "expected a fail-fast verdict, got: {err}"
-    );
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "failed early due to stalled resources: [Deployment/{}/crash: Failed: Progress deadline exceeded]",
-            ns.name
-        )
-    );
-    ns.delete().await;
-}
-
-#[tokio::test]
-async fn a_job_that_succeeds_is_current() {
-    let (_, resolver, ns) = setup("health-job-ok").await;
-    apply(&resolver, Some(&ns.name), job("migrate", None)).await;
-    let targets = [WaitTarget::new("batch/v1", "Job", Some(&ns.name), "migrate")];
-
-    let report = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap();
-
-    assert_eq!(report.objects[0].status.message, "Job Completed. succeeded: 1/1");
-    ns.delete().await;
-}
-
-#[tokio::test]
-async fn a_job_that_fails_fails_the_wait_before_the_timeout() {
-    let (_, resolver, ns) = setup("health-job-fail").await;
-    apply(&resolver, Some(&ns.name), job("migrate", Some("fail"))).await;
-    let targets = [WaitTarget::new("batch/v1", "Job", Some(&ns.name), "migrate")];
-
-    let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap_err();
-
-    assert!(matches!(err, HealthError::Failed(_)), "{err}");
-    assert!(
-        err.to_string().contains(&format!(
-            "Job/{}/migrate: Failed: Job Failed. failed: 1/1",
-            ns.name
-        )),
-        "{err}"
-    );
-    ns.delete().await;
+/// A unique API group for the widget CRD of one test.
+fn widget_group() -> String {
+    format!("h{}.example.com", unique_suffix())
 }
 
 /// A namespaced CRD with a status subresource, unique per test.
@@ -224,10 +212,107 @@ fn widget_crd(group: &str) -> Value {
 }
 
 #[tokio::test]
+async fn a_deployment_rollout_becomes_current() {
+    let t = HealthTest::new("health-rollout").await;
+    t.apply(deployment("web", 2, None, None)).await;
+    // Listed twice (e.g. in healthChecks and the inventory): both entries are answered.
+    let web = t.target("apps/v1", "Deployment", "web");
+    let targets = [web.clone(), web];
+
+    let report = t.wait(&targets, LONG).await.unwrap();
+
+    assert_eq!(report.objects.len(), 2);
+    for object in &report.objects {
+        assert_eq!(object.status.status, Status::Current);
+        assert_eq!(object.status.message, "Deployment is available. Replicas: 2");
+    }
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn a_deployment_that_never_becomes_ready_times_out_naming_it() {
+    let t = HealthTest::new("health-never").await;
+    t.apply(deployment("stuck", 1, Some("never-ready"), None)).await;
+    t.apply(config_map("fine")).await;
+    let targets = [
+        t.target("v1", "ConfigMap", "fine"),
+        t.target("apps/v1", "Deployment", "stuck"),
+    ];
+
+    let err = t.wait(&targets, SHORT).await.unwrap_err();
+
+    assert!(matches!(err, HealthError::Timeout(_)), "{err}");
+    let message = err.to_string();
+    assert!(message.starts_with("timeout waiting for: ["), "{message}");
+    assert!(
+        message.contains(&format!("Deployment/{}/stuck: InProgress: ", t.namespace())),
+        "{message}"
+    );
+    assert!(
+        !message.contains("ConfigMap"),
+        "only objects that are not ready are listed: {message}"
+    );
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn crashing_pods_make_a_deployment_fail_before_the_timeout() {
+    let t = HealthTest::new("health-crash").await;
+    t.apply(deployment("crash", 1, Some("fail"), Some(2))).await;
+    let targets = [t.target("apps/v1", "Deployment", "crash")];
+
+    let err = t.wait(&targets, LONG).await.unwrap_err();
+
+    assert!(
+        matches!(err, HealthError::Failed(_)),
+        "expected a fail-fast verdict, got: {err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed early due to stalled resources: [Deployment/{}/crash: Failed: Progress deadline exceeded]",
+            t.namespace()
+        )
+    );
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn a_job_that_succeeds_is_current() {
+    let t = HealthTest::new("health-job-ok").await;
+    t.apply(job("migrate", None)).await;
+    let targets = [t.target("batch/v1", "Job", "migrate")];
+
+    let report = t.wait(&targets, LONG).await.unwrap();
+
+    assert_eq!(report.objects[0].status.message, "Job Completed. succeeded: 1/1");
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn a_job_that_fails_fails_the_wait_before_the_timeout() {
+    let t = HealthTest::new("health-job-fail").await;
+    t.apply(job("migrate", Some("fail"))).await;
+    let targets = [t.target("batch/v1", "Job", "migrate")];
+
+    let err = t.wait(&targets, LONG).await.unwrap_err();
+
+    assert!(matches!(err, HealthError::Failed(_)), "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "Job/{}/migrate: Failed: Job Failed. failed: 1/1",
+            t.namespace()
+        )),
+        "{err}"
+    );
+    t.delete().await;
+}
+
+#[tokio::test]
 async fn a_crd_becomes_established() {
-    let (client, resolver, ns) = setup("health-crd").await;
-    let group = format!("h{}.example.com", unique_suffix());
-    apply(&resolver, None, widget_crd(&group)).await;
+    let t = HealthTest::new("health-crd").await;
+    let group = widget_group();
+    t.apply_cluster_scoped(widget_crd(&group)).await;
     let targets = [WaitTarget::new(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
@@ -235,101 +320,36 @@ async fn a_crd_becomes_established() {
         &format!("widgets.{group}"),
     )];
 
-    let report = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap();
+    let report = t.wait(&targets, LONG).await.unwrap();
 
     assert_eq!(report.objects[0].status.message, "CRD is established");
     assert_eq!(
         report.objects[0].target.to_string(),
         format!("CustomResourceDefinition/widgets.{group}")
     );
-    delete_crd(&client, &group).await;
-    ns.delete().await;
-}
-
-async fn delete_crd(client: &Client, group: &str) {
-    let api = kube::Api::<CustomResourceDefinition>::all(client.clone());
-    let _ = api.delete(&format!("widgets.{group}"), &Default::default()).await;
-}
-
-/// Installs the widget CRD and creates one widget whose status says Ready=False.
-async fn unready_widget(client: &Client, resolver: &ResourceResolver, ns: &str, group: &str) {
-    let crd: CustomResourceDefinition = serde_json::from_value(widget_crd(group)).unwrap();
-    install_crd(client, &crd).await;
-    let api_version = format!("{group}/v1");
-    apply(
-        resolver,
-        Some(ns),
-        json!({"apiVersion": api_version, "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 1}}),
-    )
-    .await;
-    set_ready(
-        resolver,
-        ns,
-        group,
-        "False",
-        "Provisioning",
-        "waiting for the backend",
-    )
-    .await;
-}
-
-async fn set_ready(
-    resolver: &ResourceResolver,
-    ns: &str,
-    group: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-) {
-    let patch = json!({"status": {"observedGeneration": 1, "conditions": [{
-        "type": "Ready", "status": status, "reason": reason, "message": message,
-        "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"
-    }]}});
-    patch_widget_status(resolver, ns, group, patch).await;
-}
-
-async fn patch_widget_status(resolver: &ResourceResolver, ns: &str, group: &str, patch: Value) {
-    eventually("patch widget status", SETUP, || async {
-        let (api, _) = resolver
-            .api(&format!("{group}/v1"), "Widget", Some(ns))
-            .await
-            .ok()?;
-        api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .ok()
-    })
-    .await;
+    t.delete_with_widgets(&[&group]).await;
 }
 
 #[tokio::test]
 async fn a_custom_resource_going_from_ready_false_to_true_becomes_current() {
-    let (client, resolver, ns) = setup("health-cr").await;
-    let group = format!("h{}.example.com", unique_suffix());
-    unready_widget(&client, &resolver, &ns.name, &group).await;
-    let targets = [WaitTarget::new(
-        &format!("{group}/v1"),
-        "Widget",
-        Some(&ns.name),
-        "w1",
-    )];
+    let t = HealthTest::new("health-cr").await;
+    let group = widget_group();
+    t.unready_widget(&group).await;
+    let targets = [t.widget(&group)];
 
     // While Ready=False the widget is in progress, not Current and not Failed.
-    let err = wait(&resolver, &targets, &no_exprs(), SHORT, std::future::pending())
-        .await
-        .unwrap_err();
+    let err = t.wait(&targets, SHORT).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
             "timeout waiting for: [Widget/{}/w1: InProgress: waiting for the backend]",
-            ns.name
+            t.namespace()
         )
     );
 
     // Spawned: the waiter must be Send to run on the controller's runtime.
     let waiter = {
-        let (resolver, targets) = (resolver.clone(), targets.clone());
+        let (resolver, targets) = (t.resolver.clone(), targets.clone());
         tokio::spawn(async move {
             wait(
                 &resolver,
@@ -341,33 +361,20 @@ async fn a_custom_resource_going_from_ready_false_to_true_becomes_current() {
             .await
         })
     };
-    set_ready(
-        &resolver,
-        &ns.name,
-        &group,
-        "True",
-        "Provisioned",
-        "backend is serving",
-    )
-    .await;
+    t.set_ready(&group, "True", "Provisioned", "backend is serving")
+        .await;
     let report = waiter.await.unwrap().unwrap();
     assert_eq!(report.objects[0].status.status, Status::Current);
     assert_eq!(report.objects[0].status.message, "backend is serving");
-    delete_crd(&client, &group).await;
-    ns.delete().await;
+    t.delete_with_widgets(&[&group]).await;
 }
 
 #[tokio::test]
 async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
-    let (client, resolver, ns) = setup("health-cel").await;
-    let group = format!("h{}.example.com", unique_suffix());
-    unready_widget(&client, &resolver, &ns.name, &group).await;
-    let targets = [WaitTarget::new(
-        &format!("{group}/v1"),
-        "Widget",
-        Some(&ns.name),
-        "w1",
-    )];
+    let t = HealthTest::new("health-cel").await;
+    let group = widget_group();
+    t.unready_widget(&group).await;
+    let targets = [t.widget(&group)];
 
     // A CEL rule calling "Provisioning" a failure makes the same object Failed at once.
     let exprs = cel::compile(&[CustomHealthCheck {
@@ -378,13 +385,13 @@ async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
         failed: Some("status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Provisioning')".into()),
     }])
     .unwrap();
-    let err = wait(&resolver, &targets, &exprs, LONG, std::future::pending())
-        .await
-        .unwrap_err();
+    let err = t.wait_with(&targets, &exprs, LONG).await.unwrap_err();
     assert!(matches!(err, HealthError::Failed(_)), "{err}");
     assert!(
-        err.to_string()
-            .contains(&format!("Widget/{}/w1: Failed: healthCheckExprs failed", ns.name)),
+        err.to_string().contains(&format!(
+            "Widget/{}/w1: Failed: healthCheckExprs failed",
+            t.namespace()
+        )),
         "{err}"
     );
 
@@ -395,92 +402,63 @@ async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
         {"type": "Stalled", "status": "True", "reason": "InvalidSpec", "message": "size must be even",
          "lastTransitionTime": "2026-01-01T00:00:00Z"}
     ]}});
-    patch_widget_status(&resolver, &ns.name, &group, stalled).await;
-    let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap_err();
+    t.patch_widget_status(&group, stalled).await;
+    let err = t.wait(&targets, LONG).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
             "failed early due to stalled resources: [Widget/{}/w1: Failed: size must be even]",
-            ns.name
+            t.namespace()
         )
     );
-    delete_crd(&client, &group).await;
-    ns.delete().await;
+    t.delete_with_widgets(&[&group]).await;
 }
 
 #[tokio::test]
 async fn a_custom_resource_without_status_waits_only_if_its_crd_has_a_status_subresource() {
-    let (client, resolver, ns) = setup("health-nostatus").await;
-    let with_status = format!("h{}.example.com", unique_suffix());
-    let without_status = format!("h{}.example.com", unique_suffix());
+    let t = HealthTest::new("health-nostatus").await;
+    let with_status = widget_group();
+    let without_status = widget_group();
     let mut plain_crd = widget_crd(&without_status);
     plain_crd["spec"]["versions"][0]
         .as_object_mut()
         .unwrap()
         .remove("subresources");
     for crd in [widget_crd(&with_status), plain_crd] {
-        install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
+        install_crd(&t.client, &serde_json::from_value(crd).unwrap()).await;
     }
     for group in [&with_status, &without_status] {
-        let widget =
-            json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w1"}});
-        apply(&resolver, Some(&ns.name), widget).await;
+        t.apply(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w1"}}))
+            .await;
     }
 
     // No controller has written status yet: kstatus would call it Current; we wait.
-    let awaited = [WaitTarget::new(
-        &format!("{with_status}/v1"),
-        "Widget",
-        Some(&ns.name),
-        "w1",
-    )];
-    let err = wait(&resolver, &awaited, &no_exprs(), SHORT, std::future::pending())
-        .await
-        .unwrap_err();
+    let err = t.wait(&[t.widget(&with_status)], SHORT).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
             "timeout waiting for: [Widget/{}/w1: InProgress: Waiting for the controller to report status]",
-            ns.name
+            t.namespace()
         )
     );
     // Without a status subresource nothing will ever report: Current, as in Flux.
-    let plain = [WaitTarget::new(
-        &format!("{without_status}/v1"),
-        "Widget",
-        Some(&ns.name),
-        "w1",
-    )];
-    let report = wait(&resolver, &plain, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap();
+    let report = t.wait(&[t.widget(&without_status)], LONG).await.unwrap();
     assert_eq!(report.objects[0].status.message, "Resource is current");
-    delete_crd(&client, &with_status).await;
-    delete_crd(&client, &without_status).await;
-    ns.delete().await;
+    t.delete_with_widgets(&[&with_status, &without_status]).await;
 }
 
 #[tokio::test]
 async fn a_health_check_naming_a_missing_object_is_reported_without_waiting_for_the_timeout() {
-    let (_, resolver, ns) = setup("health-missing").await;
-    apply(
-        &resolver,
-        Some(&ns.name),
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "here"}}),
-    )
-    .await;
+    let t = HealthTest::new("health-missing").await;
+    t.apply(config_map("here")).await;
     let targets = [
-        WaitTarget::new("v1", "ConfigMap", Some(&ns.name), "here"),
-        WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "typo"),
-        WaitTarget::new("nothing.example.com/v1", "Gadget", Some(&ns.name), "g"),
-        WaitTarget::new("apps/v1/beta", "Deployment", Some(&ns.name), "bad"),
+        t.target("v1", "ConfigMap", "here"),
+        t.target("apps/v1", "Deployment", "typo"),
+        t.target("nothing.example.com/v1", "Gadget", "g"),
+        t.target("apps/v1/beta", "Deployment", "bad"),
     ];
 
-    let err = wait(&resolver, &targets, &no_exprs(), LONG, std::future::pending())
-        .await
-        .unwrap_err();
+    let err = t.wait(&targets, LONG).await.unwrap_err();
 
     assert!(matches!(err, HealthError::NotFound(_)), "{err}");
     assert_eq!(
@@ -489,26 +467,21 @@ async fn a_health_check_naming_a_missing_object_is_reported_without_waiting_for_
             "failed early due to missing resources: [Deployment/{ns}/typo: NotFound: Resource not found; \
              Gadget/{ns}/g: NotFound: no matches for kind \"Gadget\" in version \"nothing.example.com/v1\"; \
              Deployment/{ns}/bad: NotFound: no matches for kind \"Deployment\" in version \"apps/v1/beta\"]",
-            ns = ns.name
+            ns = t.namespace()
         )
     );
-    ns.delete().await;
+    t.delete().await;
 }
 
 #[tokio::test]
 async fn a_new_revision_cancels_the_wait() {
-    let (_, resolver, ns) = setup("health-cancel").await;
-    apply(
-        &resolver,
-        Some(&ns.name),
-        deployment("stuck", 1, Some("never-ready"), None),
-    )
-    .await;
-    let targets = [WaitTarget::new("apps/v1", "Deployment", Some(&ns.name), "stuck")];
+    let t = HealthTest::new("health-cancel").await;
+    t.apply(deployment("stuck", 1, Some("never-ready"), None)).await;
+    let targets = [t.target("apps/v1", "Deployment", "stuck")];
     let (new_revision, revision_rx) = tokio::sync::oneshot::channel::<()>();
 
     let waiter = {
-        let resolver = resolver.clone();
+        let resolver = t.resolver.clone();
         tokio::spawn(async move {
             let cancel = async move {
                 let _ = revision_rx.await;
@@ -521,5 +494,5 @@ async fn a_new_revision_cancels_the_wait() {
     let err = waiter.await.unwrap().unwrap_err();
     assert!(matches!(err, HealthError::Canceled), "{err}");
     assert_eq!(err.reason(), "HealthCheckCanceled");
-    ns.delete().await;
+    t.delete().await;
 }

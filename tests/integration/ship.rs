@@ -82,25 +82,53 @@ fn write_tree(dir: &Path, namespace: &str, greeting: &str, password: &str) {
     .unwrap();
 }
 
-fn kustomization_file(dir: &Path) -> std::path::PathBuf {
-    let file = dir.join("ks.yaml");
-    std::fs::write(
-        &file,
-        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: app, namespace: flux-system}\n\
-         spec: {interval: 5m, prune: true, sourceRef: {kind: GitRepository, name: app}}\n",
-    )
-    .unwrap();
-    file
+/// A `diff` run's inputs: a namespace for the objects, the tree to build, and a Kustomization
+/// file kept outside the tree (or the build would apply the Kustomization object itself).
+struct DiffInputs {
+    ns: TestNamespace,
+    tree: tempfile::TempDir,
+    spec_dir: tempfile::TempDir,
 }
 
-fn run_diff(root: &Path, ks: &Path) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-        .args(["diff", ".", "--root"])
-        .arg(root)
-        .arg("--kustomization")
-        .arg(ks)
-        .output()
-        .expect("run kustomize-controller diff")
+impl DiffInputs {
+    async fn new(prefix: &str) -> Self {
+        let ns = TestNamespace::new(&client().await, prefix).await;
+        let spec_dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            spec_dir.path().join("ks.yaml"),
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: app, namespace: flux-system}\n\
+             spec: {interval: 5m, prune: true, sourceRef: {kind: GitRepository, name: app}}\n",
+        )
+        .unwrap();
+        Self {
+            ns,
+            tree: tempfile::tempdir().unwrap(),
+            spec_dir,
+        }
+    }
+
+    fn namespace(&self) -> &str {
+        &self.ns.name
+    }
+
+    fn tree(&self) -> &Path {
+        self.tree.path()
+    }
+
+    /// `kustomize-controller diff` of the tree with the Kustomization file.
+    fn run_diff(&self) -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+            .args(["diff", ".", "--root"])
+            .arg(self.tree())
+            .arg("--kustomization")
+            .arg(self.spec_dir.path().join("ks.yaml"))
+            .output()
+            .expect("run kustomize-controller diff")
+    }
+
+    async fn delete(self) {
+        self.ns.delete().await;
+    }
 }
 
 async fn apply_tree(root: &Path) {
@@ -131,16 +159,12 @@ async fn apply_tree(root: &Path) {
 
 #[tokio::test]
 async fn diff_exits_0_without_drift_and_1_with_a_masked_diff() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "diff").await;
-    let tree = tempfile::tempdir().unwrap();
-    // Outside the tree, or the build would apply the Kustomization object itself.
-    let spec_dir = tempfile::tempdir().unwrap();
-    let ks = kustomization_file(spec_dir.path());
-    write_tree(tree.path(), &ns.name, "hello", "first-s3cret");
-    apply_tree(tree.path()).await;
+    let diff = DiffInputs::new("diff").await;
+    let ns = diff.namespace();
+    write_tree(diff.tree(), ns, "hello", "first-s3cret");
+    apply_tree(diff.tree()).await;
 
-    let unchanged = run_diff(tree.path(), &ks);
+    let unchanged = diff.run_diff();
     assert_eq!(
         unchanged.status.code(),
         Some(0),
@@ -153,8 +177,8 @@ async fn diff_exits_0_without_drift_and_1_with_a_masked_diff() {
         String::from_utf8_lossy(&unchanged.stdout)
     );
 
-    write_tree(tree.path(), &ns.name, "goodbye", "second-s3cret");
-    let drifted = run_diff(tree.path(), &ks);
+    write_tree(diff.tree(), ns, "goodbye", "second-s3cret");
+    let drifted = diff.run_diff();
     let stdout = String::from_utf8_lossy(&drifted.stdout);
     assert_eq!(
         drifted.status.code(),
@@ -163,7 +187,7 @@ async fn diff_exits_0_without_drift_and_1_with_a_masked_diff() {
         String::from_utf8_lossy(&drifted.stderr)
     );
     assert!(
-        stdout.contains(&format!("ConfigMap/{}/settings configured", ns.name)),
+        stdout.contains(&format!("ConfigMap/{ns}/settings configured")),
         "{stdout}"
     );
     assert!(
@@ -171,7 +195,7 @@ async fn diff_exits_0_without_drift_and_1_with_a_masked_diff() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(&format!("Secret/{}/credentials configured", ns.name)),
+        stdout.contains(&format!("Secret/{ns}/credentials configured")),
         "{stdout}"
     );
     for secret in ["first-s3cret", "second-s3cret"] {
@@ -182,33 +206,25 @@ async fn diff_exits_0_without_drift_and_1_with_a_masked_diff() {
             "a Secret value leaked: {stdout}"
         );
     }
-    ns.delete().await;
+    diff.delete().await;
 }
 
 #[tokio::test]
 async fn diff_of_an_invalid_object_names_it_and_exits_2() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "diffbad").await;
-    let tree = tempfile::tempdir().unwrap();
-    // Outside the tree, or the build would apply the Kustomization object itself.
-    let spec_dir = tempfile::tempdir().unwrap();
-    let ks = kustomization_file(spec_dir.path());
+    let diff = DiffInputs::new("diffbad").await;
+    let ns = diff.namespace();
     std::fs::write(
-        tree.path().join("deployment.yaml"),
+        diff.tree().join("deployment.yaml"),
         format!(
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: broken, namespace: {}}}\n\
-             spec: {{selector: {{matchLabels: {{app: x}}}}, template: {{metadata: {{labels: {{app: x}}}}, spec: {{containers: []}}}}}}\n",
-            ns.name
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: broken, namespace: {ns}}}\n\
+             spec: {{selector: {{matchLabels: {{app: x}}}}, template: {{metadata: {{labels: {{app: x}}}}, spec: {{containers: []}}}}}}\n"
         ),
     )
     .unwrap();
-    let out = run_diff(tree.path(), &ks);
+    let out = diff.run_diff();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains(&format!("Deployment/{}/broken", ns.name)),
-        "{stderr}"
-    );
+    assert!(stderr.contains(&format!("Deployment/{ns}/broken")), "{stderr}");
     assert!(stderr.contains("spec.template.spec.containers"), "{stderr}");
-    ns.delete().await;
+    diff.delete().await;
 }

@@ -4,6 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
@@ -13,7 +14,7 @@ use kustomize_controller::api::kustomization::SourceKind;
 use serde_json::{Value, json};
 
 use super::artifacts::{self, ArtifactServer, Reply, test_archive};
-use super::eventually;
+use super::{TestNamespace, eventually};
 
 /// A controller process watching only `namespace` (RUNTIME_NAMESPACE with
 /// `--watch-all-namespaces=false`), so tests running in parallel do not see each other.
@@ -226,4 +227,126 @@ pub async fn events_about(
             )
         })
         .collect()
+}
+
+/// A kustomization.yaml that lists one file, `objects.yaml`.
+pub const OBJECTS_KUSTOMIZATION: &str =
+    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [objects.yaml]\n";
+
+/// One controller test's world: the client, the CRD, a namespace of its own and an artifact
+/// server standing in for source-controller. Its methods are the steps the tests take, all in
+/// that namespace.
+pub struct Scenario {
+    pub client: Client,
+    pub server: ArtifactServer,
+    ns: TestNamespace,
+}
+
+impl Scenario {
+    /// Installs the Kustomization CRD (once per binary), creates the namespace, starts the server.
+    pub async fn new(prefix: &str) -> Self {
+        let client = super::client().await;
+        super::kustomization_crd(&client).await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        Self {
+            client,
+            server: ArtifactServer::start().await,
+            ns,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.ns.name
+    }
+
+    /// A controller process watching this namespace only.
+    pub fn start_controller(&self, extra_args: &[&str]) -> ControllerProcess {
+        ControllerProcess::start(self.namespace(), extra_args)
+    }
+
+    /// Publishes `files` as revision `revision` of GitRepository `repo`.
+    pub async fn publish(&self, repo: &str, revision: &str, files: &[(&'static str, &str)]) {
+        publish(
+            &self.client,
+            &self.server,
+            self.namespace(),
+            repo,
+            revision,
+            files,
+        )
+        .await;
+    }
+
+    /// Publishes `objects` as `objects.yaml` with a kustomization.yaml listing it.
+    pub async fn publish_objects(&self, repo: &str, revision: &str, objects: &str) {
+        let files = [
+            ("kustomization.yaml", OBJECTS_KUSTOMIZATION),
+            ("objects.yaml", objects),
+        ];
+        self.publish(repo, revision, &files).await;
+    }
+
+    /// Creates or updates Kustomization `name`: [`Scenario::spec`] with `overrides` on top.
+    pub async fn apply(&self, name: &str, overrides: Value) {
+        apply_kustomization(&self.client, self.namespace(), name, self.spec(overrides)).await;
+    }
+
+    /// The spec the tests start from: GitRepository `repo` into this namespace, pruned, a 10m
+    /// interval (only what a test does triggers a run) and a 30s timeout; `overrides` replace
+    /// top-level fields.
+    pub fn spec(&self, overrides: Value) -> Value {
+        let mut spec = json!({
+            "interval": "10m", "prune": true, "timeout": "30s", "targetNamespace": self.namespace(),
+            "sourceRef": {"kind": "GitRepository", "name": "repo"},
+        });
+        if let (Some(spec), Some(overrides)) = (spec.as_object_mut(), overrides.as_object()) {
+            spec.extend(overrides.clone());
+        }
+        spec
+    }
+
+    pub async fn get(&self, name: &str) -> Option<Kustomization> {
+        get_kustomization(&self.client, self.namespace(), name).await
+    }
+
+    /// Waits until Kustomization `name` is Ready=`status` with a message containing `message`.
+    pub async fn wait_ready(
+        &self,
+        controller: &ControllerProcess,
+        name: &str,
+        status: &str,
+        message: &str,
+    ) -> Kustomization {
+        wait_ready(&self.client, controller, self.namespace(), name, status, message).await
+    }
+
+    /// Waits until Kustomization `name` reports Flux's success message for `revision`.
+    pub async fn wait_applied(
+        &self,
+        controller: &ControllerProcess,
+        name: &str,
+        revision: &str,
+    ) -> Kustomization {
+        let message = format!("Applied revision: {revision}");
+        self.wait_ready(controller, name, "True", &message).await
+    }
+
+    /// The `value` key of ConfigMap `name`, or `None` when the ConfigMap (or key) is missing.
+    pub async fn config_map_value(&self, name: &str) -> Option<String> {
+        let cm = Api::<ConfigMap>::namespaced(self.client.clone(), self.namespace())
+            .get_opt(name)
+            .await
+            .unwrap()?;
+        cm.data?.get("value").cloned()
+    }
+
+    /// The Events about Kustomization `name`, as [`events_about`] gives them.
+    pub async fn events(&self, name: &str) -> Vec<(String, String, String, Value)> {
+        events_about(&self.client, self.namespace(), name).await
+    }
+
+    /// Deletes the namespace (see [`TestNamespace::delete`]).
+    pub async fn delete(self) {
+        self.ns.delete().await;
+    }
 }
