@@ -672,10 +672,16 @@ async fn a_bad_ignore_rule_fails_the_apply_before_anything_is_written() {
         .unwrap_err();
     assert_eq!(err.to_string(), expected);
     assert_eq!(
-        live(&client, "v1", "ConfigMap", &ns.name, "c").await.unwrap()["data"],
+        live(&client, "v1", "ConfigMap", Some(&ns.name), "c")
+            .await
+            .unwrap()["data"],
         json!({"k": "v"})
     );
-    assert!(live(&client, "v1", "ConfigMap", &ns.name, "d").await.is_none());
+    assert!(
+        live(&client, "v1", "ConfigMap", Some(&ns.name), "d")
+            .await
+            .is_none()
+    );
     ns.delete().await;
 }
 
