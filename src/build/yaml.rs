@@ -11,19 +11,18 @@ use super::BuildError;
 /// resolved as kyaml (goyaml v3) does, which differs from YAML 1.2 core in a few places
 /// (`0755` is octal, `1_000` is an integer, a plain date becomes a timestamp string).
 pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
-    let mut out = Vec::new();
-    for_each_document(text, origin, false, |_, doc| {
-        out.push(doc);
-        Ok(())
-    })?;
-    Ok(out)
+    collect_documents(text, origin, false)
 }
 
 /// Like [`parse_documents`], with YAML 1.1 booleans (`yes`, `on`, `n`, ...) as goyaml v2
 /// reads them: kustomize decodes JSON6902 patches that way (sigs.k8s.io/yaml).
 pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+    collect_documents(text, origin, true)
+}
+
+fn collect_documents(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
     let mut out = Vec::new();
-    for_each_document(text, origin, true, |_, doc| {
+    for_each_document(text, origin, yaml11, |_, doc| {
         out.push(doc);
         Ok(())
     })?;

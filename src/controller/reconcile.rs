@@ -374,12 +374,15 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     })?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
-    let built = tokio::task::spawn_blocking(move || {
+    let built = match tokio::task::spawn_blocking(move || {
         flux_build::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
     })
     .await
-    .map_err(|e| StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry))
-    .and_then(|built| built.map_err(|e| StepFailure::new(e.reason(), e.to_string(), retry)))
+    {
+        Ok(Ok(built)) => Ok(built),
+        Ok(Err(e)) => Err(StepFailure::new(e.reason(), e.to_string(), retry)),
+        Err(e) => Err(StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry)),
+    }
     .inspect_err(|failure| status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed))?;
     drop(tree);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.

@@ -543,10 +543,13 @@ mod tests {
         }
     }
 
+    /// Variables, input, expected output.
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+
     /// Cases of fluxcd/pkg/envsubst's own TestExpand (expected values from its test table).
     #[test]
     fn the_reference_implementation_table() {
-        let cases: &[(&[(&str, &str)], &str, &str)] = &[
+        let cases: &[Case] = &[
             (&[("var01", "abcdEFGH28ij")], "${#var01}", "12"),
             (&[("var01", "abcdEFGH28ij")], "${var01^}", "AbcdEFGH28ij"),
             (&[("var01", "ABCDEFGH28IJ")], "${var01,}", "aBCDEFGH28IJ"),
