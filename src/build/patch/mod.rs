@@ -13,7 +13,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 pub use crate::api::selector::OriginalId;
-pub use selector::{Target, is_cluster_scoped};
+pub use selector::Target;
 
 /// A parsed patch.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,38 +6,7 @@ use serde_json::{Map, Value};
 use super::PatchError;
 use crate::api::kustomization::Selector;
 use crate::api::selector::{CompiledSelector, Namespacing, OriginalId};
-use crate::build::resmap::str_at;
-
-/// Cluster-scoped builtin kinds (Kubernetes 1.21 schema). Every other kind, including
-/// cluster-scoped custom resources, counts as namespaced, as in kustomize.
-const CLUSTER_SCOPED_KINDS: &[&str] = &[
-    "APIService",
-    "CertificateSigningRequest",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "ComponentStatus",
-    "CSIDriver",
-    "CSINode",
-    "CustomResourceDefinition",
-    "FlowSchema",
-    "IngressClass",
-    "MutatingWebhookConfiguration",
-    "Namespace",
-    "Node",
-    "PersistentVolume",
-    "PodSecurityPolicy",
-    "PriorityClass",
-    "PriorityLevelConfiguration",
-    "RuntimeClass",
-    "StorageClass",
-    "ValidatingWebhookConfiguration",
-    "VolumeAttachment",
-];
-
-/// Whether kustomize knows `kind` as cluster-scoped.
-pub fn is_cluster_scoped(kind: &str) -> bool {
-    CLUSTER_SCOPED_KINDS.contains(&kind)
-}
+use crate::build::resmap::{is_cluster_scoped, split_api_version, str_at};
 
 /// A patch target compiled once (as kustomize does), so testing every object of a build
 /// costs no regex compilation.
@@ -57,7 +26,8 @@ impl Target {
     /// Whether this target selects `object`, matching name and namespace against the
     /// current or the `original` identity (kustomize's effective namespaces).
     pub fn selects(&self, object: &Map<String, Value>, original: Option<OriginalId<'_>>) -> bool {
-        let cluster_scoped = is_cluster_scoped(str_at(object, &["kind"]));
+        let (group, _) = split_api_version(str_at(object, &["apiVersion"]));
+        let cluster_scoped = is_cluster_scoped(group, str_at(object, &["kind"]));
         self.0.matches(
             object,
             Namespacing::Kustomize {
