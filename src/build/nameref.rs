@@ -60,12 +60,13 @@ impl Candidate {
 /// reference costs a hash lookup instead of a scan of the whole build.
 struct Index {
     candidates: Vec<Candidate>,
-    by_kind_name: HashMap<(String, String), Vec<usize>>,
+    /// Kind, then name: looked up by `&str` without building a key.
+    by_kind_name: HashMap<String, HashMap<String, Vec<usize>>>,
 }
 
 impl Index {
     fn of(resources: &[Resource]) -> Self {
-        let mut by_kind_name: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let mut by_kind_name: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
         let candidates: Vec<Candidate> = resources
             .iter()
             .map(|r| {
@@ -83,7 +84,9 @@ impl Index {
         for (i, c) in candidates.iter().enumerate() {
             for id in &c.ids {
                 let slot = by_kind_name
-                    .entry((id.kind.clone(), id.name.clone()))
+                    .entry(id.kind.clone())
+                    .or_default()
+                    .entry(id.name.clone())
                     .or_default();
                 // Indices are pushed in build order; skip the repeats of one object.
                 if slot.last() != Some(&i) {
@@ -100,7 +103,8 @@ impl Index {
     /// Objects that ever had this kind and name, in build order.
     fn named(&self, kind: &str, name: &str) -> impl Iterator<Item = &Candidate> {
         self.by_kind_name
-            .get(&(kind.to_string(), name.to_string()))
+            .get(kind)
+            .and_then(|names| names.get(name))
             .into_iter()
             .flatten()
             .map(|&i| &self.candidates[i])
