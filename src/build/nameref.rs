@@ -20,7 +20,8 @@ pub fn fix(map: &mut ResMap) -> Result<(), BuildError> {
     map.try_each(|res| {
         let referrer_id = res.id();
         // Taken before any rewrite, as kustomize picks the candidates once per referrer.
-        let subject_namespaces = service_account_subject_namespaces(&referrer_id, res.obj());
+        // Opened for changing: the rewrites below work on the same parse.
+        let subject_namespaces = service_account_subject_namespaces(&referrer_id, res.obj_mut());
         for target in &table {
             for spec in target.referrers.iter().filter(|s| selects(s, &referrer_id)) {
                 let referrer = Referrer {

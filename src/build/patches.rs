@@ -167,18 +167,16 @@ fn by_selector(
 ) -> Result<(), BuildError> {
     let selector = target;
     let target = patch::Target::compile(selector).map_err(|e| ctx.err(e))?;
-    let mut selected = Vec::new();
-    for (i, res) in map.resources.iter_mut().enumerate() {
-        let orig = res.orig.clone();
-        let original = OriginalId {
-            name: &orig.name,
-            namespace: &orig.namespace,
-        };
-        if target.selects(res.obj(), Some(original)) {
-            selected.push(i);
-        }
-        res.pack();
-    }
+    let selected: Vec<usize> = (0..map.resources.len())
+        .filter(|&i| {
+            let res = &map.resources[i];
+            let original = OriginalId {
+                name: &res.orig.name,
+                namespace: &res.orig.namespace,
+            };
+            target.selects(&res.obj(), Some(original))
+        })
+        .collect();
     if selected.is_empty() {
         map.warnings.push(format!(
             "{}: patch target {} matches no resource",
@@ -225,7 +223,7 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
     let before = res.id();
     // kustomize runs JSON6902 patches while its index annotations sit on every object, so
     // `metadata.annotations` always exists for them; it disappears again when left empty.
-    let mut input = res.obj().clone();
+    let mut input = res.obj().into_owned();
     let add_annotations = matches!(doc.kind, PatchKind::Json6902(_))
         && input
             .get("metadata")

@@ -171,13 +171,12 @@ pub struct Resource {
 /// [`super::packed`]).
 #[derive(Clone, Debug)]
 enum Body {
-    /// Parsed; `unchanged` keeps the packed form while the object was only read.
-    Open {
-        obj: Map<String, Value>,
-        unchanged: Option<(Packed, ResId)>,
-    },
+    Open(Map<String, Value>),
     /// With the id it had when packed, so ids are read without parsing.
-    Packed { object: Packed, id: ResId },
+    Packed {
+        object: Packed,
+        id: ResId,
+    },
 }
 
 impl Resource {
@@ -193,7 +192,7 @@ impl Resource {
         }
         let mut res = Resource {
             orig: ResId::of(&obj),
-            body: Body::Open { obj, unchanged: None },
+            body: Body::Open(obj),
             prev: Vec::new(),
             prefixes: Vec::new(),
             suffixes: Vec::new(),
@@ -212,7 +211,7 @@ impl Resource {
     /// The current id, borrowed when the object is packed.
     fn current_id(&self) -> Cow<'_, ResId> {
         match &self.body {
-            Body::Open { obj, .. } => Cow::Owned(ResId::of(obj)),
+            Body::Open(obj) => Cow::Owned(ResId::of(obj)),
             Body::Packed { id, .. } => Cow::Borrowed(id),
         }
     }
@@ -222,36 +221,22 @@ impl Resource {
         pred(&self.orig) || self.prev.iter().any(&pred) || pred(&self.current_id())
     }
 
-    /// The object, opened if it was packed.
-    pub fn obj(&mut self) -> &Map<String, Value> {
-        self.open(false)
+    /// The object for reading: borrowed when open, parsed from the packed text (which
+    /// stays as it is) otherwise.
+    pub fn obj(&self) -> Cow<'_, Map<String, Value>> {
+        match &self.body {
+            Body::Open(obj) => Cow::Borrowed(obj),
+            Body::Packed { object, .. } => Cow::Owned(object.to_map()),
+        }
     }
 
     /// The object for changing, opened if it was packed.
     pub fn obj_mut(&mut self) -> &mut Map<String, Value> {
-        self.open(true)
-    }
-
-    fn open(&mut self, for_change: bool) -> &mut Map<String, Value> {
-        if matches!(self.body, Body::Packed { .. }) {
-            let empty = Body::Open {
-                obj: Map::new(),
-                unchanged: None,
-            };
-            if let Body::Packed { object, id } = std::mem::replace(&mut self.body, empty) {
-                self.body = Body::Open {
-                    obj: object.to_map(),
-                    unchanged: Some((object, id)),
-                };
-            }
+        if let Body::Packed { object, .. } = &self.body {
+            self.body = Body::Open(object.to_map());
         }
         match &mut self.body {
-            Body::Open { obj, unchanged } => {
-                if for_change {
-                    *unchanged = None;
-                }
-                obj
-            }
+            Body::Open(obj) => obj,
             Body::Packed { .. } => unreachable!("opened above"),
         }
     }
@@ -271,20 +256,17 @@ impl Resource {
 
     /// Replaces the object.
     pub fn replace(&mut self, obj: Map<String, Value>) {
-        self.body = Body::Open { obj, unchanged: None };
+        self.body = Body::Open(obj);
     }
 
-    /// Packs the object once a step is done with it; an object that was only read keeps
-    /// its earlier packed text.
+    /// Packs the object once a step is done with it.
     pub fn pack(&mut self) {
-        let Body::Open { obj, unchanged } = &mut self.body else {
-            return;
-        };
-        let (object, id) = match unchanged.take() {
-            Some(packed) => packed,
-            None => (Packed::from_map(obj), ResId::of(obj)),
-        };
-        self.body = Body::Packed { object, id };
+        if let Body::Open(obj) = &self.body {
+            self.body = Body::Packed {
+                object: Packed::from_map(obj),
+                id: ResId::of(obj),
+            };
+        }
     }
 
     /// The packed object, for the build's output.
@@ -292,7 +274,7 @@ impl Resource {
         self.pack();
         match self.body {
             Body::Packed { object, .. } => object,
-            Body::Open { .. } => unreachable!("packed above"),
+            Body::Open(_) => unreachable!("packed above"),
         }
     }
 
@@ -437,12 +419,10 @@ mod tests {
     }
 
     #[test]
-    fn a_resource_opened_to_read_packs_back_unchanged() {
-        let mut r = res(json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}));
-        let before = r.clone().into_packed();
-        assert_eq!(r.obj()["data"]["k"], "v");
-        r.pack();
-        assert_eq!(r.into_packed(), before);
+    fn a_packed_resource_reads_back_whole() {
+        let object = json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v", "n": 1.5}});
+        let r = res(object.clone());
+        assert_eq!(Value::Object(r.obj().into_owned()), object);
     }
 
     #[test]

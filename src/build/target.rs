@@ -42,7 +42,7 @@ pub fn build_root(
     )?;
     map.each(|res| {
         if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
-            let name = format!("{}-{}", res.id().name, generate::content_hash(res.obj()));
+            let name = format!("{}-{}", res.id().name, generate::content_hash(&res.obj()));
             res.set_name(name);
         }
     });
@@ -74,7 +74,7 @@ pub fn build_root(
         });
     }
     let mut out = Vec::with_capacity(map.resources.len());
-    for mut res in map.resources {
+    for res in map.resources {
         let local = res
             .obj()
             .get("metadata")

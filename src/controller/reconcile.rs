@@ -381,7 +381,11 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     {
         Ok(Ok(built)) => Ok(built),
         Ok(Err(e)) => Err(StepFailure::new(e.reason(), e.to_string(), retry)),
-        Err(e) => Err(StepFailure::new(reason::BUILD_FAILED, format!("build panicked: {e}"), retry)),
+        Err(e) => Err(StepFailure::new(
+            reason::BUILD_FAILED,
+            format!("build panicked: {e}"),
+            retry,
+        )),
     }
     .inspect_err(|failure| status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed))?;
     drop(tree);

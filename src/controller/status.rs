@@ -187,10 +187,11 @@ pub fn finalize_status(status: &mut KustomizationStatus, stamp: &Stamp, requeste
         delete_condition(&mut status.conditions, RECONCILING);
         status.observed_generation = stamp.generation;
     } else if find(&status.conditions, READY).is_some_and(|c| c.status == FALSE)
-        && let Some(reconciling) = status.conditions.iter_mut().find(|c| c.type_ == RECONCILING) {
-            // Only the reason changes; the message keeps the step that failed.
-            reconciling.reason = reason::PROGRESSING_WITH_RETRY.to_string();
-        }
+        && let Some(reconciling) = status.conditions.iter_mut().find(|c| c.type_ == RECONCILING)
+    {
+        // Only the reason changes; the message keeps the step that failed.
+        reconciling.reason = reason::PROGRESSING_WITH_RETRY.to_string();
+    }
 }
 
 /// What the health step concluded, when it ran.
@@ -373,11 +374,11 @@ pub fn keep_transition_times(stored: &KustomizationStatus, status: &mut Kustomiz
     for condition in &mut status.conditions {
         if let Some(before) = find(&stored.conditions, &condition.type_)
             && before.status == condition.status
-                && before.reason == condition.reason
-                && before.message == condition.message
-            {
-                condition.last_transition_time = before.last_transition_time.clone();
-            }
+            && before.reason == condition.reason
+            && before.message == condition.message
+        {
+            condition.last_transition_time = before.last_transition_time.clone();
+        }
     }
 }
 

@@ -436,6 +436,40 @@ fn build_runs_overrides_substitution_and_common_metadata_in_order() {
     );
 }
 
+/// Flux's docs: commonMetadata labels and annotations go on every object's metadata, and
+/// they do so whether or not postBuild is set.
+#[test]
+fn common_metadata_applies_without_post_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        &[(
+            "app/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels: {team: x, tier: web}\n",
+        )],
+    );
+    let mut spec = spec();
+    spec.common_metadata = Some(CommonMetadata {
+        labels: Some([("team".to_string(), "platform".to_string())].into()),
+        annotations: None,
+    });
+    let built = build(
+        tmp.path(),
+        Path::new("app"),
+        &spec,
+        &BTreeMap::new(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        packed::values(&built.objects),
+        vec![json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "app", "labels": {"team": "platform", "tier": "web"}},
+        })]
+    );
+}
+
 #[test]
 fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
     let tmp = tempfile::tempdir().unwrap();
