@@ -6,6 +6,7 @@ pub mod applier;
 pub mod build;
 pub mod cli;
 pub mod controller;
+pub mod error;
 pub mod health;
 pub mod kube_ext;
 pub mod source;
