@@ -2,6 +2,7 @@
 //! `spec.dependsOn[].readyExpr`, evaluated with the `cel` crate on live objects as JSON.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use cel::objects::{Key, Map};
 use cel::{Context, Program};
@@ -10,6 +11,7 @@ use serde_json::Value;
 use super::kstatus::{ObjectStatus, Status};
 use crate::api::conditions::reason;
 use crate::api::kustomization::CustomHealthCheck;
+use crate::error::{Retry, StepError};
 
 /// Errors of compiling or evaluating CEL. Compile-time problems are configuration errors: the
 /// controller stalls with reason `InvalidCELExpression` and does not retry.
@@ -27,23 +29,27 @@ pub enum CelError {
     NotBool { expr: String, value: String },
 }
 
-impl CelError {
-    /// Configuration errors that no retry can fix.
-    pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            CelError::Parse { .. } | CelError::InvalidApiVersion { .. } | CelError::Duplicate { .. }
-        )
-    }
-
-    /// The Flux condition reason for a terminal error.
-    pub fn reason(&self) -> &'static str {
+impl StepError for CelError {
+    fn reason(&self) -> &'static str {
         reason::INVALID_CEL_EXPRESSION
     }
 
-    /// The Ready condition message Flux writes for a terminal error.
-    pub fn terminal_message(&self) -> String {
-        format!("Reconciliation failed terminally due to configuration error: {self}")
+    /// Compile-time problems are configuration errors that no retry can fix.
+    fn retry(&self) -> Retry {
+        match self {
+            CelError::Parse { .. } | CelError::InvalidApiVersion { .. } | CelError::Duplicate { .. } => {
+                Retry::Terminal
+            }
+            CelError::Eval { .. } | CelError::NotBool { .. } => Retry::RetryInterval,
+        }
+    }
+
+    fn condition_message(&self, _: Duration) -> String {
+        if self.is_terminal() {
+            format!("Reconciliation failed terminally due to configuration error: {self}")
+        } else {
+            self.to_string()
+        }
     }
 }
 
@@ -414,7 +420,7 @@ mod tests {
         let err = compile(&[rule]).unwrap_err();
         assert!(err.is_terminal());
         assert_eq!(err.reason(), "InvalidCELExpression");
-        let message = err.terminal_message();
+        let message = err.condition_message(Duration::ZERO);
         assert!(
             message.starts_with(
                 "Reconciliation failed terminally due to configuration error: failed to parse CEL expression \

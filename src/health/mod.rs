@@ -1,9 +1,11 @@
-//! Health assessment of applied objects: kstatus rules, CEL health expressions, and a
-//! watch-based waiter (flux-kustomization.md section 8).
+//! Health assessment of applied objects: which objects to wait for, kstatus rules, CEL health
+//! expressions, and a watch-based waiter.
 
 pub mod cel;
 pub mod kstatus;
+mod targets;
 pub mod wait;
 
 pub use kstatus::{ObjectStatus, Status, compute};
-pub use wait::{HealthError, ObjectReport, Report, WaitTarget, health_check_targets, wait};
+pub use targets::wait_targets;
+pub use wait::{HealthError, ObjectReport, Report, WaitTarget, wait};

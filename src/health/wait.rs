@@ -22,7 +22,7 @@ use tokio::time::{Instant, sleep_until};
 use super::cel::HealthExprs;
 use super::kstatus::{self, ObjectStatus, Status};
 use crate::api::conditions::reason;
-use crate::api::kustomization::NamespacedObjectKindReference;
+use crate::error::{Retry, StepError};
 use crate::kube_ext::{ResolveError, ResourceResolver};
 
 /// How long a missing object (or an unknown kind) may take to appear before it is reported.
@@ -31,7 +31,7 @@ use crate::kube_ext::{ResolveError, ResourceResolver};
 /// no older than the apply), but health checks may name objects that another controller
 /// creates right after the apply (a Deployment rendered by an operator), and a CRD applied in
 /// the same run takes a moment to be served. Five seconds covers both without letting a typo
-/// wait for the whole timeout (flux-user-issues item 10).
+/// wait for the whole timeout.
 pub const NOT_FOUND_GRACE: Duration = Duration::from_secs(5);
 
 /// How often objects already read are re-judged without an event: only time-based rules (a
@@ -64,35 +64,6 @@ impl WaitTarget {
             absent_is_success: false,
         }
     }
-}
-
-/// The objects named by `spec.healthChecks` of the Kustomization `ks_namespace/ks_name`:
-/// `apiVersion` defaults to `apps/v1` (v1beta1 compatibility), `namespace` to the
-/// Kustomization's; the Kustomization itself is left out, it never waits on itself.
-pub fn health_check_targets(
-    ks_namespace: &str,
-    ks_name: &str,
-    checks: &[NamespacedObjectKindReference],
-) -> Vec<WaitTarget> {
-    checks
-        .iter()
-        .map(|check| {
-            let api_version = check
-                .api_version
-                .as_deref()
-                .filter(|v| !v.is_empty())
-                .unwrap_or("apps/v1");
-            let namespace = check
-                .namespace
-                .as_deref()
-                .filter(|ns| !ns.is_empty())
-                .unwrap_or(ks_namespace);
-            WaitTarget::new(api_version, &check.kind, Some(namespace), &check.name)
-        })
-        .filter(|t| {
-            !(t.kind == "Kustomization" && t.name == ks_name && t.namespace.as_deref() == Some(ks_namespace))
-        })
-        .collect()
 }
 
 /// `Kind/namespace/name`, or `Kind/name` for cluster-scoped objects.
@@ -143,15 +114,20 @@ pub enum HealthError {
     Canceled,
 }
 
-impl HealthError {
-    /// The Flux condition reason.
-    pub fn reason(&self) -> &'static str {
+impl StepError for HealthError {
+    fn reason(&self) -> &'static str {
         match self {
             HealthError::Canceled => reason::HEALTH_CHECK_CANCELED,
             _ => reason::HEALTH_CHECK_FAILED,
         }
     }
 
+    fn retry(&self) -> Retry {
+        Retry::RetryInterval
+    }
+}
+
+impl HealthError {
     /// The objects that were not Current, if the wait ran to a verdict.
     pub fn objects(&self) -> &[ObjectReport] {
         match self {
@@ -598,29 +574,6 @@ mod tests {
             panic!("absence of a TTL job is success")
         };
         assert_eq!(report.objects[0].status.status, Status::Current);
-    }
-
-    #[test]
-    fn health_checks_default_api_version_and_namespace_and_skip_the_kustomization_itself() {
-        let checks: Vec<NamespacedObjectKindReference> = serde_json::from_value(serde_json::json!([
-            {"kind": "Deployment", "name": "web"},
-            {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "name": "db", "namespace": "data"},
-            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "apps"},
-            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "infra"}
-        ]))
-        .unwrap();
-        let targets: Vec<String> = health_check_targets("flux-system", "apps", &checks)
-            .iter()
-            .map(|t| format!("{} {t}", t.api_version))
-            .collect();
-        assert_eq!(
-            targets,
-            [
-                "apps/v1 Deployment/flux-system/web",
-                "helm.toolkit.fluxcd.io/v2 HelmRelease/data/db",
-                "kustomize.toolkit.fluxcd.io/v1 Kustomization/flux-system/infra"
-            ]
-        );
     }
 
     #[test]

@@ -1,0 +1,123 @@
+//! The one builder of the objects a reconcile waits for: with `spec.wait` every object the
+//! apply wrote or found unchanged, otherwise the `spec.healthChecks` entries with Flux's
+//! defaults. Pure.
+
+use crate::api::Kustomization;
+use crate::api::inventory::ObjectRef;
+use crate::api::kustomization::NamespacedObjectKindReference;
+
+use super::wait::WaitTarget;
+
+/// The objects to wait for after an apply. `applied` lists `(apiVersion, object)` of what the
+/// apply wrote or found unchanged (skipped objects left out: nothing of ours changed them).
+/// Empty when there is nothing to wait for.
+pub fn wait_targets<'a>(
+    ks: &Kustomization,
+    applied: impl IntoIterator<Item = (&'a str, &'a ObjectRef)>,
+) -> Vec<WaitTarget> {
+    if ks.spec.wait {
+        return applied
+            .into_iter()
+            .map(|(api_version, object)| {
+                let namespace = (!object.namespace.is_empty()).then_some(object.namespace.as_str());
+                WaitTarget::new(api_version, &object.kind, namespace, &object.name)
+            })
+            .collect();
+    }
+    let namespace = ks.metadata.namespace.as_deref().unwrap_or_default();
+    let name = ks.metadata.name.as_deref().unwrap_or_default();
+    health_check_targets(namespace, name, &ks.spec.health_checks)
+}
+
+/// The objects named by `spec.healthChecks` of the Kustomization `ks_namespace/ks_name`:
+/// `apiVersion` defaults to `apps/v1` (what Flux's v1beta1 API assumed, still honoured),
+/// `namespace` to the Kustomization's; the Kustomization itself is left out, it never waits
+/// on itself.
+fn health_check_targets(
+    ks_namespace: &str,
+    ks_name: &str,
+    checks: &[NamespacedObjectKindReference],
+) -> Vec<WaitTarget> {
+    checks
+        .iter()
+        .map(|check| {
+            let api_version = check
+                .api_version
+                .as_deref()
+                .filter(|v| !v.is_empty())
+                .unwrap_or("apps/v1");
+            let namespace = check
+                .namespace
+                .as_deref()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or(ks_namespace);
+            WaitTarget::new(api_version, &check.kind, Some(namespace), &check.name)
+        })
+        .filter(|t| {
+            !(t.kind == "Kustomization" && t.name == ks_name && t.namespace.as_deref() == Some(ks_namespace))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ks(spec: serde_json::Value) -> Kustomization {
+        let mut full = json!({"interval": "5m", "prune": true,
+            "sourceRef": {"kind": "GitRepository", "name": "repo"}});
+        full.as_object_mut()
+            .unwrap()
+            .extend(spec.as_object().unwrap().clone());
+        serde_json::from_value(json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "flux-system"}, "spec": full
+        }))
+        .unwrap()
+    }
+
+    fn shown(targets: &[WaitTarget]) -> Vec<String> {
+        targets
+            .iter()
+            .map(|t| format!("{} {t}", t.api_version))
+            .collect()
+    }
+
+    #[test]
+    fn health_checks_default_api_version_and_namespace_and_skip_the_kustomization_itself() {
+        let ks = ks(json!({"healthChecks": [
+            {"kind": "Deployment", "name": "web"},
+            {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "name": "db", "namespace": "data"},
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "apps"},
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "name": "infra"}
+        ]}));
+        let applied = ObjectRef::new("", "ConfigMap", "flux-system", "ignored");
+        assert_eq!(
+            shown(&wait_targets(&ks, [("v1", &applied)])),
+            [
+                "apps/v1 Deployment/flux-system/web",
+                "helm.toolkit.fluxcd.io/v2 HelmRelease/data/db",
+                "kustomize.toolkit.fluxcd.io/v1 Kustomization/flux-system/infra"
+            ]
+        );
+    }
+
+    #[test]
+    fn wait_takes_every_applied_object_and_no_health_check() {
+        let ks = ks(json!({"wait": true, "healthChecks": [{"kind": "Deployment", "name": "other"}]}));
+        let namespace = ObjectRef::new("", "Namespace", "", "apps");
+        let web = ObjectRef::new("apps", "Deployment", "apps", "web");
+        assert_eq!(
+            shown(&wait_targets(&ks, [("v1", &namespace), ("apps/v1", &web)])),
+            ["v1 Namespace/apps", "apps/v1 Deployment/apps/web"]
+        );
+    }
+
+    #[test]
+    fn nothing_to_wait_for_without_wait_or_health_checks() {
+        let web = ObjectRef::new("apps", "Deployment", "apps", "web");
+        assert!(wait_targets(&ks(json!({})), [("apps/v1", &web)]).is_empty());
+    }
+}
