@@ -206,21 +206,13 @@ fn render_errors(errors: &[ObjectError], changes: &ChangeSet) -> String {
     out
 }
 
-impl ApplyError {
-    /// The Flux condition reason.
-    pub fn reason(&self) -> &'static str {
+impl crate::error::StepError for ApplyError {
+    fn reason(&self) -> &'static str {
         reason::RECONCILIATION_FAILED
     }
 
-    /// True when retrying without a change of the source may succeed (API failures, missing
-    /// dependencies, conflicts the other owner may resolve); false when the manifests must change.
-    pub fn is_transient(&self) -> bool {
-        self.errors.iter().any(|e| {
-            matches!(
-                e.kind,
-                FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
-            )
-        })
+    fn retry(&self) -> crate::error::Retry {
+        crate::error::Retry::RetryInterval
     }
 }
 
@@ -274,7 +266,6 @@ mod tests {
             err.to_string(),
             "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created"
         );
-        assert_eq!(err.reason(), "ReconciliationFailed");
-        assert!(!err.is_transient());
+        assert_eq!(crate::error::StepError::reason(&err), "ReconciliationFailed");
     }
 }

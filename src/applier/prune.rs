@@ -38,16 +38,17 @@ pub enum PruneError {
     },
 }
 
-impl PruneError {
-    pub fn reason(&self) -> &'static str {
+impl crate::error::StepError for PruneError {
+    fn reason(&self) -> &'static str {
         reason::PRUNE_FAILED
     }
 
-    /// Deletions are retried on the next reconcile; nothing in the manifests can fix them.
-    pub fn is_transient(&self) -> bool {
-        true
+    fn retry(&self) -> crate::error::Retry {
+        crate::error::Retry::RetryInterval
     }
+}
 
+impl PruneError {
     /// What was done before the error.
     pub fn changes(&self) -> &ChangeSet {
         match self {

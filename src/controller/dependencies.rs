@@ -3,9 +3,12 @@
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 
+use std::time::Duration;
+
 use crate::api::Kustomization;
-use crate::api::conditions::READY;
+use crate::api::conditions::{READY, reason};
 use crate::api::kustomization::DependencyReference;
+use crate::error::{Retry, StepError};
 
 use super::status;
 use crate::health::cel::{CelError, eval_ready_expr};
@@ -29,10 +32,27 @@ pub enum DependencyError {
     ReadyExprEval(String, #[source] CelError),
 }
 
-impl DependencyError {
-    /// Only a broken `readyExpr` is terminal; the rest resolve themselves.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::InvalidReadyExpr(_))
+impl StepError for DependencyError {
+    /// A broken `readyExpr` is a configuration error; the rest resolve themselves.
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::InvalidReadyExpr(e) => e.reason(),
+            _ => reason::DEPENDENCY_NOT_READY,
+        }
+    }
+
+    fn retry(&self) -> Retry {
+        match self {
+            Self::InvalidReadyExpr(_) => Retry::Terminal,
+            _ => Retry::Dependency,
+        }
+    }
+
+    fn condition_message(&self, requeue_dependency: Duration) -> String {
+        match self {
+            Self::InvalidReadyExpr(e) => e.condition_message(requeue_dependency),
+            other => other.to_string(),
+        }
     }
 }
 

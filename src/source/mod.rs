@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use crate::api::conditions::reason;
 use crate::api::duration;
-use crate::api::kustomization::KustomizationSpec;
 use crate::api::source::Artifact;
+use crate::error::{Retry, StepError};
 
 pub use cache::ArtifactTree;
 pub use digest::{ArtifactDigest, DigestError};
@@ -182,9 +182,8 @@ fn io_text(kind: std::io::ErrorKind) -> String {
     }
 }
 
-impl SourceError {
-    /// The Ready condition reason Flux uses for this failure.
-    pub fn reason(&self) -> &'static str {
+impl StepError for SourceError {
+    fn reason(&self) -> &'static str {
         match self {
             Self::CrossNamespaceBlocked { .. } | Self::ExternalArtifactDisabled { .. } => {
                 reason::ACCESS_DENIED
@@ -194,31 +193,22 @@ impl SourceError {
         }
     }
 
-    /// True when retrying cannot help until the Kustomization changes (Stalled=True).
-    pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            Self::CrossNamespaceBlocked { .. } | Self::ExternalArtifactDisabled { .. }
-        )
-    }
-
-    /// When Flux would try again: `Some(d)` requeues after `d` without backoff; `None` means
-    /// either terminal (see [`is_terminal`](Self::is_terminal)) or a transient error to return
-    /// for exponential backoff.
-    pub fn requeue_after(&self, spec: &KustomizationSpec, requeue_dependency: Duration) -> Option<Duration> {
+    /// Flux's requeue rules: a blocked source is a configuration error; a source whose
+    /// artifact is not there yet is waited for like a dependency; a source that cannot be
+    /// read or an artifact that cannot be understood backs off; the rest retry on the
+    /// Kustomization's retry interval.
+    fn retry(&self) -> Retry {
         match self {
-            Self::CrossNamespaceBlocked { .. }
-            | Self::ExternalArtifactDisabled { .. }
-            | Self::SourceUnreadable { .. }
-            | Self::InvalidArtifact { .. } => None,
-            Self::NoArtifact { .. } | Self::ArtifactNotFound { .. } => Some(requeue_dependency),
-            _ => Some(spec.retry_interval()),
+            Self::CrossNamespaceBlocked { .. } | Self::ExternalArtifactDisabled { .. } => Retry::Terminal,
+            Self::SourceUnreadable { .. } | Self::InvalidArtifact { .. } => Retry::Backoff,
+            Self::NoArtifact { .. } | Self::ArtifactNotFound { .. } => Retry::Dependency,
+            _ => Retry::RetryInterval,
         }
     }
 
-    /// The Ready condition message, Flux's exact text. Differs from `Display` (meant for logs)
-    /// only where Flux states the retry delay instead of the details.
-    pub fn condition_message(&self, requeue_dependency: Duration) -> String {
+    /// Flux's exact text: it states the retry delay instead of the details where the
+    /// artifact is not there yet.
+    fn condition_message(&self, requeue_dependency: Duration) -> String {
         let after = duration::format(requeue_dependency);
         match self {
             Self::NoArtifact { .. } => format!("Source artifact not found, retrying in {after}"),
@@ -227,6 +217,12 @@ impl SourceError {
             }
             other => other.to_string(),
         }
+    }
+
+    /// Flux says nothing about a source or artifact that does not exist yet, and warns about
+    /// access errors.
+    fn warns(&self) -> bool {
+        self.is_terminal()
     }
 }
 
@@ -337,14 +333,6 @@ mod tests {
         assert_eq!(override_host("https://u:p@h:1?x=1", "l"), "https://u:p@l?x=1");
     }
 
-    fn spec() -> KustomizationSpec {
-        serde_json::from_value(serde_json::json!({
-            "interval": "10m", "retryInterval": "2m", "prune": true,
-            "sourceRef": {"kind": "GitRepository", "name": "app"}
-        }))
-        .unwrap()
-    }
-
     #[test]
     fn flux_requeue_rules() {
         let dep = Duration::from_secs(30);
@@ -353,7 +341,7 @@ mod tests {
             namespace: "ns".into(),
             name: "app".into(),
         };
-        assert_eq!(no_artifact.requeue_after(&spec(), dep), Some(dep));
+        assert_eq!(no_artifact.retry(), Retry::Dependency);
         assert_eq!(
             no_artifact.condition_message(dep),
             "Source artifact not found, retrying in 30s"
@@ -361,7 +349,7 @@ mod tests {
         let gone = SourceError::ArtifactNotFound {
             url: "http://x/a.tar.gz".into(),
         };
-        assert_eq!(gone.requeue_after(&spec(), dep), Some(dep));
+        assert_eq!(gone.retry(), Retry::Dependency);
         assert_eq!(
             gone.condition_message(dep),
             "Source is not ready, artifact not found, retrying in 30s"
@@ -372,10 +360,7 @@ mod tests {
             name: "app".into(),
             message: "gitrepositories.source.toolkit.fluxcd.io \"app\" not found".into(),
         };
-        assert_eq!(
-            missing.requeue_after(&spec(), dep),
-            Some(Duration::from_secs(120))
-        );
+        assert_eq!(missing.retry(), Retry::RetryInterval);
         assert_eq!(missing.reason(), "ArtifactFailed");
         let blocked = SourceError::CrossNamespaceBlocked {
             kind: "GitRepository",
@@ -384,6 +369,6 @@ mod tests {
         };
         assert!(blocked.is_terminal());
         assert_eq!(blocked.reason(), "AccessDenied");
-        assert_eq!(blocked.requeue_after(&spec(), dep), None);
+        assert_eq!(blocked.retry(), Retry::Terminal);
     }
 }

@@ -85,6 +85,7 @@ fn not_found(path: &Path, error: io::Error) -> SourceError {
 
 #[cfg(test)]
 mod tests {
+    use crate::error::StepError;
     use super::*;
     use std::os::unix::fs::symlink;
 

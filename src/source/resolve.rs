@@ -107,6 +107,7 @@ pub async fn get_artifact(
 
 #[cfg(test)]
 mod tests {
+    use crate::error::StepError;
     use super::*;
 
     fn kustomization(source_ref: serde_json::Value) -> Kustomization {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Patch, PatchParams};
+use kustomize_controller::error::StepError;
 use kustomize_controller::api::kustomization::CustomHealthCheck;
 use kustomize_controller::health::cel::{self, HealthExprs};
 use kustomize_controller::health::{HealthError, Report, Status, WaitTarget, wait};

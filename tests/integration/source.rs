@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kustomize_controller::error::{Retry, StepError};
 use kustomize_controller::api::kustomization::{Kustomization, SourceKind};
 use kustomize_controller::api::source::Artifact;
 use kustomize_controller::source::{
@@ -230,10 +231,7 @@ async fn a_missing_source_retries_after_the_retry_interval() {
         "buckets.source.toolkit.fluxcd.io \"nope\" not found"
     );
     assert_eq!(err.reason(), "ArtifactFailed");
-    assert_eq!(
-        err.requeue_after(&ks.spec, REQUEUE_DEPENDENCY),
-        Some(Duration::from_secs(60))
-    );
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert!(!err.is_terminal());
     ns.delete().await;
 }
@@ -254,10 +252,7 @@ async fn a_source_without_artifact_retries_after_requeue_dependency() {
         err.condition_message(REQUEUE_DEPENDENCY),
         "Source artifact not found, retrying in 30s"
     );
-    assert_eq!(
-        err.requeue_after(&ks.spec, REQUEUE_DEPENDENCY),
-        Some(REQUEUE_DEPENDENCY)
-    );
+    assert_eq!(err.retry(), Retry::Dependency);
     assert_eq!(err.reason(), "ArtifactFailed");
     ns.delete().await;
 }
@@ -506,11 +501,7 @@ async fn http_404_means_the_source_is_not_ready() {
         err.condition_message(REQUEUE_DEPENDENCY),
         "Source is not ready, artifact not found, retrying in 30s"
     );
-    let spec = kustomization("ns", serde_json::json!({"kind": "GitRepository", "name": "x"})).spec;
-    assert_eq!(
-        err.requeue_after(&spec, REQUEUE_DEPENDENCY),
-        Some(REQUEUE_DEPENDENCY)
-    );
+    assert_eq!(err.retry(), Retry::Dependency);
     assert_eq!(server.hits("/gone.tar.gz"), 1, "404 is not retried");
     harness.assert_clean();
 }

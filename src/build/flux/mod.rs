@@ -47,19 +47,13 @@ pub enum FluxBuildError {
     PostBuild { id: String, source: SubstituteError },
 }
 
-impl FluxBuildError {
-    /// Whether retrying the same revision can succeed.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            FluxBuildError::Generate(err) => err.is_transient(),
-            FluxBuildError::Build(err) => err.is_transient(),
-            FluxBuildError::PostBuild { .. } => false,
-        }
+impl crate::error::StepError for FluxBuildError {
+    fn reason(&self) -> &'static str {
+        BUILD_FAILED
     }
 
-    /// The Ready condition reason.
-    pub fn reason(&self) -> &'static str {
-        BUILD_FAILED
+    fn retry(&self) -> crate::error::Retry {
+        crate::error::Retry::RetryInterval
     }
 }
 
