@@ -266,10 +266,14 @@ where
 /// metrics.
 pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), kube::Error> {
     let counts = RequestCounts::default();
-    let client = kube::client::ClientBuilder::try_from(config)?
+    Ok((counted_client(config, &counts)?, counts))
+}
+
+/// A client whose API requests are added to `counts`.
+pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Client, kube::Error> {
+    Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&CountingLayer(counts.clone()))
-        .build();
-    Ok((client, counts))
+        .build())
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! Metric names users' dashboards depend on keep Flux's spelling
 //! (`gotk_reconcile_duration_seconds`, `gotk_reconcile_condition`); the rest are ours.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -215,25 +214,22 @@ impl Metrics {
     }
 }
 
-/// `kustomize_controller_api_requests_total{verb}`, read from the counting client layer at
-/// scrape time.
+/// `kustomize_controller_api_requests_total{verb,resource}`, read from the counting client
+/// layer at scrape time. `resource` is the plural with its group (`deployments.apps`), empty
+/// for discovery.
 #[derive(Debug)]
 struct ApiRequests(RequestCounts);
 
 impl Collector for ApiRequests {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
-        for (key, count) in self.0.snapshot() {
-            *by_verb.entry(key.verb).or_default() += count;
-        }
         let mut metric = encoder.encode_descriptor(
             "kustomize_controller_api_requests",
-            "Kubernetes API requests made by the controller, by verb",
+            "Kubernetes API requests made by the controller, by verb and resource",
             None,
             MetricType::Counter,
         )?;
-        for (verb, count) in by_verb {
-            let labels = [("verb".to_string(), verb)];
+        for (key, count) in self.0.snapshot() {
+            let labels = [("verb".to_string(), key.verb), ("resource".to_string(), key.resource)];
             metric
                 .encode_family(&labels)?
                 .encode_counter::<NoLabelSet, _, u64>(&count, None)?;

@@ -8,8 +8,7 @@ use kube::ResourceExt;
 use crate::api::conditions::READY;
 use crate::api::kustomization::DeletionPolicy;
 use crate::api::{Kustomization, ResourceInventory};
-use crate::applier::{Applier, Owner, PruneError};
-use crate::kube_ext::ResourceResolver;
+use crate::applier::{Owner, PruneError};
 use crate::telemetry::ObjectLabels;
 
 use super::Context;
@@ -23,7 +22,8 @@ pub enum FinalizeError {
     Prune(#[source] PruneError),
 }
 
-/// Whether the policy deletes the inventory (reference 7.3).
+/// Whether the policy deletes the inventory: `MirrorPrune` (the default) follows `spec.prune`,
+/// `Delete` and `WaitForTermination` always do, `Orphan` never.
 pub fn deletes_objects(ks: &Kustomization) -> bool {
     match ks.spec.deletion_policy() {
         DeletionPolicy::MirrorPrune => ks.spec.prune,
@@ -76,9 +76,9 @@ pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeEr
         return Ok(());
     }
 
-    let sa_exists = ctx.clients.service_account_exists(ks).await.unwrap_or(true);
-    let client = match ctx.clients.for_kustomization(ks).await {
-        Ok(client) if sa_exists => client,
+    let sa_exists = ctx.identities.service_account_exists(ks).await.unwrap_or(true);
+    let tools = match ctx.identities.for_kustomization(ks).await {
+        Ok(tools) if sa_exists => tools,
         outcome => {
             if let Err(error) = outcome {
                 tracing::warn!(%error, "cannot reach the objects of a deleted Kustomization");
@@ -90,16 +90,10 @@ pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeEr
             return Ok(());
         }
     };
-    let own_applier;
-    let applier = if super::reconcile::uses_own_client(&ks.spec, ctx) {
-        &ctx.applier
-    } else {
-        own_applier = Applier::new(ResourceResolver::new(client), ctx.applier.options().clone());
-        &own_applier
-    };
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
     let policy = ks.spec.deletion_policy();
-    match applier
+    match tools
+        .applier
         .finalize(&owner, &inventory, policy, ks.spec.prune, ks.spec.timeout())
         .await
     {
@@ -148,7 +142,6 @@ mod tests {
 
     #[test]
     fn deletion_policy_table() {
-        // Reference 7.3: MirrorPrune follows prune; Delete and WaitForTermination always; Orphan never.
         let cases = [
             (true, None, true),
             (false, None, false),

@@ -4,15 +4,16 @@
 //! election, and a kube-runtime `Controller` over Kustomizations that also watches the source
 //! kinds and maps a new artifact revision to the Kustomizations reading it.
 
-pub mod clients;
 pub mod dependencies;
 pub mod events;
 pub mod finalize;
 pub mod gates;
+pub mod identity;
 pub mod leader;
 pub mod options;
 pub mod reconcile;
 pub mod status;
+mod vars;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -31,12 +32,12 @@ use crate::api::Kustomization;
 use crate::api::conditions::{READY, keys};
 use crate::api::kustomization::{SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
-use crate::applier::{Applier, ApplierOptions};
-use crate::kube_ext::{ResourceResolver, counting_client};
+use crate::applier::ApplierOptions;
+use crate::kube_ext::counting_client;
 use crate::source::{Fetcher, FetcherConfig};
 use crate::telemetry::{self, Metrics, Readiness};
 
-use clients::ClientFactory;
+use identity::Identities;
 use events::Notifier;
 use options::RunOptions;
 pub use reconcile::ReconcileError;
@@ -46,12 +47,9 @@ pub struct Context {
     pub options: RunOptions,
     /// The controller's own identity: sources, dependencies, status, events.
     pub client: Client,
-    pub clients: ClientFactory,
-    /// The applier for Kustomizations applied with the controller's identity; it keeps the
-    /// no-op fingerprints, so it lives as long as the controller.
-    pub applier: Applier,
-    /// Kind resolution for the controller's own client, shared with `applier`.
-    pub resolver: ResourceResolver,
+    /// Who applies each Kustomization, with the client, kind resolver and applier (and so the
+    /// no-op fingerprints) of every identity kept between passes.
+    pub identities: Identities,
     pub fetcher: Fetcher,
     pub notifier: Notifier,
     pub metrics: Arc<Metrics>,
@@ -139,7 +137,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     let (client, counts) = counting_client(config.clone()).map_err(RunError::Client)?;
 
     let mut metrics = Metrics::default();
-    metrics.register_api_requests(counts);
+    metrics.register_api_requests(counts.clone());
     let metrics = Arc::new(metrics);
     let readiness = Readiness::default();
     serve_http(&options.metrics_addr, Some(metrics.clone()), readiness.clone()).await?;
@@ -172,15 +170,14 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         retries: 0,
         ..FetcherConfig::default()
     })?;
-    let resolver = ResourceResolver::new(client.clone());
     let release_on_cancel = options.leader_election_release_on_cancel;
     let ctx = Arc::new(Context {
-        applier: Applier::new(resolver.clone(), applier_options(&options)),
-        resolver,
-        clients: ClientFactory::new(
+        identities: Identities::new(
             client.clone(),
             config,
-            Some(options.default_service_account.clone()),
+            counts,
+            &options.default_service_account,
+            applier_options(&options),
         ),
         notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),
         fetcher,
@@ -462,6 +459,7 @@ async fn run_controller(ctx: Arc<Context>) {
 /// for a change of the object; transient ones back off exponentially (Flux: 750 ms … 15 min).
 fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     if error.is_terminal() {
+        tracing::warn!(namespace = %ks.namespace().unwrap_or_default(), name = %ks.name_any(), %error, "reconcile failed terminally: waiting for a change of the object");
         return Action::await_change();
     }
     let failures = ctx.failure_count(&object_key(&ks), true);

@@ -13,46 +13,39 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
-use kube::{Client, ResourceExt};
 use tracing::Instrument;
 
 use crate::api::conditions::{READY, keys, reason};
-use crate::api::kustomization::{KustomizationStatus, SubstituteKind};
-use crate::api::{Kustomization, ResourceInventory, duration};
+use crate::api::kustomization::KustomizationStatus;
+use crate::api::{Kustomization, duration};
 use crate::applier::inventory::{inventory_of, stale};
-use crate::applier::{
-    Action as ChangeAction, Applier, ApplyError, ApplyRequest, ChangeSet, Owner, PruneError,
-};
+use crate::applier::{Action as ChangeAction, ApplyRequest, ChangeSet, Owner, PruneError};
 use crate::build::BuildOptions;
 use crate::build::flux as flux_build;
 use crate::build::packed;
-use crate::health::{self, HealthError, WaitTarget};
-use crate::kube_ext::ResourceResolver;
+use crate::error::{Retry, StepError};
+use crate::health::{self, HealthError};
 use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
 use crate::telemetry::{ObjectLabels, ReconcileResult};
 
-use super::clients::ClientError;
 use super::dependencies::{DependencyError, check_dependencies};
 use super::events::{self, Notice};
 use super::status::{self, Applied, BuiltRevision, Failed, Progress, Stamp};
+use super::vars::substitution_vars;
 use super::{Context, finalize, jittered};
 
-/// Errors that leave the driver as errors (the rest become a status and a requeue).
+/// Errors that leave the driver as errors: `error_policy` waits for a change of the object
+/// after a terminal one and backs off after the others.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("failed to update status: {0}")]
-    StatusWrite(#[source] kube::Error),
-    /// Reading the source failed for a reason a retry may fix.
+    /// A step error classified terminal, or transient with backoff.
     #[error("{0}")]
-    Source(#[source] SourceError),
-    /// A configuration error: retrying cannot help until the object changes.
-    #[error("{0}")]
-    Terminal(String),
+    Step(Box<dyn StepError>),
     #[error("{0}")]
     Finalize(#[from] finalize::FinalizeError),
     #[error("{0}")]
@@ -62,7 +55,7 @@ pub enum ReconcileError {
 impl ReconcileError {
     pub fn is_terminal(&self) -> bool {
         match self {
-            Self::Terminal(_) => true,
+            Self::Step(error) => error.is_terminal(),
             Self::Finalizer(error) => match error.as_ref() {
                 kube::runtime::finalizer::Error::ApplyFailed(e)
                 | kube::runtime::finalizer::Error::CleanupFailed(e) => e.is_terminal(),
@@ -112,31 +105,27 @@ pub async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Acti
 /// A step that failed, with what the status and the requeue should say.
 struct StepFailure {
     failed: Failed,
-    /// `Some(d)`: requeue after `d` (Flux's "nil error" requeues). `None`: return an error.
+    /// `Some(d)`: requeue after `d` (Flux's "nil error" requeues). `None`: return `error`.
     requeue: Option<Duration>,
-    /// Flux emits no event for a missing source or artifact.
-    notify: bool,
+    /// Announced with a Warning event.
+    warns: bool,
     /// A Normal event instead of the Warning (dependencies not ready).
     notice: Option<Notice>,
     error: Option<ReconcileError>,
 }
 
-impl StepFailure {
-    fn new(reason: &'static str, message: String, requeue: Duration) -> Self {
-        Self {
-            failed: Failed {
-                reason,
-                message,
-                terminal: false,
-                build: None,
-                inventory: None,
-                unhealthy: false,
-            },
-            requeue: Some(requeue),
-            notify: true,
-            notice: None,
-            error: None,
-        }
+/// The build ran on the blocking pool and panicked there.
+#[derive(Debug, thiserror::Error)]
+#[error("build panicked: {0}")]
+struct BuildPanicked(#[from] tokio::task::JoinError);
+
+impl StepError for BuildPanicked {
+    fn reason(&self) -> &'static str {
+        reason::BUILD_FAILED
+    }
+
+    fn retry(&self) -> Retry {
+        Retry::RetryInterval
     }
 }
 
@@ -149,6 +138,8 @@ struct Pass {
     revision: Option<String>,
     origin_revision: Option<String>,
     started: Instant,
+    /// `--requeue-dependency`.
+    requeue_dependency: Duration,
     /// Change-set event lines collected from apply and prune.
     changes: Vec<String>,
 }
@@ -173,6 +164,42 @@ impl Pass {
             );
         }
     }
+
+    /// A step failed: Ready=False (Stalled for a terminal error) from the error's own
+    /// classification; `amend` adds what the step knows beyond it (history, inventory).
+    fn fail<E: StepError>(&mut self, error: E, amend: impl FnOnce(&mut Failed)) -> StepFailure {
+        let retry = error.retry();
+        let mut failed = Failed {
+            reason: error.reason(),
+            message: error.condition_message(self.requeue_dependency),
+            terminal: retry == Retry::Terminal,
+            build: None,
+            inventory: None,
+            unhealthy: false,
+        };
+        amend(&mut failed);
+        status::mark_failed(&mut self.status, &self.stamp, &failed);
+        let requeue = match retry {
+            Retry::RetryInterval => Some(self.ks.spec.retry_interval()),
+            Retry::Dependency => Some(self.requeue_dependency),
+            Retry::Terminal | Retry::Backoff => None,
+        };
+        StepFailure {
+            failed,
+            requeue,
+            warns: error.warns(),
+            notice: None,
+            error: requeue.is_none().then(|| ReconcileError::Step(Box::new(error))),
+        }
+    }
+
+    /// The build that was applied (or tried), for the history of a later failure.
+    fn built(&self, built: &BuiltRevision) -> BuiltRevision {
+        BuiltRevision {
+            duration: self.started.elapsed(),
+            ..built.clone()
+        }
+    }
 }
 
 async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action, ReconcileError> {
@@ -190,6 +217,7 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
         revision: None,
         origin_revision: None,
         started: Instant::now(),
+        requeue_dependency: ctx.options.requeue_dependency,
         changes: Vec::new(),
     };
 
@@ -253,7 +281,7 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
             if ready_changed(&pass.old, &pass.status) {
                 if let Some(notice) = failure.notice {
                     ctx.notifier.emit(&ks, &notice).await;
-                } else if failure.notify {
+                } else if failure.warns {
                     let notice =
                         Notice::error(failure.failed.reason, failure.failed.message.clone(), metadata);
                     ctx.notifier.emit(&ks, &notice).await;
@@ -280,28 +308,18 @@ fn ready_changed(old: &KustomizationStatus, new: &KustomizationStatus) -> bool {
 async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure> {
     let ks = pass.ks.clone();
     let spec = &ks.spec;
-    let requeue_dependency = ctx.options.requeue_dependency;
 
     // Health expressions are configuration: check them before doing any work.
-    let exprs = health::cel::compile(&spec.health_check_exprs).map_err(|e| {
-        let mut failure = StepFailure::new(e.reason(), e.terminal_message(), Duration::ZERO);
-        failure.failed.terminal = true;
-        failure.requeue = None;
-        status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-        failure
-    })?;
+    let exprs = health::cel::compile(&spec.health_check_exprs).map_err(|e| pass.fail(e, |_| ()))?;
 
     // Resolve the source and its artifact.
-    let resolved = get_artifact(
-        &ctx.client,
-        &ks,
-        SourceAccess {
-            no_cross_namespace_refs: ctx.options.no_cross_namespace_refs,
-            external_artifact: ctx.options.feature_gates.external_artifact,
-        },
-    )
-    .await
-    .map_err(|e| source_failure(pass, e, requeue_dependency))?;
+    let access = SourceAccess {
+        no_cross_namespace_refs: ctx.options.no_cross_namespace_refs,
+        external_artifact: ctx.options.feature_gates.external_artifact,
+    };
+    let resolved = get_artifact(&ctx.client, &ks, access)
+        .await
+        .map_err(|e| pass.fail(e, |_| ()))?;
     let artifact = resolved.artifact;
     pass.revision = Some(artifact.revision.clone());
     pass.origin_revision = artifact.origin_revision().map(str::to_string);
@@ -311,7 +329,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     if !spec.depends_on.is_empty() {
         check_dependencies(&ctx.client, &ks, &artifact.revision)
             .await
-            .map_err(|e| dependency_failure(pass, e, requeue_dependency))?;
+            .map_err(|e| dependency_failure(pass, e))?;
     }
 
     // New work: say so before the (possibly long) rest of the pass.
@@ -330,64 +348,45 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     if new_work {
         write_status(ctx, &ks, &pass.status)
             .await
-            .map_err(|e| StepFailure {
-                requeue: None,
-                error: Some(e),
-                ..StepFailure::new(
-                    reason::RECONCILIATION_FAILED,
-                    "failed to update status".into(),
-                    Duration::ZERO,
-                )
-            })?;
+            .map_err(|e| pass.fail(e, |_| ()))?;
     }
 
     // Fetch.
-    let retry = spec.retry_interval();
     let fetched = ctx.fetcher.fetch(&artifact).await;
     let download_failed = matches!(fetched, Err(SourceError::Download { .. }));
     let download_retry = ctx.download_retry(&super::object_key(&pass.ks), download_failed);
     let tree = fetched.map_err(|e| {
-        let mut failure = source_failure(pass, e, requeue_dependency);
+        let mut failure = pass.fail(e, |_| ());
         if let Some(after) = download_retry {
             tracing::info!(retry_in = %duration::format(after), "artifact download failed, retrying");
             failure.requeue = Some(after);
+            failure.error = None;
         }
         failure
     })?;
-    let dir = resolve_path(tree.root(), spec.path.as_deref())
-        .map_err(|e| source_failure(pass, e, requeue_dependency))?;
+    let dir = resolve_path(tree.root(), spec.path.as_deref()).map_err(|e| pass.fail(e, |_| ()))?;
     pass.status.last_attempted_revision = Some(artifact.revision.clone());
     pass.step(Progress::Building);
 
-    // The client objects are applied with.
-    let client = ctx
-        .clients
+    // Who applies: the controller, an impersonated ServiceAccount or a remote cluster.
+    let tools = ctx
+        .identities
         .for_kustomization(&ks)
         .await
-        .map_err(|e| client_failure(e, retry))?;
+        .map_err(|e| pass.fail(e, |_| ()))?;
 
     // Build (CPU-bound: off the async workers).
-    let vars = substitution_vars(&ctx.client, &ks).await.map_err(|message| {
-        let failure = StepFailure::new(reason::BUILD_FAILED, message, retry);
-        status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-        failure
-    })?;
+    let vars = substitution_vars(&ctx.client, &ks)
+        .await
+        .map_err(|e| pass.fail(e, |_| ()))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
-    let built = match tokio::task::spawn_blocking(move || {
+    let built = tokio::task::spawn_blocking(move || {
         flux_build::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
     })
     .await
-    {
-        Ok(Ok(built)) => Ok(built),
-        Ok(Err(e)) => Err(StepFailure::new(e.reason(), e.to_string(), retry)),
-        Err(e) => Err(StepFailure::new(
-            reason::BUILD_FAILED,
-            format!("build panicked: {e}"),
-            retry,
-        )),
-    }
-    .inspect_err(|failure| status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed))?;
+    .map_err(|e| pass.fail(BuildPanicked(e), |_| ()))?
+    .map_err(|e| pass.fail(e, |_| ()))?;
     drop(tree);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.
     if pass.old.last_applied_revision.as_deref() != Some(artifact.revision.as_str()) {
@@ -403,18 +402,8 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     };
     pass.step(Progress::DetectingDrift);
 
-    // Apply, with the shared applier (and its no-op fingerprints) unless impersonating or
-    // targeting another cluster.
+    // Apply.
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
-    let (resolver, own_applier);
-    let applier: &Applier = if uses_own_client(spec, ctx) {
-        resolver = ctx.resolver.clone();
-        &ctx.applier
-    } else {
-        resolver = ResourceResolver::new(client);
-        own_applier = Applier::new(resolver.clone(), ctx.applier.options().clone());
-        &own_applier
-    };
     let request = ApplyRequest {
         owner: owner.clone(),
         objects: packed::values(&built.objects),
@@ -423,9 +412,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         revision: &artifact.revision,
         digest: &built.digest,
     };
-    let applied_changes = applier.apply(request).await;
+    let applied_changes = tools.applier.apply(request).await;
     pass.stamp.now = Timestamp::now();
-    let changes = applied_changes.map_err(|e| apply_failure(pass, e, &built_revision, retry))?;
+    let changes = applied_changes.map_err(|e| {
+        let build = pass.built(&built_revision);
+        pass.fail(e, |f| f.build = Some(build))
+    })?;
     record_changes(pass, ctx, &changes);
 
     // Inventory and prune.
@@ -433,20 +425,36 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let mut inventory = inventory_of(&changes);
     let stale_entries = stale(&previous, &inventory);
     if spec.prune && !stale_entries.is_empty() {
-        match applier.prune(&owner, &stale_entries).await {
+        match tools.applier.prune(&owner, &stale_entries).await {
             Ok(pruned) => record_changes(pass, ctx, &pruned),
-            Err(error) => return Err(prune_failure(pass, ctx, error, inventory, &built_revision, retry)),
+            Err(error) => {
+                record_changes(pass, ctx, error.changes());
+                // Stale objects whose deletion was not confirmed stay in the inventory, to be retried.
+                if let PruneError::Delete { pending, .. } = &error {
+                    inventory.entries.extend(pending.iter().cloned());
+                }
+                let build = pass.built(&built_revision);
+                return Err(pass.fail(error, |f| {
+                    f.build = Some(build);
+                    f.inventory = Some(inventory);
+                }));
+            }
         }
     }
 
     // Health.
-    let targets = health_targets(spec, &ks, &changes);
+    let applied = changes
+        .entries
+        .iter()
+        .filter(|e| e.action != ChangeAction::Skipped)
+        .map(|e| (e.api_version.as_str(), &e.object));
+    let targets = health::wait_targets(&ks, applied);
     let mut health_elapsed = None;
     if !targets.is_empty() {
         pass.step(Progress::HealthChecks);
         let started = Instant::now();
         let waited = health::wait(
-            &resolver,
+            &tools.resolver,
             &targets,
             &exprs,
             spec.timeout(),
@@ -455,15 +463,14 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         .await;
         pass.stamp.now = Timestamp::now();
         if let Err(error) = waited {
-            let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
-            failure.failed.unhealthy = !matches!(error, HealthError::Canceled);
-            failure.failed.build = Some(BuiltRevision {
-                duration: pass.started.elapsed(),
-                ..built_revision
-            });
-            failure.failed.inventory = Some(std::mem::take(&mut inventory));
-            status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-            return Err(failure);
+            let build = pass.built(&built_revision);
+            let unhealthy = !matches!(error, HealthError::Canceled);
+            let inventory = std::mem::take(&mut inventory);
+            return Err(pass.fail(error, |f| {
+                f.unhealthy = unhealthy;
+                f.build = Some(build);
+                f.inventory = Some(inventory);
+            }));
         }
         health_elapsed = Some(started.elapsed());
     }
@@ -480,49 +487,6 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     Ok(())
 }
 
-/// Whether this Kustomization applies with the controller's own client.
-pub fn uses_own_client(spec: &crate::api::KustomizationSpec, ctx: &Context) -> bool {
-    spec.kube_config.is_none()
-        && spec
-            .service_account_name
-            .as_deref()
-            .unwrap_or_default()
-            .is_empty()
-        && ctx.options.default_service_account.is_empty()
-}
-
-/// The objects to wait for: everything applied with `wait`, else `healthChecks`.
-fn health_targets(
-    spec: &crate::api::KustomizationSpec,
-    ks: &Kustomization,
-    changes: &ChangeSet,
-) -> Vec<WaitTarget> {
-    if spec.wait {
-        return changes
-            .entries
-            .iter()
-            .filter(|e| e.action != ChangeAction::Skipped)
-            .map(|e| {
-                let namespace = (!e.object.namespace.is_empty()).then_some(e.object.namespace.as_str());
-                WaitTarget::new(&e.api_version, &e.object.kind, namespace, &e.object.name)
-            })
-            .collect();
-    }
-    let own_namespace = ks.namespace().unwrap_or_default();
-    spec.health_checks
-        .iter()
-        .map(|check| {
-            let namespace = check.namespace.clone().unwrap_or_else(|| own_namespace.clone());
-            WaitTarget::new(
-                check.api_version.as_deref().unwrap_or("v1"),
-                &check.kind,
-                Some(&namespace),
-                &check.name,
-            )
-        })
-        .collect()
-}
-
 fn record_changes(pass: &mut Pass, ctx: &Context, changes: &ChangeSet) {
     for entry in &changes.entries {
         if matches!(
@@ -535,136 +499,22 @@ fn record_changes(pass: &mut Pass, ctx: &Context, changes: &ChangeSet) {
     }
 }
 
-fn source_failure(pass: &mut Pass, error: SourceError, requeue_dependency: Duration) -> StepFailure {
-    let message = error.condition_message(requeue_dependency);
-    let mut failure = StepFailure::new(error.reason(), message, Duration::ZERO);
-    failure.failed.terminal = error.is_terminal();
-    // Flux: no event for a missing source or artifact; a Warning for access errors.
-    failure.notify = error.is_terminal();
-    failure.requeue = error.requeue_after(&pass.ks.spec, requeue_dependency);
-    if failure.requeue.is_none() && !error.is_terminal() {
-        failure.error = Some(ReconcileError::Source(error));
+/// Dependencies not ready are announced with a Normal event that says when the next try is.
+fn dependency_failure(pass: &mut Pass, error: DependencyError) -> StepFailure {
+    let terminal = error.is_terminal();
+    let mut failure = pass.fail(error, |_| ());
+    if !terminal {
+        let message = format!(
+            "Dependencies do not meet ready condition, retrying in {}",
+            duration::format(pass.requeue_dependency)
+        );
+        failure.notice = Some(Notice::info(
+            reason::DEPENDENCY_NOT_READY_EVENT,
+            message,
+            pass.metadata(),
+        ));
     }
-    status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
     failure
-}
-
-fn dependency_failure(pass: &mut Pass, error: DependencyError, requeue_dependency: Duration) -> StepFailure {
-    let mut failure = StepFailure::new(
-        reason::DEPENDENCY_NOT_READY,
-        error.to_string(),
-        requeue_dependency,
-    );
-    let message = format!(
-        "Dependencies do not meet ready condition, retrying in {}",
-        duration::format(requeue_dependency)
-    );
-    failure.notice = Some(Notice::info(
-        reason::DEPENDENCY_NOT_READY_EVENT,
-        message,
-        pass.metadata(),
-    ));
-    status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-    failure
-}
-
-fn client_failure(error: ClientError, retry: Duration) -> StepFailure {
-    let message = match &error {
-        ClientError::Build(_) => error.to_string(),
-        other => format!("failed to build kube client: {other}"),
-    };
-    StepFailure::new(reason::RECONCILIATION_FAILED, message, retry)
-}
-
-fn apply_failure(pass: &mut Pass, error: ApplyError, built: &BuiltRevision, retry: Duration) -> StepFailure {
-    let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
-    failure.failed.build = Some(BuiltRevision {
-        duration: pass.started.elapsed(),
-        ..built.clone()
-    });
-    status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-    failure
-}
-
-fn prune_failure(
-    pass: &mut Pass,
-    ctx: &Context,
-    error: PruneError,
-    mut inventory: ResourceInventory,
-    built: &BuiltRevision,
-    retry: Duration,
-) -> StepFailure {
-    record_changes(pass, ctx, error.changes());
-    // Stale objects whose deletion was not confirmed stay in the inventory, to be retried.
-    if let PruneError::Delete { pending, .. } = &error {
-        inventory.entries.extend(pending.iter().cloned());
-    }
-    let mut failure = StepFailure::new(error.reason(), error.to_string(), retry);
-    failure.failed.build = Some(BuiltRevision {
-        duration: pass.started.elapsed(),
-        ..built.clone()
-    });
-    failure.failed.inventory = Some(inventory);
-    status::mark_failed(&mut pass.status, &pass.stamp, &failure.failed);
-    failure
-}
-
-/// The variables of `postBuild`: `substituteFrom` in order (later ones win), then the inline
-/// `substitute` over all. Read with the controller's identity; values are never logged.
-async fn substitution_vars(client: &Client, ks: &Kustomization) -> Result<BTreeMap<String, String>, String> {
-    let Some(post_build) = &ks.spec.post_build else {
-        return Ok(BTreeMap::new());
-    };
-    let namespace = ks.namespace().unwrap_or_default();
-    let mut sources = Vec::new();
-    for reference in &post_build.substitute_from {
-        let (kind, found) = match reference.kind {
-            SubstituteKind::ConfigMap => (
-                "ConfigMap",
-                Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-                    .get_opt(&reference.name)
-                    .await
-                    .map(|cm| {
-                        cm.map(|cm| {
-                            cm.data
-                                .unwrap_or_default()
-                                .into_iter()
-                                .collect::<BTreeMap<_, _>>()
-                        })
-                    }),
-            ),
-            SubstituteKind::Secret => (
-                "Secret",
-                Api::<Secret>::namespaced(client.clone(), &namespace)
-                    .get_opt(&reference.name)
-                    .await
-                    .map(|secret| {
-                        secret.map(|s| {
-                            let data = s.data.unwrap_or_default().into_iter();
-                            data.map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                                .collect::<BTreeMap<_, _>>()
-                        })
-                    }),
-            ),
-        };
-        match found {
-            Ok(Some(data)) => sources.push(data),
-            Ok(None) if reference.optional => {}
-            Ok(None) => {
-                return Err(format!(
-                    "substitute from '{kind}/{}' error: {kind} '{namespace}/{}' not found",
-                    reference.name, reference.name
-                ));
-            }
-            Err(error) => {
-                return Err(format!(
-                    "substitute from '{kind}/{}' error: {error}",
-                    reference.name
-                ));
-            }
-        }
-    }
-    Ok(flux_build::merge_vars(sources, post_build.substitute.as_ref()))
 }
 
 /// Writes the status when it differs from the stored one in more than times and counters.
@@ -673,7 +523,9 @@ async fn write_if_changed(ctx: &Context, pass: &Pass) -> Result<bool, ReconcileE
     if status::same_ignoring_time(&pass.old, &pass.status) {
         return Ok(false);
     }
-    write_status(ctx, &pass.ks, &pass.status).await?;
+    write_status(ctx, &pass.ks, &pass.status)
+        .await
+        .map_err(|e| ReconcileError::Step(Box::new(e)))?;
     Ok(true)
 }
 
@@ -683,7 +535,7 @@ pub async fn write_status(
     ctx: &Context,
     ks: &Kustomization,
     status: &KustomizationStatus,
-) -> Result<(), ReconcileError> {
+) -> Result<(), StatusWriteError> {
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ks.namespace().unwrap_or_default());
     let body = serde_json::json!({
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
@@ -698,6 +550,21 @@ pub async fn write_status(
         Ok(_) => Ok(()),
         // Gone while we worked: nothing left to report on.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(ReconcileError::StatusWrite(error)),
+        Err(error) => Err(StatusWriteError(error)),
+    }
+}
+
+/// The status subresource could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to update status: {0}")]
+pub struct StatusWriteError(#[source] kube::Error);
+
+impl StepError for StatusWriteError {
+    fn reason(&self) -> &'static str {
+        reason::RECONCILIATION_FAILED
+    }
+
+    fn retry(&self) -> Retry {
+        Retry::Backoff
     }
 }

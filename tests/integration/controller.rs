@@ -549,6 +549,29 @@ async fn wait_reports_health_and_unhealthy_rollouts_fail() {
 }
 
 #[tokio::test]
+async fn a_health_check_without_api_version_waits_for_that_deployment() {
+    let s = Scenario::new("kc-hc").await;
+    let n = s.namespace();
+    let controller = s.start_controller(&[]);
+    let spec = json!({"timeout": "10s", "healthChecks": [{"kind": "Deployment", "name": "web"}]});
+    let healthy = DEPLOYMENT.replace("      annotations: {fake-kubelet.e2e/behavior: BEHAVIOR}\n", "");
+    s.publish_objects("repo", REV1, &healthy).await;
+    s.apply("app", spec).await;
+    let ks = s.wait_applied(&controller, "app", REV1).await;
+    let health = condition(&ks, "Healthy").expect("Healthy is set when health checks ran");
+    assert_eq!(health.status, "True", "{health:?}");
+
+    // It really waits for that Deployment: pods that never become ready fail the check.
+    let stuck = DEPLOYMENT.replace("BEHAVIOR", "never-ready");
+    s.publish_objects("repo", REV2, &stuck).await;
+    let ks = s
+        .wait_ready(&controller, "app", "False", &format!("Deployment/{n}/web"))
+        .await;
+    assert_eq!(condition(&ks, "Ready").unwrap().reason, "HealthCheckFailed");
+    s.delete().await;
+}
+
+#[tokio::test]
 async fn a_failing_download_retries_without_holding_the_only_worker() {
     // Flux retries a download inside the reconcile (9 retries, 5s..30s apart: over three
     // minutes); with one worker, every other Kustomization would wait that long.

@@ -8,5 +8,6 @@ mod controller;
 mod flux_build_cli;
 mod foundation;
 mod health;
+mod identity;
 mod ship;
 mod source;

@@ -82,9 +82,14 @@ impl ControllerProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The whole /metrics exposition.
+    pub async fn metrics_text(&self) -> Option<String> {
+        http_get(self.metrics_port, "/metrics").await
+    }
+
     /// The value of a metric line starting with `prefix`, from /metrics.
     pub async fn metric(&self, prefix: &str) -> Option<f64> {
-        let text = http_get(self.metrics_port, "/metrics").await?;
+        let text = self.metrics_text().await?;
         text.lines()
             .find(|l| l.starts_with(prefix))
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())

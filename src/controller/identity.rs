@@ -1,0 +1,384 @@
+//! Who applies a Kustomization's objects: the controller itself, an impersonated ServiceAccount
+//! (`spec.serviceAccountName` or `--default-service-account`), or a remote cluster from
+//! `spec.kubeConfig.secretRef` (optionally impersonating there too). One decision, made here.
+//!
+//! Each identity gets its own client, kind resolver and applier, cached between passes: an
+//! impersonated or remote Kustomization keeps its discovery cache and its no-op fingerprints
+//! like one applied with the controller's identity. The cache is bounded and forgets
+//! identities unused for a while.
+//!
+//! Sources, dependencies, substitution ConfigMaps/Secrets and the kubeconfig Secret itself are
+//! always read with the controller's identity; only applied objects go through these tools.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
+use sha2::{Digest, Sha256};
+
+use crate::api::Kustomization;
+use crate::api::conditions::reason;
+use crate::applier::{Applier, ApplierOptions};
+use crate::error::{Retry, StepError};
+use crate::kube_ext::{RequestCounts, ResourceResolver, counted_client};
+
+/// Keys tried, in order, when `secretRef.key` is not set.
+const KUBECONFIG_KEYS: [&str; 2] = ["value", "value.yaml"];
+
+/// Identities kept at most; the least recently used one goes first.
+const CAPACITY: usize = 256;
+
+/// An identity unused for this long is forgotten (its next pass is a full run).
+const IDLE: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("unable to read KubeConfig secret '{0}' error: {1}")]
+    ReadSecret(String, #[source] kube::Error),
+    #[error("KubeConfig secret '{0}' does not contain a '{1}' key with a kubeconfig")]
+    MissingKey(String, String),
+    #[error("invalid kubeconfig in secret '{0}': {1}")]
+    InvalidKubeConfig(String, String),
+    #[error("kubeconfig in secret '{0}' uses an exec credential plugin, which is not allowed")]
+    ExecNotAllowed(String),
+    #[error("{0}")]
+    Build(#[source] kube::Error),
+}
+
+impl StepError for IdentityError {
+    fn reason(&self) -> &'static str {
+        reason::RECONCILIATION_FAILED
+    }
+
+    fn retry(&self) -> Retry {
+        Retry::RetryInterval
+    }
+
+    fn condition_message(&self, _: Duration) -> String {
+        format!("failed to build kube client: {self}")
+    }
+}
+
+/// Who applies: the key of the tools cache.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Identity {
+    /// `system:serviceaccount:<namespace>:<name>` on the controller's cluster.
+    ServiceAccount { user: String },
+    /// A kubeconfig (by the digest of its bytes, so an edited Secret is a new identity), with
+    /// the user to impersonate there, if any.
+    Remote { kubeconfig: String, user: Option<String> },
+}
+
+/// The client, kind resolver and applier of one identity.
+pub struct Tools {
+    pub resolver: ResourceResolver,
+    pub applier: Applier,
+}
+
+impl Tools {
+    fn new(client: Client, options: ApplierOptions) -> Self {
+        let resolver = ResourceResolver::new(client);
+        Self {
+            applier: Applier::new(resolver.clone(), options),
+            resolver,
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        self.resolver.client()
+    }
+}
+
+struct Cached {
+    tools: Arc<Tools>,
+    used: Instant,
+}
+
+/// Decides the identity of each Kustomization and hands out its cached tools.
+pub struct Identities {
+    own: Arc<Tools>,
+    config: Config,
+    counts: RequestCounts,
+    default_service_account: Option<String>,
+    cache: Mutex<HashMap<Identity, Cached>>,
+}
+
+impl Identities {
+    /// `client` is the controller's own (built from `config`, counted into `counts`); every
+    /// client made for another identity is counted there too.
+    pub fn new(
+        client: Client,
+        config: Config,
+        counts: RequestCounts,
+        default_service_account: &str,
+        options: ApplierOptions,
+    ) -> Self {
+        Self {
+            own: Arc::new(Tools::new(client, options)),
+            config,
+            counts,
+            default_service_account: Some(default_service_account.to_string()).filter(|s| !s.is_empty()),
+            cache: Mutex::default(),
+        }
+    }
+
+    /// The tools of the controller's own identity.
+    pub fn own(&self) -> &Arc<Tools> {
+        &self.own
+    }
+
+    /// The ServiceAccount this Kustomization acts as, if any: its own, else the default.
+    pub fn service_account(&self, ks: &Kustomization) -> Option<String> {
+        service_account(ks, self.default_service_account.as_deref())
+    }
+
+    /// The tools to apply, prune and health-check this Kustomization's objects with.
+    pub async fn for_kustomization(&self, ks: &Kustomization) -> Result<Arc<Tools>, IdentityError> {
+        let namespace = ks.namespace().unwrap_or_default();
+        let user = self
+            .service_account(ks)
+            .map(|sa| impersonated_user(&namespace, &sa));
+        let kubeconfig = match ks.spec.kube_config.as_ref().and_then(|k| k.secret_ref.as_ref()) {
+            Some(secret_ref) => {
+                let secret_name = format!("{namespace}/{}", secret_ref.name);
+                let secret = Api::<Secret>::namespaced(self.own.client().clone(), &namespace)
+                    .get(&secret_ref.name)
+                    .await
+                    .map_err(|e| IdentityError::ReadSecret(secret_name.clone(), e))?;
+                let keys: Vec<&str> = match secret_ref.key.as_deref() {
+                    Some(key) => vec![key],
+                    None => KUBECONFIG_KEYS.to_vec(),
+                };
+                let data = secret.data.unwrap_or_default();
+                let bytes = keys
+                    .iter()
+                    .find_map(|key| data.get(*key))
+                    .ok_or_else(|| IdentityError::MissingKey(secret_name.clone(), keys[0].to_string()))?;
+                Some((secret_name, bytes.0.clone()))
+            }
+            None => None,
+        };
+        let identity = match (&kubeconfig, &user) {
+            (None, None) => return Ok(self.own.clone()),
+            (None, Some(user)) => Identity::ServiceAccount { user: user.clone() },
+            (Some((_, bytes)), user) => Identity::Remote {
+                kubeconfig: hex::encode(Sha256::digest(bytes)),
+                user: user.clone(),
+            },
+        };
+        if let Some(tools) = self.cached(&identity) {
+            return Ok(tools);
+        }
+        let mut config = match &kubeconfig {
+            Some((secret_name, bytes)) => remote_config(secret_name, bytes).await?,
+            None => self.config.clone(),
+        };
+        config.auth_info.impersonate = user;
+        let client = counted_client(config, &self.counts).map_err(IdentityError::Build)?;
+        let tools = Arc::new(Tools::new(client, self.own.applier.options().clone()));
+        self.keep(identity, tools.clone());
+        Ok(tools)
+    }
+
+    /// Whether the ServiceAccount this Kustomization impersonates exists. Deletion skips pruning
+    /// when it does not, rather than failing forever.
+    pub async fn service_account_exists(&self, ks: &Kustomization) -> Result<bool, kube::Error> {
+        let Some(sa) = self.service_account(ks) else {
+            return Ok(true);
+        };
+        let namespace = ks.namespace().unwrap_or_default();
+        Ok(Api::<ServiceAccount>::namespaced(self.own.client().clone(), &namespace)
+            .get_opt(&sa)
+            .await?
+            .is_some())
+    }
+
+    fn cached(&self, identity: &Identity) -> Option<Arc<Tools>> {
+        let mut cache = self.cache.lock().expect("identity cache lock");
+        let now = Instant::now();
+        cache.retain(|_, c| now.duration_since(c.used) < IDLE);
+        let cached = cache.get_mut(identity)?;
+        cached.used = now;
+        Some(cached.tools.clone())
+    }
+
+    fn keep(&self, identity: Identity, tools: Arc<Tools>) {
+        let mut cache = self.cache.lock().expect("identity cache lock");
+        // Two passes of the same identity may race to build it: the first one kept wins.
+        if cache.contains_key(&identity) {
+            return;
+        }
+        if cache.len() >= CAPACITY
+            && let Some(oldest) = cache
+                .iter()
+                .min_by_key(|(_, c)| c.used)
+                .map(|(k, _)| k.clone())
+        {
+            cache.remove(&oldest);
+        }
+        cache.insert(
+            identity,
+            Cached {
+                tools,
+                used: Instant::now(),
+            },
+        );
+    }
+
+    #[cfg(test)]
+    fn cached_identities(&self) -> usize {
+        self.cache.lock().expect("identity cache lock").len()
+    }
+}
+
+/// The ServiceAccount to impersonate, if any.
+fn service_account(ks: &Kustomization, default: Option<&str>) -> Option<String> {
+    ks.spec
+        .service_account_name
+        .as_deref()
+        .or(default)
+        .filter(|sa| !sa.is_empty())
+        .map(str::to_string)
+}
+
+/// The user name Kubernetes gives a ServiceAccount.
+fn impersonated_user(namespace: &str, service_account: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{service_account}")
+}
+
+/// A remote cluster's config. Exec plugins could run arbitrary commands on the controller's
+/// host, so they are refused (Flux allows them only behind `--insecure-kubeconfig-exec`).
+async fn remote_config(secret_name: &str, bytes: &[u8]) -> Result<Config, IdentityError> {
+    let text = String::from_utf8_lossy(bytes);
+    let kubeconfig = Kubeconfig::from_yaml(&text)
+        .map_err(|e| IdentityError::InvalidKubeConfig(secret_name.to_string(), e.to_string()))?;
+    if kubeconfig
+        .auth_infos
+        .iter()
+        .any(|a| a.auth_info.as_ref().is_some_and(|i| i.exec.is_some()))
+    {
+        return Err(IdentityError::ExecNotAllowed(secret_name.to_string()));
+    }
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| IdentityError::InvalidKubeConfig(secret_name.to_string(), e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ks(name: &str, service_account: Option<&str>) -> Kustomization {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"},
+                "serviceAccountName": service_account}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn spec_service_account_wins_over_the_default() {
+        assert_eq!(
+            service_account(&ks("apps", Some("deployer")), Some("fallback")).as_deref(),
+            Some("deployer")
+        );
+        assert_eq!(
+            service_account(&ks("apps", None), Some("fallback")).as_deref(),
+            Some("fallback")
+        );
+        assert_eq!(service_account(&ks("apps", None), None), None);
+        assert_eq!(
+            impersonated_user("team-a", "deployer"),
+            "system:serviceaccount:team-a:deployer"
+        );
+    }
+
+    /// A config that never connects: building clients and tools sends no request.
+    fn identities(default_service_account: &str) -> Identities {
+        let config = Config::new("https://127.0.0.1:1".parse().unwrap());
+        let counts = RequestCounts::default();
+        let client = counted_client(config.clone(), &counts).unwrap();
+        Identities::new(
+            client,
+            config,
+            counts,
+            default_service_account,
+            ApplierOptions::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn one_set_of_tools_per_identity_kept_between_passes() {
+        let identities = identities("fallback");
+        let first = identities.for_kustomization(&ks("a", None)).await.unwrap();
+        let again = identities.for_kustomization(&ks("a", None)).await.unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "the same identity keeps its tools");
+        let same_sa = identities
+            .for_kustomization(&ks("b", Some("fallback")))
+            .await
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &same_sa), "tools belong to the identity, not the object");
+        let other = identities
+            .for_kustomization(&ks("c", Some("deployer")))
+            .await
+            .unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(!Arc::ptr_eq(&first, identities.own()));
+        assert_eq!(identities.cached_identities(), 2);
+    }
+
+    #[tokio::test]
+    async fn without_impersonation_the_controllers_own_tools_are_used() {
+        let identities = identities("");
+        let tools = identities.for_kustomization(&ks("a", None)).await.unwrap();
+        assert!(Arc::ptr_eq(&tools, identities.own()));
+        assert_eq!(identities.cached_identities(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_cache_is_bounded_and_forgets_the_least_recently_used() {
+        let identities = identities("");
+        let tools = |sa: String| {
+            let identities = &identities;
+            async move { identities.for_kustomization(&ks("a", Some(&sa))).await.unwrap() }
+        };
+        let first = tools("sa-0".into()).await;
+        let second = tools("sa-1".into()).await;
+        for i in 2..CAPACITY + 1 {
+            tools(format!("sa-{i}")).await;
+        }
+        assert_eq!(identities.cached_identities(), CAPACITY);
+        assert!(!Arc::ptr_eq(&first, &tools("sa-0".into()).await), "sa-0 was evicted");
+        assert!(!Arc::ptr_eq(&second, &tools("sa-1".into()).await), "then sa-1");
+        assert_eq!(identities.cached_identities(), CAPACITY);
+    }
+
+    #[tokio::test]
+    async fn exec_plugins_are_refused_and_bad_yaml_names_the_secret() {
+        let exec = r#"
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://remote:6443"}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/steal}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"#;
+        let err = remote_config("team-a/remote", exec.as_bytes()).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "kubeconfig in secret 'team-a/remote' uses an exec credential plugin, which is not allowed"
+        );
+        let err = remote_config("team-a/remote", b"{not yaml").await.unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("invalid kubeconfig in secret 'team-a/remote'"),
+            "{err}"
+        );
+    }
+}
