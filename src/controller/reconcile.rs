@@ -28,11 +28,10 @@ use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{
     Action as ChangeAction, Applier, ApplyError, ApplyRequest, ChangeSet, Owner, PruneError,
 };
-use crate::build::BuildOptions;
-use crate::build::flux as flux_build;
-use crate::build::packed;
+use crate::flux as flux_build;
 use crate::health::{self, HealthError, WaitTarget};
 use crate::kube_ext::ResourceResolver;
+use crate::kustomize::{BuildOptions, packed};
 use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
 use crate::telemetry::{ObjectLabels, ReconcileResult};
 

@@ -3,7 +3,7 @@
 //! them.
 
 mod envsubst;
-pub mod generate;
+pub mod root;
 pub mod substitute;
 
 use std::collections::BTreeMap;
@@ -14,14 +14,14 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 pub use envsubst::EnvsubstError;
-pub use generate::GenerateError;
+pub use root::GenerateError;
 pub use substitute::{SubstituteError, SubstituteOptions, merge_vars};
 
-use super::packed::Packed;
-use super::{BuildError, BuildOptions};
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
+use crate::kustomize::packed::Packed;
+use crate::kustomize::{self, BuildError, BuildOptions};
 
 /// The objects as the controller applies them, and the digest of the build output.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,7 +31,7 @@ pub struct Built {
     /// `commonMetadata`, which Flux applies later, at apply time). Our YAML printer is not
     /// byte-identical to kustomize's, so the value differs from Flux's for the same input.
     pub digest: String,
-    /// What kustomize accepts but is probably a mistake (see [`super::Manifests`]).
+    /// What kustomize accepts but is probably a mistake (see [`kustomize::Manifests`]).
     pub warnings: Vec<String>,
 }
 
@@ -87,18 +87,18 @@ pub fn build_with_strictness(
     options: &BuildOptions,
     strict_substitution: bool,
 ) -> Result<Built, FluxBuildError> {
-    let loader = super::loader::Loader::new(root, options.max_file_bytes)?;
+    let loader = kustomize::loader::Loader::new(root, options.max_file_bytes)?;
     let dir = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
         loader.root().join(dir)
     };
-    let kustomization = generate::root_kustomization(&loader, &dir, spec)?;
+    let kustomization = root::root_kustomization(&loader, &dir, spec)?;
     let options = BuildOptions {
         kustomization_override: Some(kustomization),
         ..options.clone()
     };
-    let super::Manifests { objects, warnings } = super::build(root, &dir, &options)?;
+    let kustomize::Manifests { objects, warnings } = kustomize::build(root, &dir, &options)?;
     let substitute_options = spec.post_build.as_ref().map(|post_build| SubstituteOptions {
         strict: strict_substitution,
         always: post_build.substitute_strategy == Some(SubstituteStrategy::Always),
@@ -122,7 +122,7 @@ pub fn build_with_strictness(
         if i > 0 {
             hasher.update(b"---\n");
         }
-        hasher.update(super::yaml::emit_document(&object).as_bytes());
+        hasher.update(kustomize::yaml::emit_document(&object).as_bytes());
         if !is_applicable(&object) {
             continue;
         }

@@ -1,7 +1,7 @@
 //! The root kustomization Flux builds (fluxcd/pkg/kustomize generator): the directory's own
 //! kustomization file, or one generated from the YAML files found under it, with the
 //! Kustomization's spec overrides applied. The result is YAML text for
-//! [`crate::build::BuildOptions::kustomization_override`]; nothing is written to disk.
+//! [`crate::kustomize::BuildOptions::kustomization_override`]; nothing is written to disk.
 
 use std::path::{Path, PathBuf};
 
@@ -10,9 +10,9 @@ use thiserror::Error;
 
 use crate::api::KustomizationSpec;
 use crate::api::kustomization::{BuildMetadata, Selector};
-use crate::build::kustomization::FILE_NAMES;
-use crate::build::loader::Loader;
-use crate::build::{BuildError, yaml};
+use crate::kustomize::file::FILE_NAMES;
+use crate::kustomize::loader::Loader;
+use crate::kustomize::{BuildError, yaml};
 
 /// The top-level fields of kustomize's `Kustomization` type. Flux decodes the root file
 /// into that type, so any other key is dropped (not an error, unlike in bases).

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::kustomization::{BuildMetadata, Image, Patch, PostBuild, Selector};
-use crate::build::loader::Loader;
-use crate::build::packed;
+use crate::kustomize::loader::Loader;
+use crate::kustomize::packed;
 
 fn write(root: &Path, files: &[(&str, &str)]) {
     for (path, text) in files {
@@ -30,7 +30,7 @@ fn spec() -> KustomizationSpec {
 
 fn generated(root: &Path, dir: &str, spec: &KustomizationSpec) -> Result<Value, GenerateError> {
     let loader = Loader::new(root, 1 << 20).unwrap();
-    let text = generate::root_kustomization(&loader, &loader.root().join(dir), spec)?;
+    let text = root::root_kustomization(&loader, &loader.root().join(dir), spec)?;
     Ok(serde_yaml::from_str(&text).unwrap())
 }
 

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::BuildError;
-use super::kustomization::{GeneratorArgs, GeneratorOptions};
+use super::file::{GeneratorArgs, GeneratorOptions};
 use super::loader::Loader;
 use super::resmap::{Generated, Origin, ResId, ResMap, Resource};
 

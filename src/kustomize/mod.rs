@@ -10,15 +10,14 @@
 
 use std::path::{Path, PathBuf};
 
-pub mod flux;
-pub mod generate;
-pub mod kustomization;
+pub mod file;
+pub mod generators;
 pub mod loader;
 pub mod nameref;
 pub mod packed;
 pub mod patch;
-pub mod patches;
 pub mod resmap;
+pub mod selector;
 pub mod sort;
 pub mod target;
 pub mod transform;

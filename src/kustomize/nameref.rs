@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::BuildError;
-use super::kustomization::FieldSpec;
+use super::file::FieldSpec;
 use super::resmap::{ResId, ResMap, Resource, is_cluster_scoped};
 use super::transform::fieldspecs::{NameReference, name_references};
 use super::transform::{path_segments, selects, visit_path};

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::kustomization::Selector;
+use super::file::Selector;
 
 /// kustomize's effective namespace of a cluster-scoped object, so that a namespace pattern
 /// such as `default` never matches it.

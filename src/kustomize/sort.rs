@@ -1,7 +1,7 @@
 //! kustomize's legacy output order (`sortOptions: {order: legacy}`); without sortOptions
 //! Flux keeps the FIFO accumulation order and nothing here runs.
 
-use super::kustomization::LegacySortOptions;
+use super::file::LegacySortOptions;
 use super::resmap::{ResId, ResMap};
 
 const ORDER_FIRST: &[&str] = &[

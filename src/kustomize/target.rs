@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::BuildError;
-use super::generate::{self, GenKind};
-use super::kustomization::{FILE_NAMES, Kind, Kustomization};
+use super::file::{FILE_NAMES, Kind, Kustomization};
+use super::generators::{self, GenKind};
 use super::loader::Loader;
+use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, patches, yaml};
+use super::{nameref, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -42,7 +43,7 @@ pub fn build_root(
     )?;
     map.each(|res| {
         if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
-            let name = format!("{}-{}", res.id().name, generate::content_hash(&res.obj()));
+            let name = format!("{}-{}", res.id().name, generators::content_hash(&res.obj()));
             res.set_name(name);
         }
     });
@@ -257,12 +258,12 @@ fn accumulate_body(
             loader.resolve(&path, file)?;
         }
     }
-    let ctx = generate::Context { loader, dir, file };
+    let ctx = generators::Context { loader, dir, file };
     for args in &k.config_map_generator {
-        generate::run(&ctx, map, GenKind::ConfigMap, args, k.generator_options.as_ref())?;
+        generators::run(&ctx, map, GenKind::ConfigMap, args, k.generator_options.as_ref())?;
     }
     for args in &k.secret_generator {
-        generate::run(&ctx, map, GenKind::Secret, args, k.generator_options.as_ref())?;
+        generators::run(&ctx, map, GenKind::Secret, args, k.generator_options.as_ref())?;
     }
     for entry in &k.components {
         let path = dir.join(entry);
@@ -339,8 +340,8 @@ fn run_transformers(
 mod tests {
     use std::path::Path;
 
-    use crate::build::packed;
-    use crate::build::{BuildError, BuildOptions, build};
+    use crate::kustomize::packed;
+    use crate::kustomize::{BuildError, BuildOptions, build};
 
     fn write(root: &Path, files: &[(&str, &str)]) {
         for (path, text) in files {

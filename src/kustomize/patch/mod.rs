@@ -6,14 +6,15 @@
 //! whether a `target` selects an object.
 
 pub mod schema;
-mod selector;
 mod smp;
+mod target;
+pub mod transformer;
 
 use serde_json::Value;
 use thiserror::Error;
 
-pub use crate::api::selector::OriginalId;
-pub use selector::Target;
+pub use crate::kustomize::selector::OriginalId;
+pub use target::Target;
 
 /// A parsed patch.
 #[derive(Clone, Debug, PartialEq)]

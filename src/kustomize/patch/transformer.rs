@@ -1,4 +1,4 @@
-//! Wires the patch formats of [`super::patch`] into a build: `patchesStrategicMerge`,
+//! Wires the patch formats of [`super`] into a build: `patchesStrategicMerge`,
 //! `patches` and `patchesJson6902` entries are loaded (inline or from a file), their
 //! targets found in the resource map, and the results put back in place (a deleted object
 //! leaves the map; a renamed one keeps its earlier id for name references).
@@ -7,12 +7,12 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::BuildError;
-use super::kustomization::{Patch, Selector};
-use super::loader::Loader;
-use super::patch::{self, OriginalId, PatchDoc, PatchKind, PatchOptions};
-use super::resmap::{ResId, ResMap};
-use super::yaml;
+use super::{self as patch, OriginalId, PatchDoc, PatchKind, PatchOptions};
+use crate::kustomize::BuildError;
+use crate::kustomize::file::{Patch, Selector};
+use crate::kustomize::loader::Loader;
+use crate::kustomize::resmap::{ResId, ResMap};
+use crate::kustomize::yaml;
 
 /// Where patch files are read from.
 pub struct Context<'a> {

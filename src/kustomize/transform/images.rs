@@ -4,9 +4,9 @@
 use regex::Regex;
 use serde_json::Value;
 
-use crate::build::BuildError;
-use crate::build::kustomization::Image;
-use crate::build::resmap::ResMap;
+use crate::kustomize::BuildError;
+use crate::kustomize::file::Image;
+use crate::kustomize::resmap::ResMap;
 
 use super::{path_segments, visit_path};
 

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::build::BuildError;
-use crate::build::kustomization::FieldSpec;
-use crate::build::resmap::ResMap;
+use crate::kustomize::BuildError;
+use crate::kustomize::file::FieldSpec;
+use crate::kustomize::resmap::ResMap;
 
 use super::{path_segments, selects, visit_path};
 

@@ -10,7 +10,7 @@ pub mod replicas;
 
 use serde_json::{Map, Value};
 
-use super::kustomization::FieldSpec;
+use super::file::FieldSpec;
 use super::resmap::{ResId, split_api_version};
 
 /// Whether a field spec's GVK filter selects the object with id `id` (empty parts match all).

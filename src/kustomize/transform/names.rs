@@ -1,6 +1,6 @@
 //! namePrefix / nameSuffix. References to renamed objects are fixed later by nameref.
 
-use crate::build::resmap::ResMap;
+use crate::kustomize::resmap::ResMap;
 
 /// Kinds kustomize never prefixes or suffixes.
 fn skipped(group: &str, kind: &str) -> bool {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::build::resmap::{ResMap, is_cluster_scoped};
+use crate::kustomize::resmap::{ResMap, is_cluster_scoped};
 
 use super::{path_segments, visit_path};
 

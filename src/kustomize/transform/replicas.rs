@@ -2,9 +2,9 @@
 
 use serde_json::Value;
 
-use crate::build::BuildError;
-use crate::build::kustomization::Replica;
-use crate::build::resmap::ResMap;
+use crate::kustomize::BuildError;
+use crate::kustomize::file::Replica;
+use crate::kustomize::resmap::ResMap;
 
 const KINDS: &[&str] = &["Deployment", "ReplicationController", "ReplicaSet", "StatefulSet"];
 
