@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::BuildError;
-pub use crate::api::kustomization::Selector;
+use super::selector::Selector;
 
 /// Names kustomize accepts for a kustomization file, in lookup order.
 pub const FILE_NAMES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];

@@ -4,9 +4,8 @@
 use serde_json::{Map, Value};
 
 use super::PatchError;
-use crate::api::kustomization::Selector;
 use crate::kustomize::resmap::{is_cluster_scoped, split_api_version, str_at};
-use crate::kustomize::selector::{CompiledSelector, Namespacing, OriginalId};
+use crate::kustomize::selector::{CompiledSelector, Namespacing, OriginalId, Selector};
 
 /// A patch target compiled once (as kustomize does), so testing every object of a build
 /// costs no regex compilation.

@@ -9,9 +9,10 @@ use serde_json::{Map, Value};
 
 use super::{self as patch, OriginalId, PatchDoc, PatchKind, PatchOptions};
 use crate::kustomize::BuildError;
-use crate::kustomize::file::{Patch, Selector};
+use crate::kustomize::file::Patch;
 use crate::kustomize::loader::Loader;
 use crate::kustomize::resmap::{ResId, ResMap};
+use crate::kustomize::selector::Selector;
 use crate::kustomize::yaml;
 
 /// Where patch files are read from.
