@@ -28,6 +28,7 @@ use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{
     Action as ChangeAction, Applier, ApplyError, ApplyRequest, ChangeSet, Owner, PruneError,
 };
+use crate::error::StepError;
 use crate::flux as flux_build;
 use crate::health::{self, HealthError, WaitTarget};
 use crate::kube_ext::ResourceResolver;

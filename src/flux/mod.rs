@@ -20,6 +20,7 @@ pub use substitute::{SubstituteError, SubstituteOptions, merge_vars};
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
+use crate::error::{Retry, StepError};
 use crate::kustomize::packed::Packed;
 use crate::kustomize::{self, BuildError, BuildOptions};
 
@@ -47,19 +48,15 @@ pub enum FluxBuildError {
     PostBuild { id: String, source: SubstituteError },
 }
 
-impl FluxBuildError {
-    /// Whether retrying the same revision can succeed.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            FluxBuildError::Generate(err) => err.is_transient(),
-            FluxBuildError::Build(err) => err.is_transient(),
-            FluxBuildError::PostBuild { .. } => false,
-        }
+/// Flux requeues a failed build after `spec.retryInterval`, without backoff: a new revision
+/// or a fixed ConfigMap of variables may arrive at any time.
+impl StepError for FluxBuildError {
+    fn reason(&self) -> &'static str {
+        BUILD_FAILED
     }
 
-    /// The Ready condition reason.
-    pub fn reason(&self) -> &'static str {
-        BUILD_FAILED
+    fn retry(&self) -> Retry {
+        Retry::RetryInterval
     }
 }
 

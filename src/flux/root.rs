@@ -67,13 +67,6 @@ pub enum GenerateError {
     ComponentPath(String),
 }
 
-impl GenerateError {
-    /// Only an I/O failure of the extracted artifact may heal by itself.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, GenerateError::Read(err) if err.is_transient())
-    }
-}
-
 /// The root kustomization text for `dir` with `spec`'s overrides.
 pub fn root_kustomization(
     loader: &Loader,

@@ -504,8 +504,7 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
         err.to_string(),
         "post build failed for 'ConfigMap.v1.[noGrp]/app': envsubst error: variable substitution failed: variable not set (strict mode): \"missing\""
     );
-    assert_eq!(err.reason(), "BuildFailed");
-    assert!(!err.is_transient());
+    assert_eq!((err.reason(), err.retry()), ("BuildFailed", Retry::RetryInterval));
     // With the strict gate off, the unset variable expands to nothing (YAML null).
     let lenient = build_with_strictness(
         tmp.path(),
@@ -536,6 +535,7 @@ fn kustomize_errors_are_prefixed() {
     .unwrap_err();
     assert!(err.to_string().starts_with("kustomize build failed: "), "{err}");
     assert!(err.to_string().contains("missing.yaml"), "{err}");
+    assert_eq!((err.reason(), err.retry()), ("BuildFailed", Retry::RetryInterval));
 }
 
 /// A root without resources gets `buildMetadata: [originAnnotations]` from Flux. Expected:

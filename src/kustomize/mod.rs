@@ -115,19 +115,6 @@ pub enum BuildError {
     MissingField { id: String, field: &'static str },
 }
 
-impl BuildError {
-    /// Builds fail because of their input; retrying without a new revision cannot help,
-    /// except for an I/O error of the temporary directory.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, BuildError::Io { .. })
-    }
-
-    /// The Flux condition reason for this failure.
-    pub fn reason(&self) -> &'static str {
-        crate::api::conditions::reason::BUILD_FAILED
-    }
-}
-
 /// What a build produced.
 #[derive(Debug)]
 pub struct Manifests {
