@@ -65,7 +65,7 @@ pub enum Kind {
 /// A parsed kustomization file.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Kustomization {
+pub struct KustomizationFile {
     pub api_version: Option<String>,
     pub kind: Option<String>,
     pub resources: Vec<String>,
@@ -184,9 +184,9 @@ pub struct LegacySortOptions {
     pub order_last: Vec<String>,
 }
 
-impl Kustomization {
+impl KustomizationFile {
     /// Parses kustomization text from `file`, checking every top-level field.
-    pub fn parse(text: &str, file: &str) -> Result<(Kustomization, Kind), BuildError> {
+    pub fn parse(text: &str, file: &str) -> Result<(KustomizationFile, Kind), BuildError> {
         // kustomize decodes kustomization files with sigs.k8s.io/yaml (YAML 1.1): `y` is a
         // boolean there, and a boolean where a string belongs is an error.
         let map = super::yaml::parse_object_yaml11(text, file)?;
@@ -197,7 +197,7 @@ impl Kustomization {
             });
         }
         check_fields(&map, file)?;
-        let mut k: Kustomization = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
+        let mut k: KustomizationFile = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
             let field = map
                 .keys()
                 .find(|key| e.to_string().contains(key.as_str()))
@@ -299,8 +299,8 @@ mod tests {
 
     #[test]
     fn unknown_field_is_an_error_naming_it() {
-        let err =
-            Kustomization::parse("resources: []\nresourcez: [a]\n", "app/kustomization.yaml").unwrap_err();
+        let err = KustomizationFile::parse("resources: []\nresourcez: [a]\n", "app/kustomization.yaml")
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "app/kustomization.yaml: invalid field 'resourcez': unknown field"
@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn helm_charts_are_unsupported() {
-        let err = Kustomization::parse("helmCharts:\n- name: x\n", "k.yaml").unwrap_err();
+        let err = KustomizationFile::parse("helmCharts:\n- name: x\n", "k.yaml").unwrap_err();
         assert_eq!(
             err.to_string(),
             "k.yaml: field 'helmCharts' is not supported by this engine"
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn deprecated_fields_fold_into_current_ones() {
-        let (k, kind) = Kustomization::parse(
+        let (k, kind) = KustomizationFile::parse(
             "bases: [../b]\nresources: [a.yaml]\nimageTags: [{name: x, newTag: '1'}]\n",
             "k",
         )
@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn component_kind_is_recognised() {
-        let (_, kind) = Kustomization::parse(
+        let (_, kind) = KustomizationFile::parse(
             "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
             "k",
         )

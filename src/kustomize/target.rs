@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::BuildError;
-use super::file::{FILE_NAMES, Kind, Kustomization};
+use super::file::{FILE_NAMES, Kind, KustomizationFile};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
 use super::patch::transformer as patches;
@@ -126,9 +126,9 @@ fn root_kustomization(
     loader: &Loader,
     dir: &Path,
     override_text: Option<&str>,
-) -> Result<Kustomization, BuildError> {
+) -> Result<KustomizationFile, BuildError> {
     let (file, text) = read_kustomization(loader, dir, override_text)?;
-    Ok(Kustomization::parse(&text, &loader.show(&file))?.0)
+    Ok(KustomizationFile::parse(&text, &loader.show(&file))?.0)
 }
 
 /// The kustomization file of `dir` and its text, or `override_text` standing in for it.
@@ -192,7 +192,7 @@ fn accumulate(
     }
     let (file, text) = read_kustomization(loader, dir, override_text)?;
     let shown = loader.show(&file);
-    let (k, kind) = Kustomization::parse(&text, &shown)?;
+    let (k, kind) = KustomizationFile::parse(&text, &shown)?;
     if kind != expected {
         let want = if expected == Kind::Component {
             "Component"
@@ -217,7 +217,7 @@ fn accumulate_body(
     dir: &Path,
     file: &Path,
     shown: &str,
-    k: &Kustomization,
+    k: &KustomizationFile,
     visiting: &mut Vec<PathBuf>,
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
@@ -282,7 +282,7 @@ fn accumulate_body(
 
 /// kustomize's builtin transformer order.
 fn run_transformers(
-    k: &Kustomization,
+    k: &KustomizationFile,
     patch_ctx: &patches::Context<'_>,
     file: &str,
     map: &mut ResMap,
