@@ -43,7 +43,11 @@ enum Node {
 
 /// Expands `text`. In strict mode an unset variable without a default operator fails;
 /// otherwise it expands to "".
-pub fn expand(text: &str, vars: &BTreeMap<String, String>, strict: bool) -> Result<String, EnvsubstError> {
+pub(crate) fn expand(
+    text: &str,
+    vars: &BTreeMap<String, String>,
+    strict: bool,
+) -> Result<String, EnvsubstError> {
     let nodes = Parser {
         chars: text.chars().collect(),
         pos: 0,

@@ -3,8 +3,8 @@
 //! them.
 
 mod envsubst;
-pub mod root;
-pub mod substitute;
+pub(crate) mod root;
+pub(crate) mod substitute;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +15,8 @@ use thiserror::Error;
 
 pub use envsubst::EnvsubstError;
 pub use root::GenerateError;
-pub use substitute::{SubstituteError, SubstituteOptions, merge_vars};
+pub use substitute::SubstituteError;
+pub(crate) use substitute::{SubstituteOptions, merge_vars};
 
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
@@ -31,7 +32,7 @@ pub struct Built {
     /// `sha256:<hex>` of the multi-document YAML after substitution (before
     /// `commonMetadata`, which Flux applies later, at apply time). Our YAML printer is not
     /// byte-identical to kustomize's, so the value differs from Flux's for the same input.
-    pub digest: String,
+    pub(crate) digest: String,
     /// What kustomize accepts but is probably a mistake (see [`kustomize::Manifests`]).
     pub warnings: Vec<String>,
 }
@@ -76,7 +77,7 @@ pub fn build(
 
 /// [`build`] with the `StrictPostBuildSubstitutions` feature gate given: when off, an unset
 /// variable expands to "" instead of failing.
-pub fn build_with_strictness(
+pub(crate) fn build_with_strictness(
     root: &Path,
     dir: &Path,
     spec: &KustomizationSpec,

@@ -68,7 +68,7 @@ pub enum GenerateError {
 }
 
 /// The root kustomization text for `dir` with `spec`'s overrides.
-pub fn root_kustomization(
+pub(crate) fn root_kustomization(
     loader: &Loader,
     dir: &Path,
     spec: &KustomizationSpec,

@@ -12,15 +12,15 @@ use super::envsubst::{self, EnvsubstError};
 use crate::api::conditions::keys::SUBSTITUTE_ANNOTATION;
 
 /// The variable name rule Flux enforces (`varsubRegex`).
-pub const VAR_NAME_PATTERN: &str = "^[_[:alpha:]][_[:alpha:][:digit:]]*$";
+pub(crate) const VAR_NAME_PATTERN: &str = "^[_[:alpha:]][_[:alpha:][:digit:]]*$";
 
 /// How substitution runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SubstituteOptions {
+pub(crate) struct SubstituteOptions {
     /// Fail on a variable that is not set (gate `StrictPostBuildSubstitutions`, on by default).
-    pub strict: bool,
+    pub(crate) strict: bool,
     /// `substituteStrategy: Always`: substitute even when no variable is defined.
-    pub always: bool,
+    pub(crate) always: bool,
 }
 
 impl Default for SubstituteOptions {
@@ -46,7 +46,7 @@ pub enum SubstituteError {
 
 /// Merges the variables of `substituteFrom` (in list order, later entries win) and the
 /// inline `substitute` map (wins over all), removing newlines from every value as Flux does.
-pub fn merge_vars(
+pub(crate) fn merge_vars(
     from_refs: Vec<BTreeMap<String, String>>,
     inline: Option<&BTreeMap<String, String>>,
 ) -> BTreeMap<String, String> {
@@ -64,7 +64,7 @@ pub fn merge_vars(
 
 /// Whether the object opted out with the label or annotation
 /// `kustomize.toolkit.fluxcd.io/substitute: disabled`.
-pub fn is_disabled(object: &Value) -> bool {
+pub(crate) fn is_disabled(object: &Value) -> bool {
     ["labels", "annotations"]
         .iter()
         .any(|field| object["metadata"][field][SUBSTITUTE_ANNOTATION].as_str() == Some("disabled"))
@@ -72,7 +72,7 @@ pub fn is_disabled(object: &Value) -> bool {
 
 /// Substitutes `vars` into `object` and returns the new object (the same one when it opted
 /// out, or when there are no variables and the strategy is not `Always`).
-pub fn substitute(
+pub(crate) fn substitute(
     object: &Value,
     vars: &BTreeMap<String, String>,
     options: SubstituteOptions,

@@ -11,7 +11,7 @@ use super::BuildError;
 use super::selector::Selector;
 
 /// Names kustomize accepts for a kustomization file, in lookup order.
-pub const FILE_NAMES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+pub(crate) const FILE_NAMES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// Fields this engine implements.
 const SUPPORTED: &[&str] = &[
@@ -57,7 +57,7 @@ const UNSUPPORTED: &[&str] = &[
 
 /// Whether a kustomization is a Kustomization or a Component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Kustomization,
     Component,
 }
@@ -65,128 +65,128 @@ pub enum Kind {
 /// A parsed kustomization file.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default)]
-pub struct KustomizationFile {
-    pub api_version: Option<String>,
-    pub kind: Option<String>,
-    pub resources: Vec<String>,
-    pub bases: Vec<String>,
-    pub components: Vec<String>,
-    pub namespace: Option<String>,
-    pub name_prefix: Option<String>,
-    pub name_suffix: Option<String>,
-    pub common_labels: BTreeMap<String, String>,
-    pub labels: Vec<Label>,
-    pub common_annotations: BTreeMap<String, String>,
-    pub images: Vec<Image>,
-    pub image_tags: Vec<Image>,
-    pub replicas: Vec<Replica>,
-    pub patches: Vec<Patch>,
-    pub patches_strategic_merge: Vec<String>,
-    pub patches_json6902: Vec<Patch>,
-    pub config_map_generator: Vec<GeneratorArgs>,
-    pub secret_generator: Vec<GeneratorArgs>,
-    pub generator_options: Option<GeneratorOptions>,
-    pub sort_options: Option<SortOptions>,
-    pub build_metadata: Vec<String>,
-    pub metadata: Option<Value>,
+pub(crate) struct KustomizationFile {
+    pub(crate) api_version: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) resources: Vec<String>,
+    pub(crate) bases: Vec<String>,
+    pub(crate) components: Vec<String>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name_prefix: Option<String>,
+    pub(crate) name_suffix: Option<String>,
+    pub(crate) common_labels: BTreeMap<String, String>,
+    pub(crate) labels: Vec<Label>,
+    pub(crate) common_annotations: BTreeMap<String, String>,
+    pub(crate) images: Vec<Image>,
+    pub(crate) image_tags: Vec<Image>,
+    pub(crate) replicas: Vec<Replica>,
+    pub(crate) patches: Vec<Patch>,
+    pub(crate) patches_strategic_merge: Vec<String>,
+    pub(crate) patches_json6902: Vec<Patch>,
+    pub(crate) config_map_generator: Vec<GeneratorArgs>,
+    pub(crate) secret_generator: Vec<GeneratorArgs>,
+    pub(crate) generator_options: Option<GeneratorOptions>,
+    pub(crate) sort_options: Option<SortOptions>,
+    pub(crate) build_metadata: Vec<String>,
+    pub(crate) metadata: Option<Value>,
 }
 
 /// One `labels` entry.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct Label {
-    pub pairs: BTreeMap<String, String>,
-    pub include_selectors: bool,
-    pub include_templates: bool,
-    pub fields: Vec<FieldSpec>,
+pub(crate) struct Label {
+    pub(crate) pairs: BTreeMap<String, String>,
+    pub(crate) include_selectors: bool,
+    pub(crate) include_templates: bool,
+    pub(crate) fields: Vec<FieldSpec>,
 }
 
 /// Where a transformer writes: an optional GVK filter plus a `/`-separated path.
 #[derive(Deserialize, Default, Debug, Clone, PartialEq)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct FieldSpec {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub path: String,
-    pub create: bool,
+pub(crate) struct FieldSpec {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) path: String,
+    pub(crate) create: bool,
 }
 
 /// One `images` entry.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct Image {
-    pub name: String,
-    pub new_name: String,
-    pub new_tag: String,
-    pub digest: String,
-    pub tag_suffix: String,
+pub(crate) struct Image {
+    pub(crate) name: String,
+    pub(crate) new_name: String,
+    pub(crate) new_tag: String,
+    pub(crate) digest: String,
+    pub(crate) tag_suffix: String,
 }
 
 /// One `replicas` entry.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(default, deny_unknown_fields)]
-pub struct Replica {
-    pub name: String,
-    pub count: i64,
+pub(crate) struct Replica {
+    pub(crate) name: String,
+    pub(crate) count: i64,
 }
 
 /// A `patches` (or `patchesJson6902`) entry.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(default, deny_unknown_fields)]
-pub struct Patch {
-    pub path: Option<String>,
-    pub patch: Option<String>,
-    pub target: Option<Selector>,
-    pub options: BTreeMap<String, bool>,
+pub(crate) struct Patch {
+    pub(crate) path: Option<String>,
+    pub(crate) patch: Option<String>,
+    pub(crate) target: Option<Selector>,
+    pub(crate) options: BTreeMap<String, bool>,
 }
 
 /// A configMapGenerator / secretGenerator entry.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct GeneratorArgs {
-    pub name: String,
-    pub namespace: String,
-    pub behavior: String,
-    pub literals: Vec<String>,
-    pub files: Vec<String>,
-    pub envs: Vec<String>,
-    pub env: String,
-    pub options: Option<GeneratorOptions>,
+pub(crate) struct GeneratorArgs {
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) behavior: String,
+    pub(crate) literals: Vec<String>,
+    pub(crate) files: Vec<String>,
+    pub(crate) envs: Vec<String>,
+    pub(crate) env: String,
+    pub(crate) options: Option<GeneratorOptions>,
     #[serde(rename = "type")]
-    pub type_: String,
-    pub kv_sources: Option<Value>,
+    pub(crate) type_: String,
+    pub(crate) kv_sources: Option<Value>,
 }
 
 /// `generatorOptions`, global or per generator.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct GeneratorOptions {
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-    pub disable_name_suffix_hash: Option<bool>,
-    pub immutable: Option<bool>,
+pub(crate) struct GeneratorOptions {
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
+    pub(crate) disable_name_suffix_hash: Option<bool>,
+    pub(crate) immutable: Option<bool>,
 }
 
 /// `sortOptions`.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct SortOptions {
-    pub order: String,
-    pub legacy_sort_options: Option<LegacySortOptions>,
+pub(crate) struct SortOptions {
+    pub(crate) order: String,
+    pub(crate) legacy_sort_options: Option<LegacySortOptions>,
 }
 
 /// Kind lists that replace the legacy order's defaults.
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct LegacySortOptions {
-    pub order_first: Vec<String>,
-    pub order_last: Vec<String>,
+pub(crate) struct LegacySortOptions {
+    pub(crate) order_first: Vec<String>,
+    pub(crate) order_last: Vec<String>,
 }
 
 impl KustomizationFile {
     /// Parses kustomization text from `file`, checking every top-level field.
-    pub fn parse(text: &str, file: &str) -> Result<(KustomizationFile, Kind), BuildError> {
+    pub(crate) fn parse(text: &str, file: &str) -> Result<(KustomizationFile, Kind), BuildError> {
         // kustomize decodes kustomization files with sigs.k8s.io/yaml (YAML 1.1): `y` is a
         // boolean there, and a boolean where a string belongs is an error.
         let map = super::yaml::parse_object_yaml11(text, file)?;

@@ -13,7 +13,7 @@ use super::resmap::{Generated, Origin, ResId, ResMap, Resource};
 
 /// ConfigMap or Secret.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GenKind {
+pub(crate) enum GenKind {
     ConfigMap,
     Secret,
 }
@@ -28,16 +28,16 @@ impl GenKind {
 }
 
 /// Where generator sources are read from.
-pub struct Context<'a> {
-    pub loader: &'a Loader,
+pub(crate) struct Context<'a> {
+    pub(crate) loader: &'a Loader,
     /// Directory of the kustomization (canonical).
-    pub dir: &'a Path,
+    pub(crate) dir: &'a Path,
     /// The kustomization file, for messages.
-    pub file: &'a Path,
+    pub(crate) file: &'a Path,
 }
 
 /// Runs one generator entry against the accumulated map.
-pub fn run(
+pub(crate) fn run(
     ctx: &Context<'_>,
     map: &mut ResMap,
     kind: GenKind,
@@ -298,7 +298,7 @@ fn make_object(
 
 /// Standard base64, broken into 70-character lines each ending in `\n` once the encoded
 /// text is 70 characters or longer (kyaml's encoding, part of the hash input).
-pub fn base64_wrapped(bytes: &[u8]) -> String {
+pub(crate) fn base64_wrapped(bytes: &[u8]) -> String {
     const LINE: usize = 70;
     let encoded = base64(bytes);
     if encoded.len() < LINE {
@@ -330,7 +330,7 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// kustomize's content hash of a generated ConfigMap or Secret (10 characters).
-pub fn content_hash(obj: &Map<String, Value>) -> String {
+pub(crate) fn content_hash(obj: &Map<String, Value>) -> String {
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let section = |k: &str| obj.get(k).cloned().unwrap_or_else(|| json!({}));
     let non_empty = |k: &str| {

@@ -9,14 +9,14 @@ use super::BuildError;
 
 /// Confined, size-bounded reads below one root directory.
 #[derive(Debug, Clone)]
-pub struct Loader {
+pub(crate) struct Loader {
     root: PathBuf,
     max_file_bytes: u64,
 }
 
 impl Loader {
     /// A loader for `root`, which must exist.
-    pub fn new(root: &Path, max_file_bytes: u64) -> Result<Self, BuildError> {
+    pub(crate) fn new(root: &Path, max_file_bytes: u64) -> Result<Self, BuildError> {
         let root = root.canonicalize().map_err(|e| BuildError::Io {
             path: root.to_path_buf(),
             message: e.to_string(),
@@ -25,13 +25,13 @@ impl Loader {
     }
 
     /// The canonical artifact root.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// Resolves `path` (absolute, built from [`Loader::root`]) to its canonical form and
     /// checks it is inside the root. `from` names the file that referenced it.
-    pub fn resolve(&self, path: &Path, from: &Path) -> Result<PathBuf, BuildError> {
+    pub(crate) fn resolve(&self, path: &Path, from: &Path) -> Result<PathBuf, BuildError> {
         let lexical = normalize(path);
         if !lexical.starts_with(&self.root) {
             return Err(BuildError::OutsideRoot {
@@ -62,21 +62,21 @@ impl Loader {
     }
 
     /// Whether `path` is a directory inside the root.
-    pub fn is_dir(&self, path: &Path) -> bool {
+    pub(crate) fn is_dir(&self, path: &Path) -> bool {
         path.canonicalize()
             .map(|p| p.starts_with(&self.root) && p.is_dir())
             .unwrap_or(false)
     }
 
     /// Whether `path` is a regular file inside the root.
-    pub fn is_file(&self, path: &Path) -> bool {
+    pub(crate) fn is_file(&self, path: &Path) -> bool {
         path.canonicalize()
             .map(|p| p.starts_with(&self.root) && p.is_file())
             .unwrap_or(false)
     }
 
     /// Reads a whole file as bytes, refusing files above the size bound.
-    pub fn read_bytes(&self, path: &Path, from: &Path) -> Result<Vec<u8>, BuildError> {
+    pub(crate) fn read_bytes(&self, path: &Path, from: &Path) -> Result<Vec<u8>, BuildError> {
         let real = self.resolve(path, from)?;
         let io = |e: std::io::Error| BuildError::Io {
             path: self.display(path),
@@ -97,7 +97,7 @@ impl Loader {
     }
 
     /// Reads a whole UTF-8 text file.
-    pub fn read_text(&self, path: &Path, from: &Path) -> Result<String, BuildError> {
+    pub(crate) fn read_text(&self, path: &Path, from: &Path) -> Result<String, BuildError> {
         let bytes = self.read_bytes(path, from)?;
         String::from_utf8(bytes).map_err(|_| BuildError::Io {
             path: self.display(path),
@@ -106,7 +106,7 @@ impl Loader {
     }
 
     /// A path shown relative to the root, so messages do not leak temporary directories.
-    pub fn display(&self, path: &Path) -> PathBuf {
+    pub(crate) fn display(&self, path: &Path) -> PathBuf {
         let lexical = normalize(path);
         match lexical.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
@@ -116,13 +116,13 @@ impl Loader {
     }
 
     /// `display` as a string, for error fields that are strings.
-    pub fn show(&self, path: &Path) -> String {
+    pub(crate) fn show(&self, path: &Path) -> String {
         self.display(path).display().to_string()
     }
 }
 
 /// Removes `.` and resolves `..` lexically (without touching the file system).
-pub fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {

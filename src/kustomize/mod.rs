@@ -10,29 +10,29 @@
 
 use std::path::{Path, PathBuf};
 
-pub mod file;
-pub mod generators;
-pub mod loader;
-pub mod nameref;
+pub(crate) mod file;
+pub(crate) mod generators;
+pub(crate) mod loader;
+pub(crate) mod nameref;
 pub mod packed;
-pub mod patch;
-pub mod resmap;
+pub(crate) mod patch;
+pub(crate) mod resmap;
 pub mod selector;
-pub mod sort;
-pub mod target;
-pub mod transform;
+pub(crate) mod sort;
+pub(crate) mod target;
+pub(crate) mod transform;
 pub mod yaml;
 
 /// Default for [`BuildOptions::max_file_bytes`]: 16 MiB.
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Options of one build.
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
     /// YAML text that replaces the kustomization file of `dir` (Flux's generated/overlaid one); None = read it from disk.
-    pub kustomization_override: Option<String>,
+    pub(crate) kustomization_override: Option<String>,
     /// Upper bound for any single file read (bytes).
-    pub max_file_bytes: u64,
+    pub(crate) max_file_bytes: u64,
 }
 
 impl Default for BuildOptions {
@@ -122,7 +122,7 @@ pub struct Manifests {
     pub objects: Vec<packed::Packed>,
     /// What the build accepted, as kustomize does, but is probably a mistake; each names
     /// its file.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Builds the kustomization in `dir` (inside `root`, the artifact root that confines reads).

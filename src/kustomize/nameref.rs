@@ -12,7 +12,7 @@ use super::transform::fieldspecs::{NameReference, name_references};
 use super::transform::{path_segments, selects, visit_path};
 
 /// Fixes back-references in every object of `map`.
-pub fn fix(map: &mut ResMap) -> Result<(), BuildError> {
+pub(crate) fn fix(map: &mut ResMap) -> Result<(), BuildError> {
     let table = name_references();
     // Renames already happened and references are only rewritten here, so the ids read
     // from this snapshot cannot change during the pass.

@@ -14,12 +14,12 @@ pub struct Packed(Box<str>);
 
 impl Packed {
     /// Packs a value.
-    pub fn new(value: &Value) -> Self {
+    pub(crate) fn new(value: &Value) -> Self {
         Packed(value.to_string().into_boxed_str())
     }
 
     /// Packs an object.
-    pub fn from_map(object: &Map<String, Value>) -> Self {
+    pub(crate) fn from_map(object: &Map<String, Value>) -> Self {
         Packed(
             serde_json::to_string(object)
                 .expect("a map with string keys serializes")
@@ -28,21 +28,16 @@ impl Packed {
     }
 
     /// The value, parsed again.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         serde_json::from_str(&self.0).expect("packed text is JSON this module wrote")
     }
 
     /// The object, parsed again; an empty map when the packed value is not an object.
-    pub fn to_map(&self) -> Map<String, Value> {
+    pub(crate) fn to_map(&self) -> Map<String, Value> {
         match self.to_value() {
             Value::Object(map) => map,
             _ => Map::new(),
         }
-    }
-
-    /// The packed JSON text.
-    pub fn as_json(&self) -> &str {
-        &self.0
     }
 }
 
@@ -76,7 +71,7 @@ mod tests {
     fn packed_text_is_compact_json() {
         let value = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
         assert_eq!(
-            Packed::new(&value).as_json(),
+            &*Packed::new(&value).0,
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#
         );
     }

@@ -10,17 +10,17 @@ use super::packed::Packed;
 
 /// A resource id: group/version/kind plus name and namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct ResId {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub name: String,
-    pub namespace: String,
+pub(crate) struct ResId {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
 }
 
 impl ResId {
     /// The id of an object as it is now.
-    pub fn of(obj: &Map<String, Value>) -> ResId {
+    pub(crate) fn of(obj: &Map<String, Value>) -> ResId {
         let (group, version) = split_api_version(str_at(obj, &["apiVersion"]));
         ResId {
             group: group.to_string(),
@@ -33,7 +33,7 @@ impl ResId {
 
     /// Same kind and name and the same effective namespace (empty means `default` for
     /// namespaced kinds), as kustomize's `ResId.Equals`.
-    pub fn same_as(&self, other: &ResId) -> bool {
+    pub(crate) fn same_as(&self, other: &ResId) -> bool {
         self.identity() == other.identity()
     }
 
@@ -50,7 +50,7 @@ impl ResId {
 
     /// The namespace used for comparisons: `default` when empty for namespaced kinds, and a
     /// fixed marker for cluster-scoped kinds.
-    pub fn effective_namespace(&self) -> &str {
+    pub(crate) fn effective_namespace(&self) -> &str {
         if is_cluster_scoped(&self.group, &self.kind) {
             "~cluster"
         } else if self.namespace.is_empty() {
@@ -78,7 +78,7 @@ impl std::fmt::Display for ResId {
 }
 
 /// Splits `apps/v1` into (`apps`, `v1`) and `v1` into (``, `v1`).
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
+pub(crate) fn split_api_version(api_version: &str) -> (&str, &str) {
     match api_version.rsplit_once('/') {
         Some((g, v)) => (g, v),
         None => ("", api_version),
@@ -86,7 +86,7 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
 }
 
 /// The string at a path of object keys, or "" when absent or not a string.
-pub fn str_at<'a>(obj: &'a Map<String, Value>, path: &[&str]) -> &'a str {
+pub(crate) fn str_at<'a>(obj: &'a Map<String, Value>, path: &[&str]) -> &'a str {
     let mut cur = obj;
     for (i, key) in path.iter().enumerate() {
         match cur.get(*key) {
@@ -100,7 +100,7 @@ pub fn str_at<'a>(obj: &'a Map<String, Value>, path: &[&str]) -> &'a str {
 
 /// Kinds the Kubernetes 1.21.2 schema (kustomize's builtin) knows as cluster-scoped.
 /// Anything else, CRD kinds included, is treated as namespaced, as kustomize does.
-pub fn is_cluster_scoped(group: &str, kind: &str) -> bool {
+pub(crate) fn is_cluster_scoped(group: &str, kind: &str) -> bool {
     const CLUSTER: &[(&str, &str)] = &[
         ("", "Namespace"),
         ("", "Node"),
@@ -134,14 +134,14 @@ pub fn is_cluster_scoped(group: &str, kind: &str) -> bool {
 
 /// How a generated ConfigMap/Secret still has to be finished at the top level.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Generated {
+pub(crate) struct Generated {
     /// Append the content hash to the name once all transformers ran.
-    pub hash_suffix: bool,
+    pub(crate) hash_suffix: bool,
 }
 
 /// Where an object came from, for `buildMetadata: [originAnnotations]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// Loaded from this file.
     File(std::path::PathBuf),
     /// Made by a builtin generator (`ConfigMapGenerator`, `SecretGenerator`) configured in
@@ -154,17 +154,17 @@ pub enum Origin {
 
 /// One object plus the history kustomize keeps about it.
 #[derive(Clone, Debug)]
-pub struct Resource {
+pub(crate) struct Resource {
     body: Body,
     /// The id when the object was loaded or generated.
-    pub orig: ResId,
+    pub(crate) orig: ResId,
     /// Ids it had before each rename or namespace change, oldest first.
-    pub prev: Vec<ResId>,
+    pub(crate) prev: Vec<ResId>,
     /// Prefixes and suffixes applied so far (the nameReference "context").
-    pub prefixes: Vec<String>,
-    pub suffixes: Vec<String>,
-    pub generated: Option<Generated>,
-    pub origin: Option<Origin>,
+    pub(crate) prefixes: Vec<String>,
+    pub(crate) suffixes: Vec<String>,
+    pub(crate) generated: Option<Generated>,
+    pub(crate) origin: Option<Origin>,
 }
 
 /// The object: packed between build steps, open while a step works on it (see
@@ -182,7 +182,7 @@ enum Body {
 impl Resource {
     /// A freshly loaded object, packed. Null `metadata.labels`/`annotations` are dropped, as
     /// kustomize does when it reads an object.
-    pub fn new(mut obj: Map<String, Value>) -> Self {
+    pub(crate) fn new(mut obj: Map<String, Value>) -> Self {
         if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
             for key in ["labels", "annotations"] {
                 if meta.get(key).is_some_and(Value::is_null) {
@@ -204,7 +204,7 @@ impl Resource {
     }
 
     /// The current id.
-    pub fn id(&self) -> ResId {
+    pub(crate) fn id(&self) -> ResId {
         self.current_id().into_owned()
     }
 
@@ -217,13 +217,13 @@ impl Resource {
     }
 
     /// Whether any id this object ever had (original, earlier, current) satisfies `pred`.
-    pub fn any_id(&self, pred: impl Fn(&ResId) -> bool) -> bool {
+    pub(crate) fn any_id(&self, pred: impl Fn(&ResId) -> bool) -> bool {
         pred(&self.orig) || self.prev.iter().any(&pred) || pred(&self.current_id())
     }
 
     /// The object for reading: borrowed when open, parsed from the packed text (which
     /// stays as it is) otherwise.
-    pub fn obj(&self) -> Cow<'_, Map<String, Value>> {
+    pub(crate) fn obj(&self) -> Cow<'_, Map<String, Value>> {
         match &self.body {
             Body::Open(obj) => Cow::Borrowed(obj),
             Body::Packed { object, .. } => Cow::Owned(object.to_map()),
@@ -231,7 +231,7 @@ impl Resource {
     }
 
     /// The object for changing, opened if it was packed.
-    pub fn obj_mut(&mut self) -> &mut Map<String, Value> {
+    pub(crate) fn obj_mut(&mut self) -> &mut Map<String, Value> {
         if let Body::Packed { object, .. } = &self.body {
             self.body = Body::Open(object.to_map());
         }
@@ -242,7 +242,7 @@ impl Resource {
     }
 
     /// Runs `f` on the object as a `Value` (the form path visitors walk).
-    pub fn edit<R>(&mut self, f: impl FnOnce(&mut Value) -> R) -> R {
+    pub(crate) fn edit<R>(&mut self, f: impl FnOnce(&mut Value) -> R) -> R {
         let obj = self.obj_mut();
         let mut value = Value::Object(std::mem::take(obj));
         let result = f(&mut value);
@@ -255,12 +255,12 @@ impl Resource {
     }
 
     /// Replaces the object.
-    pub fn replace(&mut self, obj: Map<String, Value>) {
+    pub(crate) fn replace(&mut self, obj: Map<String, Value>) {
         self.body = Body::Open(obj);
     }
 
     /// Packs the object once a step is done with it.
-    pub fn pack(&mut self) {
+    pub(crate) fn pack(&mut self) {
         if let Body::Open(obj) = &self.body {
             self.body = Body::Packed {
                 object: Packed::from_map(obj),
@@ -270,7 +270,7 @@ impl Resource {
     }
 
     /// The packed object, for the build's output.
-    pub fn into_packed(mut self) -> Packed {
+    pub(crate) fn into_packed(mut self) -> Packed {
         self.pack();
         match self.body {
             Body::Packed { object, .. } => object,
@@ -279,7 +279,7 @@ impl Resource {
     }
 
     /// Current metadata, created when missing.
-    pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+    pub(crate) fn metadata_mut(&mut self) -> &mut Map<String, Value> {
         let meta = self
             .obj_mut()
             .entry("metadata")
@@ -291,7 +291,7 @@ impl Resource {
     }
 
     /// Renames the object, remembering the old id.
-    pub fn set_name(&mut self, name: String) {
+    pub(crate) fn set_name(&mut self, name: String) {
         let old = self.id();
         if old.name != name {
             self.prev.push(old);
@@ -300,7 +300,7 @@ impl Resource {
     }
 
     /// Moves the object to a namespace, remembering the old id.
-    pub fn set_namespace(&mut self, namespace: &str) {
+    pub(crate) fn set_namespace(&mut self, namespace: &str) {
         let old = self.id();
         if old.namespace != namespace {
             self.prev.push(old);
@@ -313,16 +313,16 @@ impl Resource {
 /// Resources in accumulation (FIFO) order, and what the build accepted but a user should
 /// hear about.
 #[derive(Clone, Debug, Default)]
-pub struct ResMap {
-    pub resources: Vec<Resource>,
+pub(crate) struct ResMap {
+    pub(crate) resources: Vec<Resource>,
     /// Accepted as kustomize accepts it, yet probably a mistake (a patch target that
     /// selects nothing); each names its file.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl ResMap {
     /// Appends, refusing a second object with the same current id.
-    pub fn append(&mut self, res: Resource, file: &str) -> Result<(), BuildError> {
+    pub(crate) fn append(&mut self, res: Resource, file: &str) -> Result<(), BuildError> {
         self.append_all(
             ResMap {
                 resources: vec![res],
@@ -334,7 +334,10 @@ impl ResMap {
 
     /// Runs `step` on every resource in order and packs each one as soon as the step is
     /// done with it, so a step holds one parsed object at a time.
-    pub fn try_each<E>(&mut self, mut step: impl FnMut(&mut Resource) -> Result<(), E>) -> Result<(), E> {
+    pub(crate) fn try_each<E>(
+        &mut self,
+        mut step: impl FnMut(&mut Resource) -> Result<(), E>,
+    ) -> Result<(), E> {
         for res in &mut self.resources {
             let result = step(res);
             res.pack();
@@ -344,7 +347,7 @@ impl ResMap {
     }
 
     /// [`ResMap::try_each`] for a step that cannot fail.
-    pub fn each(&mut self, mut step: impl FnMut(&mut Resource)) {
+    pub(crate) fn each(&mut self, mut step: impl FnMut(&mut Resource)) {
         let done: Result<(), std::convert::Infallible> = self.try_each(|res| {
             step(res);
             Ok(())
@@ -353,14 +356,14 @@ impl ResMap {
     }
 
     /// Fails when two objects now have the same id.
-    pub fn check_unique(&self, file: &str) -> Result<(), BuildError> {
+    pub(crate) fn check_unique(&self, file: &str) -> Result<(), BuildError> {
         let ids: Vec<Cow<'_, ResId>> = self.resources.iter().map(Resource::current_id).collect();
         first_duplicate(&ids).map_or(Ok(()), |id| Err(duplicate(file, id)))
     }
 
     /// Appends every resource of `other`, refusing any id already present; on error the map
     /// is unchanged.
-    pub fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
+    pub(crate) fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
         let ids: Vec<Cow<'_, ResId>> = self
             .resources
             .iter()

@@ -47,7 +47,7 @@ pub struct Selector {
 
 impl Selector {
     /// The fields this selector sets (non-empty), with their YAML names.
-    pub fn set_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub(crate) fn set_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
         [
             ("group", &self.group),
             ("version", &self.version),
@@ -64,19 +64,19 @@ impl Selector {
 
 /// kustomize's effective namespace of a cluster-scoped object, so that a namespace pattern
 /// such as `default` never matches it.
-pub const NOT_A_NAMESPACE: &str = "_non_namespaceable_";
+pub(crate) const NOT_A_NAMESPACE: &str = "_non_namespaceable_";
 
 /// The identity a kustomize patch target may match besides the object's current one: its
 /// name and namespace before prefixes, suffixes and namespace changes.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct OriginalId<'a> {
-    pub name: &'a str,
-    pub namespace: &'a str,
+pub(crate) struct OriginalId<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) namespace: &'a str,
 }
 
 /// Which name and namespace the `name` and `namespace` patterns are matched against.
 #[derive(Clone, Copy, Debug)]
-pub enum Namespacing<'a> {
+pub(crate) enum Namespacing<'a> {
     /// Flux's `spec.ignore` (fluxcd/pkg/ssa `jsondiff.SelectorRegex`): `metadata.name` and
     /// `metadata.namespace` as they are, empty when absent.
     AsWritten,
@@ -109,7 +109,7 @@ pub enum SelectorProblem {
 
 /// A [`Selector`] with its patterns compiled and its label selectors parsed.
 #[derive(Clone, Debug)]
-pub struct CompiledSelector {
+pub(crate) struct CompiledSelector {
     group: Option<Regex>,
     version: Option<Regex>,
     kind: Option<Regex>,
@@ -121,7 +121,7 @@ pub struct CompiledSelector {
 
 impl CompiledSelector {
     /// Compiles `selector`; an empty field selects everything. A bad field is named.
-    pub fn compile(selector: &Selector) -> Result<Self, SelectorError> {
+    pub(crate) fn compile(selector: &Selector) -> Result<Self, SelectorError> {
         let pattern = |field: &'static str, pattern: &Option<String>| {
             pattern
                 .as_deref()
@@ -158,7 +158,7 @@ impl CompiledSelector {
     }
 
     /// Whether `object` is selected, its name and namespace taken as `namespacing` says.
-    pub fn matches(&self, object: &Map<String, Value>, namespacing: Namespacing<'_>) -> bool {
+    pub(crate) fn matches(&self, object: &Map<String, Value>, namespacing: Namespacing<'_>) -> bool {
         let metadata = object.get("metadata").and_then(Value::as_object);
         let api_version = text(Some(object), "apiVersion");
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

@@ -33,7 +33,7 @@ const ORDER_LAST: &[&str] = &["MutatingWebhookConfiguration", "ValidatingWebhook
 
 /// Sorts by kind rank (orderFirst kinds first, orderLast kinds last), then by
 /// `group_version_kind`, then by `gvk|namespace|name`.
-pub fn legacy(map: &mut ResMap, options: Option<&LegacySortOptions>) {
+pub(crate) fn legacy(map: &mut ResMap, options: Option<&LegacySortOptions>) {
     let (first, last): (Vec<&str>, Vec<&str>) = match options {
         Some(o) => (
             o.order_first.iter().map(String::as_str).collect(),

@@ -20,7 +20,7 @@ const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
 const ORIGIN: &str = "config.kubernetes.io/origin";
 
 /// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
-pub fn build_root(
+pub(crate) fn build_root(
     loader: &Loader,
     dir: &Path,
     override_text: Option<&str>,

@@ -16,7 +16,7 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildErro
 
 /// Like [`parse_documents`], with YAML 1.1 booleans (`yes`, `on`, `n`, ...) as goyaml v2
 /// reads them: kustomize decodes JSON6902 patches that way (sigs.k8s.io/yaml).
-pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+pub(crate) fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
     collect_documents(text, origin, true)
 }
 
@@ -64,7 +64,7 @@ fn for_each_document(
 
 /// Parses one document that must be an object (a kustomization file), with YAML 1.1
 /// booleans.
-pub fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value>, BuildError> {
+pub(crate) fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value>, BuildError> {
     let mut docs = parse_documents_yaml11(text, origin)?;
     match docs.len() {
         0 => Ok(Map::new()),
@@ -86,7 +86,7 @@ pub fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value
 /// Parses a resource file: every document must be an object; `*List` objects are expanded
 /// into their items, which kustomize places after the file's other documents. Each object
 /// goes through `keep` as soon as it is parsed (the engine packs it there).
-pub fn parse_resources<T>(
+pub(crate) fn parse_resources<T>(
     text: &str,
     origin: &str,
     mut keep: impl FnMut(Map<String, Value>) -> Result<T, BuildError>,
@@ -146,7 +146,7 @@ fn expand_list<T>(
 }
 
 /// A short name of a value's type, for error messages.
-pub fn kind_of(v: &Value) -> &'static str {
+pub(crate) fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -379,7 +379,7 @@ fn is_date(s: &str) -> bool {
 }
 
 /// The text of a scalar value (`true`, `12`, `a`); composite values print as JSON.
-pub fn scalar_text(v: &Value) -> String {
+pub(crate) fn scalar_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
@@ -390,14 +390,14 @@ pub fn scalar_text(v: &Value) -> String {
 /// Prints objects as YAML documents separated by `---`: block style, keys in map order,
 /// and every string that kyaml would read back as something else (`"0755"`, `"true"`,
 /// `"2024-01-01"`, `"yes"`) double-quoted, so the text parses back to the same values.
-pub fn emit_documents(objects: &[Value]) -> String {
+pub(crate) fn emit_documents(objects: &[Value]) -> String {
     document_pieces(objects).collect()
 }
 
 /// The stream of [`emit_documents`] one document at a time (each piece after the first
 /// starts with its `---` separator), so a caller can write or hash a big build without
 /// holding its whole text.
-pub fn document_pieces<V: std::borrow::Borrow<Value>>(
+pub(crate) fn document_pieces<V: std::borrow::Borrow<Value>>(
     objects: impl IntoIterator<Item = V>,
 ) -> impl Iterator<Item = String> {
     objects.into_iter().enumerate().map(|(i, obj)| {
@@ -411,7 +411,7 @@ pub fn document_pieces<V: std::borrow::Borrow<Value>>(
 }
 
 /// One YAML document, without a separator.
-pub fn emit_document(obj: &Value) -> String {
+pub(crate) fn emit_document(obj: &Value) -> String {
     let mut out = String::new();
     match obj {
         Value::Object(m) if !m.is_empty() => emit_map(&mut out, m, 0),

@@ -5,28 +5,28 @@
 //! operations is JSON6902); [`apply`] applies either to one object; [`selects`] decides
 //! whether a `target` selects an object.
 
-pub mod schema;
+pub(crate) mod schema;
 mod smp;
 mod target;
-pub mod transformer;
+pub(crate) mod transformer;
 
 use serde_json::Value;
 use thiserror::Error;
 
-pub use crate::kustomize::selector::OriginalId;
-pub use target::Target;
+pub(crate) use crate::kustomize::selector::OriginalId;
+pub(crate) use target::Target;
 
 /// A parsed patch.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PatchDoc {
-    pub kind: PatchKind,
+pub(crate) struct PatchDoc {
+    pub(crate) kind: PatchKind,
     /// kustomize's `options` of a `patches` entry.
-    pub options: PatchOptions,
+    pub(crate) options: PatchOptions,
 }
 
 /// The two patch formats.
 #[derive(Clone, Debug, PartialEq)]
-pub enum PatchKind {
+pub(crate) enum PatchKind {
     /// One or more strategic merge documents (each a map), applied in order.
     StrategicMerge(Vec<serde_json::Map<String, Value>>),
     /// RFC 6902 operations, kept raw so that an unknown operation fails when applied with
@@ -37,14 +37,14 @@ pub enum PatchKind {
 /// `options` of a kustomize `patches` entry: without them a strategic merge patch cannot
 /// change the kind or the name of its target.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PatchOptions {
-    pub allow_name_change: bool,
-    pub allow_kind_change: bool,
+pub(crate) struct PatchOptions {
+    pub(crate) allow_name_change: bool,
+    pub(crate) allow_kind_change: bool,
 }
 
 /// Why a patch could not be parsed, matched or applied.
 #[derive(Debug, Error, PartialEq)]
-pub enum PatchError {
+pub(crate) enum PatchError {
     #[error("unable to parse SM or JSON patch from {origin}: {reason}")]
     Parse { origin: String, reason: String },
     #[error("json patch operation {index} ({op} {path:?}) failed: {reason}")]
@@ -67,7 +67,7 @@ pub enum PatchError {
 }
 
 /// Parses the text of a patch. `origin` names the file, or "inline patch".
-pub fn parse(text: &str, origin: &str) -> Result<PatchDoc, PatchError> {
+pub(crate) fn parse(text: &str, origin: &str) -> Result<PatchDoc, PatchError> {
     let kind = parse_kind(text).map_err(|reason| PatchError::Parse {
         origin: origin.to_string(),
         reason,
@@ -127,7 +127,7 @@ fn parse_kind(text: &str) -> Result<PatchKind, String> {
 ///
 /// A strategic merge patch keeps the target's apiVersion and namespace, and its kind and
 /// name unless the options allow changing them (as kustomize's `ApplySmPatch`).
-pub fn apply(target: &Value, patch: &PatchDoc) -> Result<Value, PatchError> {
+pub(crate) fn apply(target: &Value, patch: &PatchDoc) -> Result<Value, PatchError> {
     match &patch.kind {
         PatchKind::StrategicMerge(documents) => {
             let mut current = target.clone();

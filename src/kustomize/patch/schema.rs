@@ -10,7 +10,7 @@
 
 /// How a list field is merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListMerge {
+pub(crate) enum ListMerge {
     /// The patch list replaces the original (no strategy, or an unknown kind).
     Replace,
     /// Elements (maps) are matched on these keys and merged.
@@ -21,7 +21,7 @@ pub enum ListMerge {
 
 /// The schema type of a node, as far as merge strategies need to know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SchemaType {
+pub(crate) enum SchemaType {
     /// Not a builtin kind (or a part of one without merge strategies): lists are replaced.
     Unknown,
     /// The top level of a builtin kind.
@@ -41,7 +41,7 @@ pub enum SchemaType {
 
 /// Builtin kinds whose fields matter for merge strategies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BuiltinKind {
+pub(crate) enum BuiltinKind {
     Pod,
     PodTemplate,
     Workload,
@@ -138,7 +138,7 @@ const BUILTIN_KINDS: &[(&str, &[&str])] = &[
 ];
 
 /// The schema type of an object's top level, from its `apiVersion` and `kind`.
-pub fn root_type(api_version: &str, kind: &str) -> SchemaType {
+pub(crate) fn root_type(api_version: &str, kind: &str) -> SchemaType {
     let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
     let known = BUILTIN_KINDS
         .iter()
@@ -164,7 +164,7 @@ pub fn root_type(api_version: &str, kind: &str) -> SchemaType {
 
 /// The type of `field` inside a node of type `parent`, and how the field merges if it is
 /// a list.
-pub fn field(parent: SchemaType, field: &str) -> (SchemaType, ListMerge) {
+pub(crate) fn field(parent: SchemaType, field: &str) -> (SchemaType, ListMerge) {
     use ListMerge::{ByKeys, Primitive, Replace};
     use SchemaType as T;
     match (parent, field) {

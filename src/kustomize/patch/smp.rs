@@ -24,7 +24,7 @@ const DIRECTIVE: &str = "$patch";
 
 /// Merges `patch` into `dest` (absent when the field is new). `None` means the map was
 /// deleted by a `$patch: delete` directive.
-pub fn merge_map(
+pub(crate) fn merge_map(
     dest: Option<&Map<String, Value>>,
     patch: &Map<String, Value>,
     ty: SchemaType,
@@ -220,7 +220,7 @@ fn wildcard_equal(a: &[String], b: &[String]) -> bool {
 /// ("wrong node kind: expected MappingNode but got ScalarNode"). Checks the fields of
 /// `patch` against `dest`, through nested maps; returns the path, the original kind and
 /// the patch kind of the first conflict.
-pub fn kind_conflict(
+pub(crate) fn kind_conflict(
     dest: &Map<String, Value>,
     patch: &Map<String, Value>,
     path: &str,

@@ -9,11 +9,11 @@ use crate::kustomize::selector::{CompiledSelector, Namespacing, OriginalId, Sele
 
 /// A patch target compiled once (as kustomize does), so testing every object of a build
 /// costs no regex compilation.
-pub struct Target(CompiledSelector);
+pub(crate) struct Target(CompiledSelector);
 
 impl Target {
     /// Compiles `selector`; a bad regex or label selector names its field.
-    pub fn compile(selector: &Selector) -> Result<Self, PatchError> {
+    pub(crate) fn compile(selector: &Selector) -> Result<Self, PatchError> {
         CompiledSelector::compile(selector)
             .map(Target)
             .map_err(|err| PatchError::Selector {
@@ -24,7 +24,7 @@ impl Target {
 
     /// Whether this target selects `object`, matching name and namespace against the
     /// current or the `original` identity (kustomize's effective namespaces).
-    pub fn selects(&self, object: &Map<String, Value>, original: Option<OriginalId<'_>>) -> bool {
+    pub(crate) fn selects(&self, object: &Map<String, Value>, original: Option<OriginalId<'_>>) -> bool {
         let (group, _) = split_api_version(str_at(object, &["apiVersion"]));
         let cluster_scoped = is_cluster_scoped(group, str_at(object, &["kind"]));
         self.0.matches(

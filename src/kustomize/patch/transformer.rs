@@ -16,10 +16,10 @@ use crate::kustomize::selector::Selector;
 use crate::kustomize::yaml;
 
 /// Where patch files are read from.
-pub struct Context<'a> {
-    pub loader: &'a Loader,
-    pub dir: &'a Path,
-    pub file: &'a Path,
+pub(crate) struct Context<'a> {
+    pub(crate) loader: &'a Loader,
+    pub(crate) dir: &'a Path,
+    pub(crate) file: &'a Path,
 }
 
 impl Context<'_> {
@@ -61,7 +61,11 @@ impl Context<'_> {
 
 /// `patchesStrategicMerge`: each entry is a file path or inline YAML; every document is a
 /// patch for the one object with its id.
-pub fn strategic_merge(ctx: &Context<'_>, map: &mut ResMap, entries: &[String]) -> Result<(), BuildError> {
+pub(crate) fn strategic_merge(
+    ctx: &Context<'_>,
+    map: &mut ResMap,
+    entries: &[String],
+) -> Result<(), BuildError> {
     for entry in entries {
         let path = ctx.dir.join(entry);
         let (text, origin) = if !entry.contains('\n') && ctx.loader.is_file(&path) {
@@ -87,7 +91,7 @@ pub fn strategic_merge(ctx: &Context<'_>, map: &mut ResMap, entries: &[String]) 
 }
 
 /// `patches`: strategic merge or JSON6902, with an optional target selector.
-pub fn patches(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -> Result<(), BuildError> {
+pub(crate) fn patches(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -> Result<(), BuildError> {
     for entry in entries {
         let (text, origin) = ctx.text_of(entry, "patches")?;
         let mut doc = ctx.parse(&text, &origin)?;
@@ -108,7 +112,7 @@ pub fn patches(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -> Result
 }
 
 /// `patchesJson6902`: JSON6902 operations (JSON or YAML) for a required target.
-pub fn json6902(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -> Result<(), BuildError> {
+pub(crate) fn json6902(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -> Result<(), BuildError> {
     for entry in entries {
         let (text, origin) = ctx.text_of(entry, "patchesJson6902")?;
         let doc = ctx.parse(&text, &origin)?;

@@ -25,7 +25,7 @@ const TEMPLATED: &[(&str, &str, &str)] = &[
 ];
 
 /// Label paths in pod templates (and StatefulSet volume claim templates).
-pub fn template_labels() -> Vec<FieldSpec> {
+pub(crate) fn template_labels() -> Vec<FieldSpec> {
     let mut out: Vec<FieldSpec> = TEMPLATED
         .iter()
         .map(|(g, v, k)| fs(g, v, k, "spec/template/metadata/labels", true))
@@ -55,12 +55,12 @@ pub fn template_labels() -> Vec<FieldSpec> {
 }
 
 /// `metadata/labels` of every object.
-pub fn metadata_labels() -> Vec<FieldSpec> {
+pub(crate) fn metadata_labels() -> Vec<FieldSpec> {
     vec![fs("", "", "", "metadata/labels", true)]
 }
 
 /// The full commonLabels table: metadata, selectors and templates.
-pub fn common_labels() -> Vec<FieldSpec> {
+pub(crate) fn common_labels() -> Vec<FieldSpec> {
     let mut out = metadata_labels();
     out.push(fs("", "v1", "Service", "spec/selector", true));
     out.push(fs("", "v1", "ReplicationController", "spec/selector", true));
@@ -134,7 +134,7 @@ pub fn common_labels() -> Vec<FieldSpec> {
 }
 
 /// The commonAnnotations table: metadata and pod templates.
-pub fn common_annotations() -> Vec<FieldSpec> {
+pub(crate) fn common_annotations() -> Vec<FieldSpec> {
     let mut out = vec![fs("", "", "", "metadata/annotations", true)];
     out.extend(
         TEMPLATED
@@ -159,11 +159,11 @@ pub fn common_annotations() -> Vec<FieldSpec> {
 }
 
 /// A referenced kind and the fields of other kinds that hold its name.
-pub struct NameReference {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
-    pub referrers: Vec<FieldSpec>,
+pub(crate) struct NameReference {
+    pub(crate) group: &'static str,
+    pub(crate) version: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) referrers: Vec<FieldSpec>,
 }
 
 /// Pod spec locations of the kinds kustomize fixes config/secret references in.
@@ -207,7 +207,7 @@ fn pod_refs_rc(suffix: &str) -> Vec<FieldSpec> {
 }
 
 /// The nameReference table.
-pub fn name_references() -> Vec<NameReference> {
+pub(crate) fn name_references() -> Vec<NameReference> {
     let hpa = || {
         vec![fs(
             "",

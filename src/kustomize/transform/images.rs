@@ -11,7 +11,7 @@ use crate::kustomize::resmap::ResMap;
 use super::{path_segments, visit_path};
 
 /// Applies one `images` entry to every object.
-pub fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildError> {
+pub(crate) fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildError> {
     // kustomize v0.21.1 builds this pattern from the unescaped name.
     let pattern = format!("^{}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9]*)?$", image.name);
     let re = Regex::new(&pattern).map_err(|e| BuildError::Transform {
@@ -81,7 +81,7 @@ fn walk(node: &mut Value, re: &Regex, image: &Image) {
 
 /// Splits an image reference into name, tag and digest; a `:` before the first `/` is a
 /// registry port, not a tag.
-pub fn split(image: &str) -> (&str, &str, &str) {
+pub(crate) fn split(image: &str) -> (&str, &str, &str) {
     let offset = match image.find('/') {
         Some(i) if i > 0 => i,
         _ => 0,

@@ -12,7 +12,7 @@ use crate::kustomize::resmap::ResMap;
 use super::{path_segments, selects, visit_path};
 
 /// Writes every pair into the maps found at `specs` of every object.
-pub fn apply(
+pub(crate) fn apply(
     map: &mut ResMap,
     pairs: &BTreeMap<String, String>,
     specs: &[FieldSpec],

@@ -1,27 +1,27 @@
 //! Builtin transformers (namespace, prefix/suffix, labels, annotations, images, replicas)
 //! and the field-spec walker they share.
 
-pub mod fieldspecs;
-pub mod images;
-pub mod labels;
-pub mod names;
-pub mod namespace;
-pub mod replicas;
+pub(crate) mod fieldspecs;
+pub(crate) mod images;
+pub(crate) mod labels;
+pub(crate) mod names;
+pub(crate) mod namespace;
+pub(crate) mod replicas;
 
 use serde_json::{Map, Value};
 
 use super::file::FieldSpec;
-use super::resmap::{ResId, split_api_version};
+use super::resmap::ResId;
 
 /// Whether a field spec's GVK filter selects the object with id `id` (empty parts match all).
-pub fn selects(spec: &FieldSpec, id: &ResId) -> bool {
+pub(crate) fn selects(spec: &FieldSpec, id: &ResId) -> bool {
     (spec.group.is_empty() || spec.group == id.group)
         && (spec.version.is_empty() || spec.version == id.version)
         && (spec.kind.is_empty() || spec.kind == id.kind)
 }
 
 /// Splits a field-spec path on `/`, honouring `\/` as an escaped slash inside a key.
-pub fn path_segments(path: &str) -> Vec<String> {
+pub(crate) fn path_segments(path: &str) -> Vec<String> {
     let mut out = vec![String::new()];
     let mut chars = path.chars().peekable();
     while let Some(c) = chars.next() {
@@ -41,7 +41,7 @@ pub fn path_segments(path: &str) -> Vec<String> {
 /// Calls `visit` on every value found at `path` below `node`. Lists met on the way are
 /// entered element by element. With `create`, missing (or null) fields are created: maps for
 /// intermediate keys, `leaf()` for the last one.
-pub fn visit_path<E>(
+pub(crate) fn visit_path<E>(
     node: &mut Value,
     path: &[String],
     create: bool,
@@ -84,13 +84,6 @@ pub fn visit_path<E>(
         return visit(child);
     }
     visit_path(child, rest, create, leaf, visit)
-}
-
-/// The group and version of an object's apiVersion.
-pub fn group_version(obj: &Map<String, Value>) -> (String, String) {
-    let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    let (g, v) = split_api_version(api);
-    (g.to_string(), v.to_string())
 }
 
 #[cfg(test)]

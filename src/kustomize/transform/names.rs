@@ -10,7 +10,7 @@ fn skipped(group: &str, kind: &str) -> bool {
 }
 
 /// Adds `prefix` and `suffix` (either may be empty) to every object's name.
-pub fn apply(map: &mut ResMap, prefix: &str, suffix: &str) {
+pub(crate) fn apply(map: &mut ResMap, prefix: &str, suffix: &str) {
     if prefix.is_empty() && suffix.is_empty() {
         return;
     }

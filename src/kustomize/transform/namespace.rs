@@ -8,7 +8,7 @@ use crate::kustomize::resmap::{ResMap, is_cluster_scoped};
 use super::{path_segments, visit_path};
 
 /// Sets `namespace` on every object that kustomize would.
-pub fn apply(map: &mut ResMap, namespace: &str) {
+pub(crate) fn apply(map: &mut ResMap, namespace: &str) {
     map.each(|res| {
         let id = res.id();
         if !is_cluster_scoped(&id.group, &id.kind) {

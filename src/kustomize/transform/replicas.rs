@@ -9,7 +9,7 @@ use crate::kustomize::resmap::ResMap;
 const KINDS: &[&str] = &["Deployment", "ReplicationController", "ReplicaSet", "StatefulSet"];
 
 /// Applies one `replicas` entry; an entry that names no object is an error, as in kustomize.
-pub fn apply(map: &mut ResMap, replica: &Replica, file: &str) -> Result<(), BuildError> {
+pub(crate) fn apply(map: &mut ResMap, replica: &Replica, file: &str) -> Result<(), BuildError> {
     let mut matched = false;
     map.each(|res| {
         if !res.any_id(|id| id.name == replica.name) {
