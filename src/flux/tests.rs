@@ -1,5 +1,7 @@
-//! Expected values follow Flux's documented rules (reference flux-kustomization.md §4) and,
-//! for built objects, `kustomize build` v5.8.1 on the equivalent kustomization.
+//! Expected values follow Flux's rules for a Kustomization's build (the root kustomization
+//! generated from the YAML files when there is none, the spec's overrides on top of it,
+//! strict post-build substitution, `commonMetadata` last) and, for built objects,
+//! `kustomize build` v5.8.1 on the equivalent kustomization.
 
 use std::fs;
 use std::path::Path;

@@ -5,8 +5,10 @@
 //! api v0.21.1 as Flux runs it (LoadRestrictionsNone inside a secure root, FIFO output,
 //! builtin plugins only); fields it does not implement fail with
 //! [`BuildError::Unsupported`] instead of building something different.
-//! `patch` holds the patch formats and target selectors; `flux` is Flux's layer around a
-//! build (generated kustomization, spec overrides, post-build substitution, common metadata).
+//! `patch` holds the patch formats and the wiring that applies a kustomization's patch
+//! entries; `selector` the target selectors, which Flux's CRD embeds too. The engine imports
+//! nothing else from this crate; Flux's layer around a build (generated kustomization, spec
+//! overrides, post-build substitution, common metadata) is the top-level `flux` module.
 
 use std::path::{Path, PathBuf};
 

@@ -476,9 +476,10 @@ fn is_dns_subdomain(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    //! Expected values follow the Kubernetes label-selector documentation
-    //! (concepts/overview/working-with-objects/labels) and apimachinery's `labels.Parse`,
-    //! kustomize's `resid.EffectiveNamespace`, and fluxcd/pkg/ssa `jsondiff.SelectorRegex`.
+    //! Expected values are what Kubernetes label selectors select (equality- and set-based
+    //! requirements; `!=` and `notin` also hold for a missing key; `>` and `<` compare
+    //! integers), kustomize's effective namespaces of patch targets (`default` when unset, none
+    //! for a cluster-scoped kind), and Flux's ignore rules (names and namespaces as written).
 
     use serde_json::json;
 

@@ -1,8 +1,9 @@
-//! kustomize's two patch formats and its patch target selectors (pure functions).
+//! kustomize's two patch formats, their targets, and [`transformer`], which applies a
+//! kustomization's patch entries to a build.
 //!
 //! [`parse`] tells a strategic merge patch from a JSON6902 patch the way kustomize's
 //! PatchTransformer does (a document of maps is a strategic merge patch, a list of
-//! operations is JSON6902); [`apply`] applies either to one object; [`selects`] decides
+//! operations is JSON6902); [`apply`] applies either to one object; [`Target`] decides
 //! whether a `target` selects an object.
 
 pub(crate) mod schema;

@@ -5,8 +5,9 @@
 //! which win); every other list, and every list of a kind the schema does not know (custom
 //! resources), is replaced as a whole. `replace` and `retainKeys` strategies are ignored by
 //! kustomize, so maps always merge. Instead of embedding the 3 MB schema we model the few
-//! types on the path to those fields; the field set is the one listed in
-//! `kustomize-engine.md` §5.2.
+//! types on the path to those fields: object metadata (finalizers, ownerReferences), status
+//! conditions, the pod spec and its containers in every workload, Service ports, and the
+//! lists of ServiceAccounts and webhook configurations ([`field`] lists them all).
 
 /// How a list field is merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
