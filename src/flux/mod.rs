@@ -23,6 +23,7 @@ use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
 use crate::error::{Retry, StepError};
 use crate::kustomize::packed::Packed;
+use crate::kustomize::resmap::split_api_version;
 use crate::kustomize::{self, BuildError, BuildOptions};
 
 /// The objects as the controller applies them, and the digest of the build output.
@@ -143,7 +144,7 @@ pub(crate) fn build_with_strictness(
 fn resource_id(object: &Value) -> String {
     let text = |value: &Value| value.as_str().unwrap_or("").to_string();
     let api_version = text(&object["apiVersion"]);
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+    let (group, version) = split_api_version(&api_version);
     let or = |value: &str, missing: &str| {
         if value.is_empty() {
             missing.to_string()

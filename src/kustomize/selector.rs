@@ -12,6 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::resmap::split_api_version;
+
 /// Selector specifies a set of resources. Any resource that matches intersection of all
 /// conditions is included in this set.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -161,7 +163,7 @@ impl CompiledSelector {
     pub(crate) fn matches(&self, object: &Map<String, Value>, namespacing: Namespacing<'_>) -> bool {
         let metadata = object.get("metadata").and_then(Value::as_object);
         let api_version = text(Some(object), "apiVersion");
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let (group, version) = split_api_version(api_version);
         let (name, namespace) = (text(metadata, "name"), text(metadata, "namespace"));
         let matches = |regex: &Option<Regex>, current: &str, original: Option<&str>| {
             regex

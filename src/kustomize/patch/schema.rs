@@ -9,6 +9,8 @@
 //! conditions, the pod spec and its containers in every workload, Service ports, and the
 //! lists of ServiceAccounts and webhook configurations ([`field`] lists them all).
 
+use crate::kustomize::resmap::split_api_version;
+
 /// How a list field is merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ListMerge {
@@ -140,7 +142,7 @@ const BUILTIN_KINDS: &[(&str, &[&str])] = &[
 
 /// The schema type of an object's top level, from its `apiVersion` and `kind`.
 pub(crate) fn root_type(api_version: &str, kind: &str) -> SchemaType {
-    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let (group, _) = split_api_version(api_version);
     let known = BUILTIN_KINDS
         .iter()
         .any(|(g, kinds)| *g == group && kinds.contains(&kind));
