@@ -47,9 +47,9 @@ conformance: tools
 	E2E_BIN=$$bin $(CARGO) test --locked --test conformance
 
 # Not a test: our engine vs Go kustomize on a generated tree of >= 1000 objects.
-.PHONY: bench-build
-bench-build: tools
-	@benches/build.sh
+.PHONY: bench-kustomize
+bench-kustomize: tools
+	@benches/kustomize.sh
 
 .PHONY: cluster-up cluster-down cluster-env
 cluster-up: tools
@@ -86,7 +86,7 @@ demo-down:
 # Applier benchmark on the development control plane (`make cluster-up`), or the one KUBECONFIG names.
 BENCH_SIZES ?= 100 1000
 .PHONY: bench
-bench: bench-build bench-apply bench-controller
+bench: bench-kustomize bench-apply bench-controller
 
 .PHONY: bench-apply
 bench-apply:

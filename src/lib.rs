@@ -3,11 +3,12 @@
 
 pub mod api;
 pub mod applier;
-pub mod build;
 pub mod cli;
 pub mod controller;
 pub mod error;
+pub mod flux;
 pub mod health;
 pub mod kube_ext;
+pub mod kustomize;
 pub mod source;
 pub mod telemetry;

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use kustomize_controller::build::packed;
-use kustomize_controller::build::{self, BuildOptions, yaml};
+use kustomize_controller::kustomize::packed;
+use kustomize_controller::kustomize::{self, BuildOptions, yaml};
 use serde_json::Value;
 
 fn main() -> ExitCode {
@@ -100,11 +100,12 @@ fn run_case(kustomize: &Path, cases_dir: &Path, copy: &Path, case: &Path) -> Res
         .map_err(|_| "case.yaml path leaves the corpus".to_string())?;
     let oracle = run_oracle(kustomize, &copy.join(rel))?;
     let ours =
-        build::build(cases_dir, &dir, &BuildOptions::new()).map(|built| packed::values(&built.objects));
+        kustomize::build(cases_dir, &dir, &BuildOptions::new()).map(|built| packed::values(&built.objects));
     let expect_error = std::fs::read_to_string(case.join("expect-error.txt"))
         .ok()
         .map(|s| s.lines().next().unwrap_or("").to_string());
-    if case.join("unsupported.txt").exists() && matches!(ours, Err(build::BuildError::Unsupported { .. })) {
+    if case.join("unsupported.txt").exists() && matches!(ours, Err(kustomize::BuildError::Unsupported { .. }))
+    {
         return Ok(Outcome::Refused);
     }
     match (oracle, ours) {
@@ -184,7 +185,8 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 
 fn compare(theirs: &[Value], ours: &[Value]) -> Result<(), String> {
     // Round-trip ours through YAML text so both sides get the same scalar handling.
-    let ours = yaml::parse_documents(&build::to_yaml(ours), "engine output").map_err(|e| e.to_string())?;
+    let ours =
+        yaml::parse_documents(&kustomize::to_yaml(ours), "engine output").map_err(|e| e.to_string())?;
     if theirs == ours.as_slice() {
         return Ok(());
     }
@@ -202,8 +204,8 @@ fn compare(theirs: &[Value], ours: &[Value]) -> Result<(), String> {
         .find(|(t, o)| t != o)
         .expect("some object differs");
     let diff = similar::TextDiff::from_lines(
-        build::to_yaml(std::slice::from_ref(t)),
-        build::to_yaml(std::slice::from_ref(o)),
+        kustomize::to_yaml(std::slice::from_ref(t)),
+        kustomize::to_yaml(std::slice::from_ref(o)),
     )
     .unified_diff()
     .header("kustomize", "engine")

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration;
 use super::inventory::ResourceInventory;
+pub use crate::kustomize::selector::Selector;
 
 /// KustomizationSpec defines the configuration to calculate the desired state from a Source
 /// using Kustomize.
@@ -358,56 +359,6 @@ pub struct Patch {
     /// Target points to the resources that the patch document should be applied to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Selector>,
-}
-
-/// Selector specifies a set of resources. Any resource that matches intersection of all
-/// conditions is included in this set.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Selector {
-    /// Group is the API group to select resources from. Together with Version and Kind it is
-    /// capable of unambiguously identifying and/or selecting resources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
-    /// Version of the API Group to select resources from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Kind of the API Group to select resources from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// Namespace to select resources from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Name to match resources with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// AnnotationSelector is a string that follows the label selection expression
-    /// https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#api It matches
-    /// with the resource annotations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotation_selector: Option<String>,
-    /// LabelSelector is a string that follows the label selection expression
-    /// https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#api It matches
-    /// with the resource labels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label_selector: Option<String>,
-}
-
-impl Selector {
-    /// The fields this selector sets (non-empty), with their YAML names.
-    pub fn set_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        [
-            ("group", &self.group),
-            ("version", &self.version),
-            ("kind", &self.kind),
-            ("namespace", &self.namespace),
-            ("name", &self.name),
-            ("labelSelector", &self.label_selector),
-            ("annotationSelector", &self.annotation_selector),
-        ]
-        .into_iter()
-        .filter_map(|(field, value)| value.as_deref().filter(|v| !v.is_empty()).map(|v| (field, v)))
-    }
 }
 
 /// Image contains an image name, a new name, a new tag or digest, which will replace the

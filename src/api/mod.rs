@@ -4,7 +4,7 @@ pub mod conditions;
 pub mod duration;
 pub mod inventory;
 pub mod kustomization;
-pub mod selector;
+pub use crate::kustomize::selector;
 pub mod source;
 
 pub use inventory::{ObjectRef, ResourceInventory, ResourceRef};

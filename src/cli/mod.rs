@@ -9,9 +9,10 @@ use serde_json::Value;
 
 use crate::api::{Kustomization, KustomizationSpec};
 use crate::applier::{Action, Applier, ApplierOptions, ApplyRequest, Owner};
-use crate::build::packed::{self, Packed};
-use crate::build::{self, flux};
+use crate::flux;
 use crate::kube_ext::ResourceResolver;
+use crate::kustomize::packed::{self, Packed};
+use crate::kustomize::{self, yaml};
 
 pub fn parse_var(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
@@ -54,7 +55,7 @@ fn build_objects(
 ) -> Result<flux::Built, String> {
     let inline = spec.post_build.as_ref().and_then(|p| p.substitute.as_ref());
     let vars: BTreeMap<String, String> = flux::merge_vars(vec![vars.into_iter().collect()], inline);
-    flux::build(root, dir, spec, &vars, &build::BuildOptions::new()).map_err(|e| e.to_string())
+    flux::build(root, dir, spec, &vars, &kustomize::BuildOptions::new()).map_err(|e| e.to_string())
 }
 
 /// Builds `dir` through Flux's layer with the spec of the Kustomization file, if any.
@@ -72,7 +73,7 @@ pub fn flux_build(
 /// Writes objects as a YAML stream a document at a time: a big build never exists twice in
 /// memory, once as objects and once as text.
 pub fn write_yaml(objects: &[Packed], out: &mut impl std::io::Write) -> std::io::Result<()> {
-    build::yaml::document_pieces(objects.iter().map(Packed::to_value))
+    yaml::document_pieces(objects.iter().map(Packed::to_value))
         .try_for_each(|piece| out.write_all(piece.as_bytes()))?;
     out.flush()
 }

@@ -25,11 +25,10 @@ use crate::api::kustomization::KustomizationStatus;
 use crate::api::{Kustomization, duration};
 use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{Action as ChangeAction, ApplyRequest, ChangeSet, Owner, PruneError};
-use crate::build::BuildOptions;
-use crate::build::flux as flux_build;
-use crate::build::packed;
 use crate::error::{Retry, StepError};
+use crate::flux;
 use crate::health::{self, HealthError};
+use crate::kustomize::{BuildOptions, packed};
 use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
 use crate::telemetry::{ObjectLabels, ReconcileResult};
 
@@ -382,7 +381,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let built = tokio::task::spawn_blocking(move || {
-        flux_build::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
+        flux::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
     })
     .await
     .map_err(|e| pass.fail(BuildPanicked(e), |_| ()))?

@@ -11,7 +11,7 @@ use crate::api::Kustomization;
 use crate::api::conditions::reason;
 use crate::api::kustomization::SubstituteKind;
 use crate::error::{Retry, StepError};
-use crate::build::flux;
+use crate::flux;
 
 /// A `substituteFrom` source that could not be read. Messages are Flux's.
 #[derive(Debug, thiserror::Error)]

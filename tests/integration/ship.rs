@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use kustomize_controller::api::KustomizationSpec;
 use kustomize_controller::applier::{Action, ApplyRequest, Owner};
-use kustomize_controller::build::{BuildOptions, flux, packed};
+use kustomize_controller::flux;
+use kustomize_controller::kustomize::{BuildOptions, packed};
 use serde_json::json;
 
 use crate::support::applier::applier;

@@ -1,0 +1,340 @@
+//! The kustomization.yaml model (kustomize api v0.21.1) with strict field checking:
+//! unknown fields are errors, known fields this engine does not implement are
+//! [`BuildError::Unsupported`], so a build never silently differs from kustomize.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::BuildError;
+use super::selector::Selector;
+
+/// Names kustomize accepts for a kustomization file, in lookup order.
+pub(crate) const FILE_NAMES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// Fields this engine implements.
+const SUPPORTED: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "metadata",
+    "resources",
+    "bases",
+    "components",
+    "namespace",
+    "namePrefix",
+    "nameSuffix",
+    "commonLabels",
+    "labels",
+    "commonAnnotations",
+    "images",
+    "imageTags",
+    "replicas",
+    "patches",
+    "patchesStrategicMerge",
+    "patchesJson6902",
+    "configMapGenerator",
+    "secretGenerator",
+    "generatorOptions",
+    "sortOptions",
+    "buildMetadata",
+];
+
+/// Fields kustomize knows that this engine refuses when they are non-empty.
+const UNSUPPORTED: &[&str] = &[
+    "replacements",
+    "vars",
+    "configurations",
+    "crds",
+    "openapi",
+    "generators",
+    "transformers",
+    "validators",
+    "helmCharts",
+    "helmGlobals",
+    "helmChartInflationGenerator",
+];
+
+/// Whether a kustomization is a Kustomization or a Component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Kustomization,
+    Component,
+}
+
+/// A parsed kustomization file.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct KustomizationFile {
+    pub(crate) api_version: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) resources: Vec<String>,
+    pub(crate) bases: Vec<String>,
+    pub(crate) components: Vec<String>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name_prefix: Option<String>,
+    pub(crate) name_suffix: Option<String>,
+    pub(crate) common_labels: BTreeMap<String, String>,
+    pub(crate) labels: Vec<Label>,
+    pub(crate) common_annotations: BTreeMap<String, String>,
+    pub(crate) images: Vec<Image>,
+    pub(crate) image_tags: Vec<Image>,
+    pub(crate) replicas: Vec<Replica>,
+    pub(crate) patches: Vec<Patch>,
+    pub(crate) patches_strategic_merge: Vec<String>,
+    pub(crate) patches_json6902: Vec<Patch>,
+    pub(crate) config_map_generator: Vec<GeneratorArgs>,
+    pub(crate) secret_generator: Vec<GeneratorArgs>,
+    pub(crate) generator_options: Option<GeneratorOptions>,
+    pub(crate) sort_options: Option<SortOptions>,
+    pub(crate) build_metadata: Vec<String>,
+    pub(crate) metadata: Option<Value>,
+}
+
+/// One `labels` entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct Label {
+    pub(crate) pairs: BTreeMap<String, String>,
+    pub(crate) include_selectors: bool,
+    pub(crate) include_templates: bool,
+    pub(crate) fields: Vec<FieldSpec>,
+}
+
+/// Where a transformer writes: an optional GVK filter plus a `/`-separated path.
+#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct FieldSpec {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) path: String,
+    pub(crate) create: bool,
+}
+
+/// One `images` entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct Image {
+    pub(crate) name: String,
+    pub(crate) new_name: String,
+    pub(crate) new_tag: String,
+    pub(crate) digest: String,
+    pub(crate) tag_suffix: String,
+}
+
+/// One `replicas` entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Replica {
+    pub(crate) name: String,
+    pub(crate) count: i64,
+}
+
+/// A `patches` (or `patchesJson6902`) entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Patch {
+    pub(crate) path: Option<String>,
+    pub(crate) patch: Option<String>,
+    pub(crate) target: Option<Selector>,
+    pub(crate) options: BTreeMap<String, bool>,
+}
+
+/// A configMapGenerator / secretGenerator entry.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct GeneratorArgs {
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) behavior: String,
+    pub(crate) literals: Vec<String>,
+    pub(crate) files: Vec<String>,
+    pub(crate) envs: Vec<String>,
+    pub(crate) env: String,
+    pub(crate) options: Option<GeneratorOptions>,
+    #[serde(rename = "type")]
+    pub(crate) type_: String,
+    pub(crate) kv_sources: Option<Value>,
+}
+
+/// `generatorOptions`, global or per generator.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct GeneratorOptions {
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
+    pub(crate) disable_name_suffix_hash: Option<bool>,
+    pub(crate) immutable: Option<bool>,
+}
+
+/// `sortOptions`.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct SortOptions {
+    pub(crate) order: String,
+    pub(crate) legacy_sort_options: Option<LegacySortOptions>,
+}
+
+/// Kind lists that replace the legacy order's defaults.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct LegacySortOptions {
+    pub(crate) order_first: Vec<String>,
+    pub(crate) order_last: Vec<String>,
+}
+
+impl KustomizationFile {
+    /// Parses kustomization text from `file`, checking every top-level field.
+    pub(crate) fn parse(text: &str, file: &str) -> Result<(KustomizationFile, Kind), BuildError> {
+        // kustomize decodes kustomization files with sigs.k8s.io/yaml (YAML 1.1): `y` is a
+        // boolean there, and a boolean where a string belongs is an error.
+        let map = super::yaml::parse_object_yaml11(text, file)?;
+        if map.is_empty() {
+            return Err(BuildError::Kustomization {
+                file: file.to_string(),
+                message: "kustomization.yaml is empty".into(),
+            });
+        }
+        check_fields(&map, file)?;
+        let mut k: KustomizationFile = serde_json::from_value(Value::Object(map.clone())).map_err(|e| {
+            let field = map
+                .keys()
+                .find(|key| e.to_string().contains(key.as_str()))
+                .cloned()
+                .unwrap_or_default();
+            BuildError::Invalid {
+                file: file.to_string(),
+                field,
+                message: e.to_string(),
+            }
+        })?;
+        let kind = match (
+            k.api_version.as_deref().unwrap_or(""),
+            k.kind.as_deref().unwrap_or(""),
+        ) {
+            (_, "" | "Kustomization") => Kind::Kustomization,
+            (_, "Component") => Kind::Component,
+            (_, other) => {
+                return Err(BuildError::Invalid {
+                    file: file.into(),
+                    field: "kind".into(),
+                    message: format!("unknown kind '{other}'"),
+                });
+            }
+        };
+        // Deprecated spellings, as kustomize's FixKustomization folds them.
+        k.resources.append(&mut k.bases);
+        k.images.append(&mut k.image_tags);
+        for g in k
+            .config_map_generator
+            .iter_mut()
+            .chain(k.secret_generator.iter_mut())
+        {
+            if g.kv_sources.is_some() {
+                return Err(BuildError::Unsupported {
+                    file: file.into(),
+                    field: format!("generator '{}' kvSources", g.name),
+                });
+            }
+            if !g.env.is_empty() {
+                g.envs.push(std::mem::take(&mut g.env));
+            }
+        }
+        if let Some(other) = k
+            .build_metadata
+            .iter()
+            .find(|b| b.as_str() != "originAnnotations")
+        {
+            return Err(BuildError::Unsupported {
+                file: file.into(),
+                field: format!("buildMetadata: {other}"),
+            });
+        }
+        if let Some(order) = k.sort_options.as_ref().map(|s| s.order.as_str())
+            && order != "fifo"
+            && order != "legacy"
+        {
+            return Err(BuildError::Unsupported {
+                file: file.into(),
+                field: format!("sortOptions.order: {order}"),
+            });
+        }
+        Ok((k, kind))
+    }
+}
+
+fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> {
+    for (key, value) in map {
+        if SUPPORTED.contains(&key.as_str()) {
+            continue;
+        }
+        let empty = match value {
+            Value::Null => true,
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        if UNSUPPORTED.contains(&key.as_str()) {
+            if empty {
+                continue;
+            }
+            return Err(BuildError::Unsupported {
+                file: file.to_string(),
+                field: key.clone(),
+            });
+        }
+        return Err(BuildError::Invalid {
+            file: file.to_string(),
+            field: key.clone(),
+            message: "unknown field".into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_field_is_an_error_naming_it() {
+        let err = KustomizationFile::parse("resources: []\nresourcez: [a]\n", "app/kustomization.yaml")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "app/kustomization.yaml: invalid field 'resourcez': unknown field"
+        );
+    }
+
+    #[test]
+    fn helm_charts_are_unsupported() {
+        let err = KustomizationFile::parse("helmCharts:\n- name: x\n", "k.yaml").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "k.yaml: field 'helmCharts' is not supported by this engine"
+        );
+    }
+
+    #[test]
+    fn deprecated_fields_fold_into_current_ones() {
+        let (k, kind) = KustomizationFile::parse(
+            "bases: [../b]\nresources: [a.yaml]\nimageTags: [{name: x, newTag: '1'}]\n",
+            "k",
+        )
+        .unwrap();
+        assert_eq!(k.resources, vec!["a.yaml", "../b"]);
+        assert_eq!(k.images[0].new_tag, "1");
+        assert_eq!(kind, Kind::Kustomization);
+    }
+
+    #[test]
+    fn component_kind_is_recognised() {
+        let (_, kind) = KustomizationFile::parse(
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
+            "k",
+        )
+        .unwrap();
+        assert_eq!(kind, Kind::Component);
+    }
+}

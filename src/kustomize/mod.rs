@@ -1,0 +1,139 @@
+//! The native kustomize engine: a kustomization directory in, Kubernetes objects out.
+//!
+//! Pure with respect to the cluster: it reads files through a [`loader::Loader`] confined to
+//! the artifact root and never talks to the API server. Behaviour follows kustomize
+//! api v0.21.1 as Flux runs it (LoadRestrictionsNone inside a secure root, FIFO output,
+//! builtin plugins only); fields it does not implement fail with
+//! [`BuildError::Unsupported`] instead of building something different.
+//! `patch` holds the patch formats and the wiring that applies a kustomization's patch
+//! entries; `selector` the target selectors, which Flux's CRD embeds too. The engine imports
+//! nothing else from this crate; Flux's layer around a build (generated kustomization, spec
+//! overrides, post-build substitution, common metadata) is the top-level `flux` module.
+
+use std::path::{Path, PathBuf};
+
+pub(crate) mod file;
+pub(crate) mod generators;
+pub(crate) mod loader;
+pub(crate) mod nameref;
+pub mod packed;
+pub(crate) mod patch;
+pub(crate) mod resmap;
+pub mod selector;
+pub(crate) mod sort;
+pub(crate) mod target;
+pub(crate) mod transform;
+pub mod yaml;
+
+/// Default for [`BuildOptions::max_file_bytes`]: 16 MiB.
+pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Options of one build.
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    /// YAML text that replaces the kustomization file of `dir` (Flux's generated/overlaid one); None = read it from disk.
+    pub(crate) kustomization_override: Option<String>,
+    /// Upper bound for any single file read (bytes).
+    pub(crate) max_file_bytes: u64,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            kustomization_override: None,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
+}
+
+impl BuildOptions {
+    /// Options with the default file size bound and no override.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Why a build failed. Every variant names the file, field or resource involved; none of
+/// them carries file contents, so Secret data never leaks into messages.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("{path}: no such file or directory (referenced from {from})")]
+    Missing { path: PathBuf, from: PathBuf },
+    #[error("{path}: path is outside the artifact root (security constraint)")]
+    OutsideRoot { path: PathBuf },
+    #[error("{path}: file is larger than the limit of {limit} bytes")]
+    TooLarge { path: PathBuf, limit: u64 },
+    #[error("{file}:{line}: malformed YAML: {message}")]
+    Yaml {
+        file: String,
+        line: usize,
+        message: String,
+    },
+    #[error("{file}: document {index} is not an object (found {found})")]
+    NotObject {
+        file: String,
+        index: usize,
+        found: &'static str,
+    },
+    #[error("{file}: invalid field '{field}': {message}")]
+    Invalid {
+        file: String,
+        field: String,
+        message: String,
+    },
+    #[error("{file}: field '{field}' is not supported by this engine")]
+    Unsupported { file: String, field: String },
+    #[error("{file}: remote resource '{url}' is not supported (remote bases are disabled)")]
+    Remote { file: String, url: String },
+    #[error("{file}: may not add resource with an already registered id: {id}")]
+    DuplicateId { file: String, id: String },
+    #[error("cycle detected: candidate root '{path}' contains a visited root")]
+    Cycle { path: PathBuf },
+    #[error("{file}: {message}")]
+    Kustomization { file: String, message: String },
+    #[error("{file}: generator '{name}': {message}")]
+    Generator {
+        file: String,
+        name: String,
+        message: String,
+    },
+    #[error("{file}: {field}: {message}")]
+    Transform {
+        file: String,
+        field: String,
+        message: String,
+    },
+    #[error("{file}: patch: {message}")]
+    Patch { file: String, message: String },
+    #[error("name reference in {referrer} at '{path}': {message}")]
+    NameReference {
+        referrer: String,
+        path: String,
+        message: String,
+    },
+    #[error("resource {id} is missing {field}")]
+    MissingField { id: String, field: &'static str },
+}
+
+/// What a build produced.
+#[derive(Debug)]
+pub struct Manifests {
+    /// The objects, in output order.
+    pub objects: Vec<packed::Packed>,
+    /// What the build accepted, as kustomize does, but is probably a mistake; each names
+    /// its file.
+    pub(crate) warnings: Vec<String>,
+}
+
+/// Builds the kustomization in `dir` (inside `root`, the artifact root that confines reads).
+pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Manifests, BuildError> {
+    let loader = loader::Loader::new(root, options.max_file_bytes)?;
+    target::build_root(&loader, dir, options.kustomization_override.as_deref())
+}
+
+/// Prints objects as a multi-document YAML stream, the way `kustomize build` separates them.
+pub fn to_yaml(objects: &[serde_json::Value]) -> String {
+    yaml::emit_documents(objects)
+}

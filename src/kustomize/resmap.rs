@@ -1,0 +1,452 @@
+//! Resources with kustomize's identity bookkeeping (original id, earlier ids, applied
+//! prefixes/suffixes, generator state) and the ordered resource map.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use super::BuildError;
+use super::packed::Packed;
+
+/// A resource id: group/version/kind plus name and namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub(crate) struct ResId {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+}
+
+impl ResId {
+    /// The id of an object as it is now.
+    pub(crate) fn of(obj: &Map<String, Value>) -> ResId {
+        let (group, version) = split_api_version(str_at(obj, &["apiVersion"]));
+        ResId {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: str_at(obj, &["kind"]).to_string(),
+            name: str_at(obj, &["metadata", "name"]).to_string(),
+            namespace: str_at(obj, &["metadata", "namespace"]).to_string(),
+        }
+    }
+
+    /// Same kind and name and the same effective namespace (empty means `default` for
+    /// namespaced kinds), as kustomize's `ResId.Equals`.
+    pub(crate) fn same_as(&self, other: &ResId) -> bool {
+        self.identity() == other.identity()
+    }
+
+    /// The fields `same_as` compares, as a hashable key.
+    fn identity(&self) -> (&str, &str, &str, &str, &str) {
+        (
+            &self.group,
+            &self.version,
+            &self.kind,
+            &self.name,
+            self.effective_namespace(),
+        )
+    }
+
+    /// The namespace used for comparisons: `default` when empty for namespaced kinds, and a
+    /// fixed marker for cluster-scoped kinds.
+    pub(crate) fn effective_namespace(&self) -> &str {
+        if is_cluster_scoped(&self.group, &self.kind) {
+            "~cluster"
+        } else if self.namespace.is_empty() {
+            "default"
+        } else {
+            &self.namespace
+        }
+    }
+}
+
+impl std::fmt::Display for ResId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            "[noGrp]"
+        } else {
+            &self.group
+        };
+        let ns = if self.namespace.is_empty() {
+            "[noNs]"
+        } else {
+            &self.namespace
+        };
+        write!(f, "{}.{}.{}/{}.{}", self.kind, self.version, group, self.name, ns)
+    }
+}
+
+/// Splits `apps/v1` into (`apps`, `v1`) and `v1` into (``, `v1`).
+pub(crate) fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.rsplit_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+/// The string at a path of object keys, or "" when absent or not a string.
+pub(crate) fn str_at<'a>(obj: &'a Map<String, Value>, path: &[&str]) -> &'a str {
+    let mut cur = obj;
+    for (i, key) in path.iter().enumerate() {
+        match cur.get(*key) {
+            Some(Value::Object(m)) if i + 1 < path.len() => cur = m,
+            Some(Value::String(s)) if i + 1 == path.len() => return s,
+            _ => return "",
+        }
+    }
+    ""
+}
+
+/// Kinds the Kubernetes 1.21.2 schema (kustomize's builtin) knows as cluster-scoped.
+/// Anything else, CRD kinds included, is treated as namespaced, as kustomize does.
+pub(crate) fn is_cluster_scoped(group: &str, kind: &str) -> bool {
+    const CLUSTER: &[(&str, &str)] = &[
+        ("", "Namespace"),
+        ("", "Node"),
+        ("", "PersistentVolume"),
+        ("", "ComponentStatus"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("storage.k8s.io", "StorageClass"),
+        ("storage.k8s.io", "CSIDriver"),
+        ("storage.k8s.io", "CSINode"),
+        ("storage.k8s.io", "VolumeAttachment"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        ("apiregistration.k8s.io", "APIService"),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        ("node.k8s.io", "RuntimeClass"),
+        ("policy", "PodSecurityPolicy"),
+        ("extensions", "PodSecurityPolicy"),
+        ("certificates.k8s.io", "CertificateSigningRequest"),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+        ("networking.k8s.io", "IngressClass"),
+        ("authentication.k8s.io", "TokenReview"),
+        ("authorization.k8s.io", "SelfSubjectAccessReview"),
+        ("authorization.k8s.io", "SelfSubjectRulesReview"),
+        ("authorization.k8s.io", "SubjectAccessReview"),
+    ];
+    CLUSTER.iter().any(|(g, k)| *g == group && *k == kind)
+}
+
+/// How a generated ConfigMap/Secret still has to be finished at the top level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Generated {
+    /// Append the content hash to the name once all transformers ran.
+    pub(crate) hash_suffix: bool,
+}
+
+/// Where an object came from, for `buildMetadata: [originAnnotations]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Loaded from this file.
+    File(std::path::PathBuf),
+    /// Made by a builtin generator (`ConfigMapGenerator`, `SecretGenerator`) configured in
+    /// this kustomization file.
+    Generator {
+        file: std::path::PathBuf,
+        kind: &'static str,
+    },
+}
+
+/// One object plus the history kustomize keeps about it.
+#[derive(Clone, Debug)]
+pub(crate) struct Resource {
+    body: Body,
+    /// The id when the object was loaded or generated.
+    pub(crate) orig: ResId,
+    /// Ids it had before each rename or namespace change, oldest first.
+    pub(crate) prev: Vec<ResId>,
+    /// Prefixes and suffixes applied so far (the nameReference "context").
+    pub(crate) prefixes: Vec<String>,
+    pub(crate) suffixes: Vec<String>,
+    pub(crate) generated: Option<Generated>,
+    pub(crate) origin: Option<Origin>,
+}
+
+/// The object: packed between build steps, open while a step works on it (see
+/// [`super::packed`]).
+#[derive(Clone, Debug)]
+enum Body {
+    Open(Map<String, Value>),
+    /// With the id it had when packed, so ids are read without parsing.
+    Packed {
+        object: Packed,
+        id: ResId,
+    },
+}
+
+impl Resource {
+    /// A freshly loaded object, packed. Null `metadata.labels`/`annotations` are dropped, as
+    /// kustomize does when it reads an object.
+    pub(crate) fn new(mut obj: Map<String, Value>) -> Self {
+        if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+            for key in ["labels", "annotations"] {
+                if meta.get(key).is_some_and(Value::is_null) {
+                    meta.remove(key);
+                }
+            }
+        }
+        let mut res = Resource {
+            orig: ResId::of(&obj),
+            body: Body::Open(obj),
+            prev: Vec::new(),
+            prefixes: Vec::new(),
+            suffixes: Vec::new(),
+            generated: None,
+            origin: None,
+        };
+        res.pack();
+        res
+    }
+
+    /// The current id.
+    pub(crate) fn id(&self) -> ResId {
+        self.current_id().into_owned()
+    }
+
+    /// The current id, borrowed when the object is packed.
+    fn current_id(&self) -> Cow<'_, ResId> {
+        match &self.body {
+            Body::Open(obj) => Cow::Owned(ResId::of(obj)),
+            Body::Packed { id, .. } => Cow::Borrowed(id),
+        }
+    }
+
+    /// Whether any id this object ever had (original, earlier, current) satisfies `pred`.
+    pub(crate) fn any_id(&self, pred: impl Fn(&ResId) -> bool) -> bool {
+        pred(&self.orig) || self.prev.iter().any(&pred) || pred(&self.current_id())
+    }
+
+    /// The object for reading: borrowed when open, parsed from the packed text (which
+    /// stays as it is) otherwise.
+    pub(crate) fn obj(&self) -> Cow<'_, Map<String, Value>> {
+        match &self.body {
+            Body::Open(obj) => Cow::Borrowed(obj),
+            Body::Packed { object, .. } => Cow::Owned(object.to_map()),
+        }
+    }
+
+    /// The object for changing, opened if it was packed.
+    pub(crate) fn obj_mut(&mut self) -> &mut Map<String, Value> {
+        if let Body::Packed { object, .. } = &self.body {
+            self.body = Body::Open(object.to_map());
+        }
+        match &mut self.body {
+            Body::Open(obj) => obj,
+            Body::Packed { .. } => unreachable!("opened above"),
+        }
+    }
+
+    /// Runs `f` on the object as a `Value` (the form path visitors walk).
+    pub(crate) fn edit<R>(&mut self, f: impl FnOnce(&mut Value) -> R) -> R {
+        let obj = self.obj_mut();
+        let mut value = Value::Object(std::mem::take(obj));
+        let result = f(&mut value);
+        *obj = match value {
+            Value::Object(m) => m,
+            // Visitors change fields below the root, never the root itself.
+            _ => unreachable!("an edit replaced the whole object"),
+        };
+        result
+    }
+
+    /// Replaces the object.
+    pub(crate) fn replace(&mut self, obj: Map<String, Value>) {
+        self.body = Body::Open(obj);
+    }
+
+    /// Packs the object once a step is done with it.
+    pub(crate) fn pack(&mut self) {
+        if let Body::Open(obj) = &self.body {
+            self.body = Body::Packed {
+                object: Packed::from_map(obj),
+                id: ResId::of(obj),
+            };
+        }
+    }
+
+    /// The packed object, for the build's output.
+    pub(crate) fn into_packed(mut self) -> Packed {
+        self.pack();
+        match self.body {
+            Body::Packed { object, .. } => object,
+            Body::Open(_) => unreachable!("packed above"),
+        }
+    }
+
+    /// Current metadata, created when missing.
+    pub(crate) fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+        let meta = self
+            .obj_mut()
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
+        }
+        meta.as_object_mut().expect("made an object above")
+    }
+
+    /// Renames the object, remembering the old id.
+    pub(crate) fn set_name(&mut self, name: String) {
+        let old = self.id();
+        if old.name != name {
+            self.prev.push(old);
+            self.metadata_mut().insert("name".into(), Value::String(name));
+        }
+    }
+
+    /// Moves the object to a namespace, remembering the old id.
+    pub(crate) fn set_namespace(&mut self, namespace: &str) {
+        let old = self.id();
+        if old.namespace != namespace {
+            self.prev.push(old);
+            self.metadata_mut()
+                .insert("namespace".into(), Value::String(namespace.to_string()));
+        }
+    }
+}
+
+/// Resources in accumulation (FIFO) order, and what the build accepted but a user should
+/// hear about.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ResMap {
+    pub(crate) resources: Vec<Resource>,
+    /// Accepted as kustomize accepts it, yet probably a mistake (a patch target that
+    /// selects nothing); each names its file.
+    pub(crate) warnings: Vec<String>,
+}
+
+impl ResMap {
+    /// Appends, refusing a second object with the same current id.
+    pub(crate) fn append(&mut self, res: Resource, file: &str) -> Result<(), BuildError> {
+        self.append_all(
+            ResMap {
+                resources: vec![res],
+                warnings: Vec::new(),
+            },
+            file,
+        )
+    }
+
+    /// Runs `step` on every resource in order and packs each one as soon as the step is
+    /// done with it, so a step holds one parsed object at a time.
+    pub(crate) fn try_each<E>(
+        &mut self,
+        mut step: impl FnMut(&mut Resource) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for res in &mut self.resources {
+            let result = step(res);
+            res.pack();
+            result?;
+        }
+        Ok(())
+    }
+
+    /// [`ResMap::try_each`] for a step that cannot fail.
+    pub(crate) fn each(&mut self, mut step: impl FnMut(&mut Resource)) {
+        let done: Result<(), std::convert::Infallible> = self.try_each(|res| {
+            step(res);
+            Ok(())
+        });
+        let Ok(()) = done;
+    }
+
+    /// Fails when two objects now have the same id.
+    pub(crate) fn check_unique(&self, file: &str) -> Result<(), BuildError> {
+        let ids: Vec<Cow<'_, ResId>> = self.resources.iter().map(Resource::current_id).collect();
+        first_duplicate(&ids).map_or(Ok(()), |id| Err(duplicate(file, id)))
+    }
+
+    /// Appends every resource of `other`, refusing any id already present; on error the map
+    /// is unchanged.
+    pub(crate) fn append_all(&mut self, other: ResMap, file: &str) -> Result<(), BuildError> {
+        let ids: Vec<Cow<'_, ResId>> = self
+            .resources
+            .iter()
+            .chain(&other.resources)
+            .map(Resource::current_id)
+            .collect();
+        if let Some(id) = first_duplicate(&ids) {
+            return Err(duplicate(file, id));
+        }
+        self.resources.extend(other.resources);
+        self.warnings.extend(other.warnings);
+        Ok(())
+    }
+}
+
+/// The first id equal (`same_as`) to an earlier one; hashing keeps big builds linear.
+fn first_duplicate<'a>(ids: &'a [Cow<'_, ResId>]) -> Option<&'a ResId> {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.iter()
+        .map(AsRef::as_ref)
+        .find(|id: &&ResId| !seen.insert(id.identity()))
+}
+
+fn duplicate(file: &str, id: &ResId) -> BuildError {
+    BuildError::DuplicateId {
+        file: file.to_string(),
+        id: id.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn res(v: Value) -> Resource {
+        Resource::new(v.as_object().unwrap().clone())
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused_with_the_id() {
+        let mut m = ResMap::default();
+        m.append(
+            res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})),
+            "a.yaml",
+        )
+        .unwrap();
+        let err = m
+            .append(res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})), "b.yaml")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/a.default"
+        );
+        assert_eq!(m.resources.len(), 1, "the map is unchanged");
+    }
+
+    #[test]
+    fn a_packed_resource_reads_back_whole() {
+        let object = json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v", "n": 1.5}});
+        let r = res(object.clone());
+        assert_eq!(Value::Object(r.obj().into_owned()), object);
+    }
+
+    #[test]
+    fn changes_made_while_open_survive_packing_and_move_the_id() {
+        let mut r = res(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+        r.obj_mut().insert("data".into(), json!({"k": "v"}));
+        r.set_namespace("ns");
+        r.pack();
+        assert_eq!(r.id().namespace, "ns");
+        assert_eq!(
+            r.into_packed().to_value(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn renames_keep_history() {
+        let mut r = res(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}}));
+        r.set_name("p-a".into());
+        assert!(r.any_id(|id| id.name == "a"));
+        assert_eq!(r.id().name, "p-a");
+        assert_eq!(r.id().group, "apps");
+    }
+}

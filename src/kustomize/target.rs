@@ -1,0 +1,509 @@
+//! Accumulation of one kustomization and its bases, generators, components and
+//! transformers (kustomize's KustTarget), plus the steps done once at the top level.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::BuildError;
+use super::file::{FILE_NAMES, Kind, KustomizationFile};
+use super::generators::{self, GenKind};
+use super::loader::Loader;
+use super::patch::transformer as patches;
+use super::resmap::{Origin, ResMap, Resource};
+use super::transform::{self, fieldspecs};
+use super::{nameref, yaml};
+
+/// Annotation marking objects that configure the build and are not part of its output.
+const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
+/// Annotation recording where an object came from (`buildMetadata: [originAnnotations]`).
+const ORIGIN: &str = "config.kubernetes.io/origin";
+
+/// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
+pub(crate) fn build_root(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+) -> Result<super::Manifests, BuildError> {
+    let dir = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        loader.root().join(dir)
+    };
+    let dir = loader.resolve(&dir, &dir)?;
+    let mut map = ResMap::default();
+    let mut visiting = Vec::new();
+    accumulate(
+        loader,
+        &dir,
+        override_text,
+        Kind::Kustomization,
+        &mut visiting,
+        &mut map,
+    )?;
+    map.each(|res| {
+        if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
+            let name = format!("{}-{}", res.id().name, generators::content_hash(&res.obj()));
+            res.set_name(name);
+        }
+    });
+    nameref::fix(&mut map)?;
+    let root = root_kustomization(loader, &dir, override_text)?;
+    if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
+        super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
+    }
+    if root.build_metadata.iter().any(|b| b == "originAnnotations") {
+        map.each(|res| {
+            if let Some(origin) = &res.origin {
+                let text = match origin {
+                    Origin::File(path) => format!("path: {}\n", relative(&dir, path)),
+                    Origin::Generator { file, kind } => {
+                        format!(
+                            "configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n",
+                            relative(&dir, file)
+                        )
+                    }
+                };
+                let meta = res.metadata_mut();
+                let annotations = meta
+                    .entry("annotations")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Value::Object(a) = annotations {
+                    a.insert(ORIGIN.into(), Value::String(text));
+                }
+            }
+        });
+    }
+    let mut out = Vec::with_capacity(map.resources.len());
+    for res in map.resources {
+        let local = res
+            .obj()
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(LOCAL_CONFIG))
+            .is_some();
+        if local {
+            continue;
+        }
+        // kustomize accepts an object without apiVersion; Flux's layer rejects it later.
+        let id = res.id();
+        if id.kind.is_empty() {
+            return Err(BuildError::MissingField {
+                id: id.to_string(),
+                field: "kind",
+            });
+        }
+        if id.name.is_empty() {
+            return Err(BuildError::MissingField {
+                id: id.to_string(),
+                field: "metadata.name",
+            });
+        }
+        out.push(res.into_packed());
+    }
+    Ok(super::Manifests {
+        objects: out,
+        warnings: map.warnings,
+    })
+}
+
+/// `to` relative to directory `from` (both canonical), with `..` where needed.
+fn relative(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to_parts: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to_parts).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(
+        to_parts[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
+}
+
+/// The root kustomization: its `sortOptions` and `buildMetadata` apply to the whole build.
+fn root_kustomization(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+) -> Result<KustomizationFile, BuildError> {
+    let (file, text) = read_kustomization(loader, dir, override_text)?;
+    Ok(KustomizationFile::parse(&text, &loader.show(&file))?.0)
+}
+
+/// The kustomization file of `dir` and its text, or `override_text` standing in for it.
+fn read_kustomization(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+) -> Result<(PathBuf, String), BuildError> {
+    match override_text {
+        Some(text) => Ok((dir.join(FILE_NAMES[0]), text.to_string())),
+        None => {
+            let file = kustomization_file(loader, dir)?;
+            let text = loader.read_text(&file, &file)?;
+            Ok((file, text))
+        }
+    }
+}
+
+/// Finds the kustomization file of `dir`; more than one recognised name is an error.
+fn kustomization_file(loader: &Loader, dir: &Path) -> Result<PathBuf, BuildError> {
+    let found: Vec<PathBuf> = FILE_NAMES
+        .iter()
+        .map(|n| dir.join(n))
+        .filter(|p| loader.is_file(p))
+        .collect();
+    match found.len() {
+        1 => Ok(found.into_iter().next().expect("one element")),
+        0 => Err(BuildError::Kustomization {
+            file: loader.show(dir),
+            message: format!(
+                "unable to find one of {} in directory",
+                FILE_NAMES.map(|n| format!("'{n}'")).join(", ")
+            ),
+        }),
+        _ => Err(BuildError::Kustomization {
+            file: loader.show(dir),
+            message: "found multiple kustomization files".into(),
+        }),
+    }
+}
+
+fn is_remote(entry: &str) -> bool {
+    entry.contains("://")
+        || entry.starts_with("git@")
+        || entry.starts_with("github.com/")
+        || entry.starts_with("gitlab.com/")
+}
+
+fn accumulate(
+    loader: &Loader,
+    dir: &Path,
+    override_text: Option<&str>,
+    expected: Kind,
+    visiting: &mut Vec<PathBuf>,
+    map: &mut ResMap,
+) -> Result<(), BuildError> {
+    if visiting.iter().any(|v| v.starts_with(dir)) {
+        return Err(BuildError::Cycle {
+            path: loader.display(dir),
+        });
+    }
+    let (file, text) = read_kustomization(loader, dir, override_text)?;
+    let shown = loader.show(&file);
+    let (k, kind) = KustomizationFile::parse(&text, &shown)?;
+    if kind != expected {
+        let want = if expected == Kind::Component {
+            "Component"
+        } else {
+            "Kustomization"
+        };
+        return Err(BuildError::Kustomization {
+            file: shown,
+            message: format!(
+                "expected kind '{want}' here (resources take Kustomizations, components take Components)"
+            ),
+        });
+    }
+    visiting.push(dir.to_path_buf());
+    let result = accumulate_body(loader, dir, &file, &shown, &k, visiting, map);
+    visiting.pop();
+    result
+}
+
+fn accumulate_body(
+    loader: &Loader,
+    dir: &Path,
+    file: &Path,
+    shown: &str,
+    k: &KustomizationFile,
+    visiting: &mut Vec<PathBuf>,
+    map: &mut ResMap,
+) -> Result<(), BuildError> {
+    for entry in &k.resources {
+        let path = dir.join(entry);
+        if loader.is_file(&path) {
+            let text = loader.read_text(&path, file)?;
+            let origin = loader.show(&path);
+            let resources = yaml::parse_resources(&text, &origin, |obj| {
+                if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+                    let name = super::resmap::str_at(&obj, &["metadata", "name"]);
+                    return Err(BuildError::Kustomization {
+                        file: origin.clone(),
+                        message: format!("missing kind in object '{name}'"),
+                    });
+                }
+                let mut res = Resource::new(obj);
+                res.origin = Some(Origin::File(path.clone()));
+                Ok(res)
+            })?;
+            let loaded = ResMap {
+                resources,
+                warnings: Vec::new(),
+            };
+            map.append_all(loaded, &origin)?;
+        } else if loader.is_dir(&path) {
+            let sub_dir = loader.resolve(&path, file)?;
+            let mut sub = ResMap::default();
+            accumulate(loader, &sub_dir, None, Kind::Kustomization, visiting, &mut sub)?;
+            map.append_all(sub, shown)?;
+        } else if is_remote(entry) {
+            return Err(BuildError::Remote {
+                file: shown.to_string(),
+                url: entry.clone(),
+            });
+        } else {
+            // Surfaces "outside the root" or "missing" with the referring file.
+            loader.resolve(&path, file)?;
+        }
+    }
+    let ctx = generators::Context { loader, dir, file };
+    for args in &k.config_map_generator {
+        generators::run(&ctx, map, GenKind::ConfigMap, args, k.generator_options.as_ref())?;
+    }
+    for args in &k.secret_generator {
+        generators::run(&ctx, map, GenKind::Secret, args, k.generator_options.as_ref())?;
+    }
+    for entry in &k.components {
+        let path = dir.join(entry);
+        if is_remote(entry) {
+            return Err(BuildError::Remote {
+                file: shown.to_string(),
+                url: entry.clone(),
+            });
+        }
+        let comp_dir = loader.resolve(&path, file)?;
+        accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
+    }
+    let patch_ctx = patches::Context { loader, dir, file };
+    run_transformers(k, &patch_ctx, shown, map)
+}
+
+/// kustomize's builtin transformer order.
+fn run_transformers(
+    k: &KustomizationFile,
+    patch_ctx: &patches::Context<'_>,
+    file: &str,
+    map: &mut ResMap,
+) -> Result<(), BuildError> {
+    patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
+    patches::patches(patch_ctx, map, &k.patches)?;
+    if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
+        transform::namespace::apply(map, ns);
+        // Renaming Namespace objects (or moving objects) may make two ids collide.
+        map.check_unique(file)?;
+    }
+    transform::names::apply(
+        map,
+        k.name_prefix.as_deref().unwrap_or(""),
+        k.name_suffix.as_deref().unwrap_or(""),
+    );
+    for label in &k.labels {
+        let mut specs = if label.include_selectors {
+            fieldspecs::common_labels()
+        } else if label.include_templates {
+            let mut s = fieldspecs::metadata_labels();
+            s.extend(fieldspecs::template_labels());
+            s
+        } else {
+            fieldspecs::metadata_labels()
+        };
+        specs.extend(label.fields.iter().cloned());
+        transform::labels::apply(map, &label.pairs, &specs, file, "labels")?;
+    }
+    transform::labels::apply(
+        map,
+        &k.common_labels,
+        &fieldspecs::common_labels(),
+        file,
+        "commonLabels",
+    )?;
+    transform::labels::apply(
+        map,
+        &k.common_annotations,
+        &fieldspecs::common_annotations(),
+        file,
+        "commonAnnotations",
+    )?;
+    patches::json6902(patch_ctx, map, &k.patches_json6902)?;
+    for replica in &k.replicas {
+        transform::replicas::apply(map, replica, file)?;
+    }
+    for image in &k.images {
+        transform::images::apply(map, image, file)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::kustomize::packed;
+    use crate::kustomize::{BuildError, BuildOptions, build};
+
+    fn write(root: &Path, files: &[(&str, &str)]) {
+        for (path, text) in files {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+    }
+
+    fn build_err(files: &[(&str, &str)], dir: &str) -> BuildError {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), files);
+        build(tmp.path(), Path::new(dir), &BuildOptions::new()).unwrap_err()
+    }
+
+    #[test]
+    fn a_cycle_of_bases_fails() {
+        let err = build_err(
+            &[
+                ("a/kustomization.yaml", "resources: [../b]\n"),
+                ("b/kustomization.yaml", "resources: [../a]\n"),
+            ],
+            "a",
+        );
+        assert_eq!(
+            err.to_string(),
+            "cycle detected: candidate root 'a' contains a visited root"
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_across_files_fail_naming_the_id() {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n";
+        let err = build_err(
+            &[
+                ("app/kustomization.yaml", "resources: [a.yaml, b.yaml]\n"),
+                ("app/a.yaml", cm),
+                ("app/b.yaml", cm),
+            ],
+            "app",
+        );
+        assert_eq!(
+            err.to_string(),
+            "app/b.yaml: may not add resource with an already registered id: ConfigMap.v1.[noGrp]/same.[noNs]"
+        );
+    }
+
+    #[test]
+    fn a_missing_resource_names_the_kustomization() {
+        let err = build_err(&[("app/kustomization.yaml", "resources: [nope.yaml]\n")], "app");
+        assert_eq!(
+            err.to_string(),
+            "app/nope.yaml: no such file or directory (referenced from app/kustomization.yaml)"
+        );
+    }
+
+    #[test]
+    fn a_base_outside_the_root_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(
+            tmp.path(),
+            &[
+                ("root/app/kustomization.yaml", "resources: [../../outside]\n"),
+                ("outside/kustomization.yaml", "resources: []\n"),
+            ],
+        );
+        let err = build(&tmp.path().join("root"), Path::new("app"), &BuildOptions::new()).unwrap_err();
+        assert!(matches!(err, BuildError::OutsideRoot { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("outside: path is outside the artifact root (security constraint)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn malformed_yaml_in_a_resource_names_file_and_line() {
+        let err = build_err(
+            &[
+                ("app/kustomization.yaml", "resources: [d.yaml]\n"),
+                ("app/d.yaml", "kind: A\nmetadata:\n  name: [x\n"),
+            ],
+            "app",
+        );
+        assert!(
+            matches!(&err, BuildError::Yaml { file, line, .. } if file == "app/d.yaml" && *line >= 3),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_oversized_resource_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(
+            tmp.path(),
+            &[
+                ("app/kustomization.yaml", "resources: [big.yaml]\n"),
+                ("app/big.yaml", &"#".repeat(200)),
+            ],
+        );
+        let options = BuildOptions {
+            max_file_bytes: 100,
+            ..BuildOptions::new()
+        };
+        let err = build(tmp.path(), Path::new("app"), &options).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "app/big.yaml: file is larger than the limit of 100 bytes"
+        );
+    }
+
+    #[test]
+    fn a_non_object_document_is_refused() {
+        let err = build_err(
+            &[
+                ("app/kustomization.yaml", "resources: [l.yaml]\n"),
+                ("app/l.yaml", "- a\n"),
+            ],
+            "app",
+        );
+        assert_eq!(
+            err.to_string(),
+            "app/l.yaml: document 1 is not an object (found a list)"
+        );
+    }
+
+    #[test]
+    fn remote_bases_are_refused() {
+        let err = build_err(
+            &[(
+                "app/kustomization.yaml",
+                "resources: [https://example.com/x.yaml]\n",
+            )],
+            "app",
+        );
+        assert_eq!(
+            err.to_string(),
+            "app/kustomization.yaml: remote resource 'https://example.com/x.yaml' is not supported (remote bases are disabled)"
+        );
+    }
+
+    #[test]
+    fn the_override_replaces_the_kustomization_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n";
+        write(
+            tmp.path(),
+            &[
+                ("app/kustomization.yaml", "resources: [nope.yaml]\n"),
+                ("app/cm.yaml", cm),
+            ],
+        );
+        let options = BuildOptions {
+            kustomization_override: Some("resources: [cm.yaml]\nnamespace: x\n".into()),
+            ..BuildOptions::new()
+        };
+        let objs = build(tmp.path(), Path::new("app"), &options).unwrap().objects;
+        assert_eq!(
+            packed::values(&objs),
+            vec![
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})
+            ]
+        );
+    }
+}

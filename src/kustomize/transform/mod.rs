@@ -1,0 +1,137 @@
+//! Builtin transformers (namespace, prefix/suffix, labels, annotations, images, replicas)
+//! and the field-spec walker they share.
+
+pub(crate) mod fieldspecs;
+pub(crate) mod images;
+pub(crate) mod labels;
+pub(crate) mod names;
+pub(crate) mod namespace;
+pub(crate) mod replicas;
+
+use serde_json::{Map, Value};
+
+use super::file::FieldSpec;
+use super::resmap::ResId;
+
+/// Whether a field spec's GVK filter selects the object with id `id` (empty parts match all).
+pub(crate) fn selects(spec: &FieldSpec, id: &ResId) -> bool {
+    (spec.group.is_empty() || spec.group == id.group)
+        && (spec.version.is_empty() || spec.version == id.version)
+        && (spec.kind.is_empty() || spec.kind == id.kind)
+}
+
+/// Splits a field-spec path on `/`, honouring `\/` as an escaped slash inside a key.
+pub(crate) fn path_segments(path: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'/') => {
+                chars.next();
+                out.last_mut().expect("never empty").push('/');
+            }
+            '/' => out.push(String::new()),
+            c => out.last_mut().expect("never empty").push(c),
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Calls `visit` on every value found at `path` below `node`. Lists met on the way are
+/// entered element by element. With `create`, missing (or null) fields are created: maps for
+/// intermediate keys, `leaf()` for the last one.
+pub(crate) fn visit_path<E>(
+    node: &mut Value,
+    path: &[String],
+    create: bool,
+    leaf: &dyn Fn() -> Value,
+    visit: &mut dyn FnMut(&mut Value) -> Result<(), E>,
+) -> Result<(), E> {
+    if let Value::Array(items) = node {
+        for item in items {
+            visit_path(item, path, create, leaf, visit)?;
+        }
+        return Ok(());
+    }
+    let Some((first, rest)) = path.split_first() else {
+        return visit(node);
+    };
+    let key = first.strip_suffix("[]").unwrap_or(first);
+    let Value::Object(map) = node else { return Ok(()) };
+    let missing = map.get(key).is_none_or(Value::is_null);
+    if missing {
+        if !create {
+            return Ok(());
+        }
+        let fresh = if rest.is_empty() {
+            leaf()
+        } else {
+            Value::Object(Map::new())
+        };
+        map.insert(key.to_string(), fresh);
+    }
+    let child = map.get_mut(key).expect("present or created");
+    if rest.is_empty() {
+        if let Value::Array(items) = child
+            && first.ends_with("[]")
+        {
+            for item in items {
+                visit(item)?;
+            }
+            return Ok(());
+        }
+        return visit(child);
+    }
+    visit_path(child, rest, create, leaf, visit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn escaped_slashes_stay_in_keys() {
+        assert_eq!(
+            path_segments("metadata/annotations/a.io\\/b"),
+            vec!["metadata", "annotations", "a.io/b"]
+        );
+    }
+
+    #[test]
+    fn walks_lists_and_creates_only_when_asked() {
+        let mut v = json!({"spec": {"items": [{"a": 1}, {"a": 2}]}});
+        let mut seen = Vec::new();
+        visit_path::<()>(
+            &mut v,
+            &path_segments("spec/items/a"),
+            false,
+            &|| Value::Null,
+            &mut |x| {
+                seen.push(x.clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, vec![json!(1), json!(2)]);
+        visit_path::<()>(
+            &mut v,
+            &path_segments("spec/x/y"),
+            false,
+            &|| json!({}),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert!(v["spec"].get("x").is_none());
+        visit_path::<()>(
+            &mut v,
+            &path_segments("spec/x/y"),
+            true,
+            &|| json!({}),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(v["spec"]["x"], json!({"y": {}}));
+    }
+}
