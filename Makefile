@@ -92,7 +92,7 @@ bench: bench-kustomize bench-apply bench-controller
 bench-apply:
 	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench apply -- $(BENCH_SIZES)
 
-# Controller benchmark (issue 7): 100 Kustomizations of 10 objects each, nothing to all Ready.
+# Controller benchmark: 100 Kustomizations of 10 objects each, nothing to all Ready.
 .PHONY: bench-controller
 bench-controller:
 	@$(CARGO) build --quiet --release --bin kustomize-controller

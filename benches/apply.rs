@@ -3,8 +3,9 @@
 //! cold apply, no-op on the fast path, no-op with a full dry-run (a new revision: GET + dry-run
 //! per object, Flux's algorithm, the peer measured in the same run), 1 % out-of-band drift on the
 //! fast path, and 10 % prune with a new revision. Prints API requests from the counting client
-//! beside the requests Flux's algorithm needs (reference performance.md section 2, without the
-//! status patches and events, which are the controller's), and wall time.
+//! beside the requests Flux's algorithm needs (a GET and a dry-run per object, then a patch per
+//! drifted object; without the status patches and events, which are the controller's), and
+//! wall time.
 //!
 //! Usage: `cargo bench --bench apply -- [N ...]` (default 100 1000).
 

@@ -101,7 +101,7 @@ impl ResourceResolver {
     }
 
     /// Forgets everything, e.g. after CRDs were applied or deleted.
-    pub fn invalidate(&self) {
+    pub(crate) fn invalidate(&self) {
         self.cache.write().expect("resolver cache lock").clear();
     }
 
@@ -170,7 +170,7 @@ impl RequestCounts {
 }
 
 /// Classifies a request by method and URL into a [`RequestKey`].
-pub fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> RequestKey {
+pub(crate) fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> RequestKey {
     let query = query.unwrap_or("");
     let has_param = |p: &str| {
         query

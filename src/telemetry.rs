@@ -34,7 +34,7 @@ pub enum LogEncoding {
 
 /// Installs the global subscriber. Span fields (namespace, name, revision of the
 /// Kustomization being reconciled) are carried into every JSON line.
-pub fn init_logs(level: &str, encoding: LogEncoding) {
+pub(crate) fn init_logs(level: &str, encoding: LogEncoding) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn"))
     });
@@ -56,7 +56,7 @@ use LogEncoding as Encoding;
 
 /// Labels Flux puts on per-object reconcile metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ObjectLabels {
+pub(crate) struct ObjectLabels {
     pub kind: String,
     pub name: String,
     pub namespace: String,
@@ -89,13 +89,9 @@ struct ActionLabels {
 
 /// How a reconcile ended, for the reconciles counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReconcileResult {
+pub(crate) enum ReconcileResult {
     Success,
     Failure,
-    /// Waiting on a dependency or a source artifact.
-    Requeued,
-    Suspended,
-    Deleted,
 }
 
 impl ReconcileResult {
@@ -103,15 +99,12 @@ impl ReconcileResult {
         match self {
             Self::Success => "success",
             Self::Failure => "failure",
-            Self::Requeued => "requeued",
-            Self::Suspended => "suspended",
-            Self::Deleted => "deleted",
         }
     }
 }
 
 /// The controller's metrics, registered in one registry.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     reconcile_duration: Family<ObjectLabels, Histogram>,
     reconcile_condition: Family<ConditionLabels, Gauge>,
@@ -161,11 +154,11 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Exposes the API requests counted by the client layer, by verb.
-    pub fn register_api_requests(&mut self, counts: RequestCounts) {
+    pub(crate) fn register_api_requests(&mut self, counts: RequestCounts) {
         self.registry.register_collector(Box::new(ApiRequests(counts)));
     }
 
-    pub fn record_reconcile(&self, object: &ObjectLabels, elapsed: Duration, result: ReconcileResult) {
+    pub(crate) fn record_reconcile(&self, object: &ObjectLabels, elapsed: Duration, result: ReconcileResult) {
         self.reconcile_duration
             .get_or_create(object)
             .observe(elapsed.as_secs_f64());
@@ -178,7 +171,7 @@ impl Metrics {
 
     /// Sets the Ready condition gauge: 1 for the current status, 0 for the others (as Flux).
     /// `None` means the object is gone: only the `Deleted` series is 1.
-    pub fn record_ready(&self, object: &ObjectLabels, status: Option<&str>) {
+    pub(crate) fn record_ready(&self, object: &ObjectLabels, status: Option<&str>) {
         for candidate in ["True", "False", "Unknown", "Deleted"] {
             let labels = ConditionLabels {
                 kind: object.kind.clone(),
@@ -197,7 +190,7 @@ impl Metrics {
     }
 
     /// Counts applied or pruned objects by action (`created`, `configured`, `deleted`, ...).
-    pub fn record_action(&self, action: &str, count: u64) {
+    pub(crate) fn record_action(&self, action: &str, count: u64) {
         self.applied_objects
             .get_or_create(&ActionLabels {
                 action: action.into(),
@@ -240,7 +233,7 @@ impl Collector for ApiRequests {
 
 /// Whether the process is ready to serve (`/readyz`).
 #[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub(crate) struct Readiness(Arc<AtomicBool>);
 
 impl Readiness {
     pub fn set(&self, ready: bool) {
@@ -253,7 +246,7 @@ impl Readiness {
 }
 
 /// Parses Go-style listen addresses: `:8080` means all interfaces.
-pub fn parse_listen_addr(addr: &str) -> Result<SocketAddr, std::net::AddrParseError> {
+pub(crate) fn parse_listen_addr(addr: &str) -> Result<SocketAddr, std::net::AddrParseError> {
     if let Some(port) = addr.strip_prefix(':') {
         format!("0.0.0.0:{port}").parse()
     } else {
@@ -262,7 +255,7 @@ pub fn parse_listen_addr(addr: &str) -> Result<SocketAddr, std::net::AddrParseEr
 }
 
 /// Serves `/metrics` (when `metrics` is set), `/healthz` and `/readyz` on one listener.
-pub async fn serve(listener: TcpListener, metrics: Option<Arc<Metrics>>, readiness: Readiness) {
+pub(crate) async fn serve(listener: TcpListener, metrics: Option<Arc<Metrics>>, readiness: Readiness) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;

@@ -128,7 +128,7 @@ impl ResourceRef {
 mod tests {
     use super::*;
 
-    // Ids as Flux writes them (reference section 1.4 and appendix A.1).
+    // Ids as Flux writes them: `<namespace>_<name>_<group>_<kind>`, empty parts kept.
     #[test]
     fn encodes_flux_ids() {
         assert_eq!(

@@ -15,7 +15,7 @@ use crate::health::cel::{CelError, eval_ready_expr};
 
 /// Why a dependency holds this Kustomization back. Messages are Flux's.
 #[derive(Debug, thiserror::Error)]
-pub enum DependencyError {
+pub(crate) enum DependencyError {
     /// The message is the API server's, as in Flux.
     #[error("dependency '{0}' not found: {1}")]
     NotFound(String, String),
@@ -57,7 +57,7 @@ impl StepError for DependencyError {
 }
 
 /// `<namespace>/<name>` of a dependency; the namespace defaults to the Kustomization's.
-pub fn dependency_key(ks: &Kustomization, dependency: &DependencyReference) -> (String, String) {
+pub(crate) fn dependency_key(ks: &Kustomization, dependency: &DependencyReference) -> (String, String) {
     let namespace = dependency
         .namespace
         .clone()
@@ -67,7 +67,7 @@ pub fn dependency_key(ks: &Kustomization, dependency: &DependencyReference) -> (
 }
 
 /// The source a Kustomization reads, as `(kind, namespace, name)` with the namespace defaulted.
-pub fn source_key(ks: &Kustomization) -> (&'static str, String, String) {
+pub(crate) fn source_key(ks: &Kustomization) -> (&'static str, String, String) {
     let source = &ks.spec.source_ref;
     let namespace = source
         .namespace
@@ -79,7 +79,7 @@ pub fn source_key(ks: &Kustomization) -> (&'static str, String, String) {
 
 /// Flux's built-in readiness check of one dependency: Ready=True for its current generation
 /// and, when both read the same source, already at the revision about to be applied.
-pub fn check_ready(
+pub(crate) fn check_ready(
     ks: &Kustomization,
     dependency: &Kustomization,
     revision: &str,
@@ -106,7 +106,7 @@ pub fn check_ready(
 
 /// Checks one dependency: its `readyExpr` when set (replacing the built-in check, as Flux
 /// without the AdditiveCELDependencyCheck gate), else [`check_ready`].
-pub fn check_dependency(
+pub(crate) fn check_dependency(
     ks: &Kustomization,
     reference: &DependencyReference,
     dependency: &Kustomization,
@@ -131,7 +131,7 @@ pub fn check_dependency(
 
 /// Checks every dependency in order, stopping at the first that is not ready. Dependencies are
 /// read from the API server, not a cache, so they are found across shards.
-pub async fn check_dependencies(
+pub(crate) async fn check_dependencies(
     client: &Client,
     ks: &Kustomization,
     revision: &str,

@@ -22,11 +22,11 @@ use serde_json::json;
 use crate::api::Kustomization;
 
 /// The reporting component, as Flux names it.
-pub const REPORTING_CONTROLLER: &str = "kustomize-controller";
+pub(crate) const REPORTING_CONTROLLER: &str = "kustomize-controller";
 /// Event metadata keys.
-pub const REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/revision";
-pub const ORIGIN_REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/originRevision";
-pub const COMMIT_STATUS_KEY: &str = "kustomize.toolkit.fluxcd.io/commit_status";
+pub(crate) const REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/revision";
+pub(crate) const ORIGIN_REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/originRevision";
+pub(crate) const COMMIT_STATUS_KEY: &str = "kustomize.toolkit.fluxcd.io/commit_status";
 /// Annotations of the Kustomization with this prefix are copied onto its events.
 const EVENT_ANNOTATION_PREFIX: &str = "event.toolkit.fluxcd.io/";
 /// The events API rejects longer notes.
@@ -34,7 +34,7 @@ const MAX_NOTE_BYTES: usize = 1024;
 
 /// Flux's severities; `Error` becomes a Warning event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
+pub(crate) enum Severity {
     Info,
     Error,
 }
@@ -57,7 +57,7 @@ impl Severity {
 
 /// One event to emit about a Kustomization.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Notice {
+pub(crate) struct Notice {
     pub severity: Severity,
     pub reason: String,
     pub message: String,
@@ -107,7 +107,7 @@ pub fn metadata(
 }
 
 /// The events.k8s.io Event for a notice. Pure, so its shape is tested.
-pub fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, now: Timestamp) -> KubeEvent {
+pub(crate) fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, now: Timestamp) -> KubeEvent {
     let regarding = ks.object_ref(&());
     KubeEvent {
         metadata: ObjectMeta {
@@ -136,7 +136,7 @@ pub fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, now: Time
 }
 
 /// The JSON body notification-controller expects (Flux's `eventv1.Event`).
-pub fn forward_payload(
+pub(crate) fn forward_payload(
     ks: &Kustomization,
     notice: &Notice,
     instance: &str,
@@ -179,7 +179,7 @@ fn truncate(message: &str, max: usize) -> String {
 
 /// Delivers notices: to the Kubernetes events API and, when configured, to notification-controller.
 #[derive(Clone)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     client: Client,
     instance: String,
     forward: Option<(String, HttpClient<HttpConnector, Full<Bytes>>)>,
@@ -199,7 +199,7 @@ impl Notifier {
 
     /// Emits a notice. Delivery failures are logged, never fatal: an event is not worth a
     /// failed reconcile.
-    pub async fn emit(&self, ks: &Kustomization, notice: &Notice) {
+    pub(crate) async fn emit(&self, ks: &Kustomization, notice: &Notice) {
         let now = Timestamp::now();
         let event = kube_event(ks, notice, &self.instance, now);
         let namespace = ks.namespace().unwrap_or_default();

@@ -24,7 +24,7 @@ pub enum FinalizeError {
 
 /// Whether the policy deletes the inventory: `MirrorPrune` (the default) follows `spec.prune`,
 /// `Delete` and `WaitForTermination` always do, `Orphan` never.
-pub fn deletes_objects(ks: &Kustomization) -> bool {
+pub(crate) fn deletes_objects(ks: &Kustomization) -> bool {
     match ks.spec.deletion_policy() {
         DeletionPolicy::MirrorPrune => ks.spec.prune,
         DeletionPolicy::Delete | DeletionPolicy::WaitForTermination => true,
@@ -33,7 +33,7 @@ pub fn deletes_objects(ks: &Kustomization) -> bool {
 }
 
 /// `Kind/namespace/name` lines of an inventory, for events about what was left behind.
-pub fn inventory_lines(inventory: &ResourceInventory) -> String {
+pub(crate) fn inventory_lines(inventory: &ResourceInventory) -> String {
     inventory
         .entries
         .iter()
@@ -47,7 +47,7 @@ pub fn inventory_lines(inventory: &ResourceInventory) -> String {
 }
 
 /// The finalizer's cleanup branch. Idempotent: a retry after a partial delete deletes the rest.
-pub async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeError> {
+pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeError> {
     let labels = ObjectLabels {
         kind: "Kustomization".into(),
         name: ks.name_any(),

@@ -1,4 +1,4 @@
-//! `--feature-gates` (reference 12.2): Flux's gate names and defaults, so a Flux Deployment's
+//! `--feature-gates`: Flux's gate names and defaults, so a Flux Deployment's
 //! arguments start this controller unchanged. Gates that only tune Flux's own machinery
 //! (caches, pollers) are accepted and reported as having no effect here.
 
@@ -100,7 +100,7 @@ pub fn parse(text: &str) -> Result<FeatureGates, String> {
 }
 
 /// Go's `strconv.ParseBool`.
-pub fn parse_bool(text: &str) -> Option<bool> {
+pub(crate) fn parse_bool(text: &str) -> Option<bool> {
     match text {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),

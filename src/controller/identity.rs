@@ -36,7 +36,7 @@ const CAPACITY: usize = 256;
 const IDLE: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, thiserror::Error)]
-pub enum IdentityError {
+pub(crate) enum IdentityError {
     #[error("unable to read KubeConfig secret '{0}' error: {1}")]
     ReadSecret(String, #[source] kube::Error),
     #[error("KubeConfig secret '{0}' does not contain a '{1}' key with a kubeconfig")]
@@ -74,7 +74,7 @@ enum Identity {
 }
 
 /// The client, kind resolver and applier of one identity.
-pub struct Tools {
+pub(crate) struct Tools {
     pub resolver: ResourceResolver,
     pub applier: Applier,
 }
@@ -99,7 +99,7 @@ struct Cached {
 }
 
 /// Decides the identity of each Kustomization and hands out its cached tools.
-pub struct Identities {
+pub(crate) struct Identities {
     own: Arc<Tools>,
     config: Config,
     counts: RequestCounts,
@@ -126,18 +126,13 @@ impl Identities {
         }
     }
 
-    /// The tools of the controller's own identity.
-    pub fn own(&self) -> &Arc<Tools> {
-        &self.own
-    }
-
     /// The ServiceAccount this Kustomization acts as, if any: its own, else the default.
     pub fn service_account(&self, ks: &Kustomization) -> Option<String> {
         service_account(ks, self.default_service_account.as_deref())
     }
 
     /// The tools to apply, prune and health-check this Kustomization's objects with.
-    pub async fn for_kustomization(&self, ks: &Kustomization) -> Result<Arc<Tools>, IdentityError> {
+    pub(crate) async fn for_kustomization(&self, ks: &Kustomization) -> Result<Arc<Tools>, IdentityError> {
         let namespace = ks.namespace().unwrap_or_default();
         let user = self
             .service_account(ks)
@@ -186,7 +181,7 @@ impl Identities {
 
     /// Whether the ServiceAccount this Kustomization impersonates exists. Deletion skips pruning
     /// when it does not, rather than failing forever.
-    pub async fn service_account_exists(&self, ks: &Kustomization) -> Result<bool, kube::Error> {
+    pub(crate) async fn service_account_exists(&self, ks: &Kustomization) -> Result<bool, kube::Error> {
         let Some(sa) = self.service_account(ks) else {
             return Ok(true);
         };
@@ -329,7 +324,7 @@ mod tests {
             .await
             .unwrap();
         assert!(!Arc::ptr_eq(&first, &other));
-        assert!(!Arc::ptr_eq(&first, identities.own()));
+        assert!(!Arc::ptr_eq(&first, &identities.own));
         assert_eq!(identities.cached_identities(), 2);
     }
 
@@ -337,7 +332,7 @@ mod tests {
     async fn without_impersonation_the_controllers_own_tools_are_used() {
         let identities = identities("");
         let tools = identities.for_kustomization(&ks("a", None)).await.unwrap();
-        assert!(Arc::ptr_eq(&tools, identities.own()));
+        assert!(Arc::ptr_eq(&tools, &identities.own));
         assert_eq!(identities.cached_identities(), 0);
     }
 

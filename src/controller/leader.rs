@@ -11,7 +11,7 @@ use kube::api::{Api, PostParams};
 
 /// What a candidate should do with the Lease as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Nobody holds it, or the holder stopped renewing: take it over.
     TakeOver,
     /// We hold it: renew it.
@@ -22,7 +22,7 @@ pub enum Decision {
 
 /// Decides from the Lease spec. A holder whose last renewal is older than the lease duration
 /// it announced has lost the Lease.
-pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
+pub(crate) fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
     let Some(spec) = spec else {
         return Decision::TakeOver;
     };
@@ -45,7 +45,7 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decis
 }
 
 /// Holds (or waits for) one Lease.
-pub struct LeaderElector {
+pub(crate) struct LeaderElector {
     api: Api<Lease>,
     name: String,
     identity: String,
@@ -75,7 +75,7 @@ impl LeaderElector {
     }
 
     /// Returns once this replica holds the Lease.
-    pub async fn acquire(&self) {
+    pub(crate) async fn acquire(&self) {
         loop {
             match self.try_hold().await {
                 Ok(true) => {
@@ -91,7 +91,7 @@ impl LeaderElector {
 
     /// Renews the Lease every retry period; returns when it could not be renewed within the
     /// renew deadline, i.e. leadership is lost and this replica must stop reconciling.
-    pub async fn hold(&self) {
+    pub(crate) async fn hold(&self) {
         let mut last_renewed = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.retry_period).await;

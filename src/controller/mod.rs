@@ -43,7 +43,7 @@ use options::RunOptions;
 pub use reconcile::ReconcileError;
 
 /// Everything a reconcile needs, shared by all of them.
-pub struct Context {
+pub(crate) struct Context {
     pub options: RunOptions,
     /// The controller's own identity: sources, dependencies, status, events.
     pub client: Client,
@@ -68,7 +68,7 @@ impl Context {
     /// to try again while retries (`--http-retry`) remain. Flux retries inside the reconcile
     /// and holds a worker for minutes while a source server is down, starving every other
     /// Kustomization; requeueing with the same waits leaves the worker free meanwhile.
-    pub fn download_retry(&self, key: &str, failed: bool) -> Option<Duration> {
+    pub(crate) fn download_retry(&self, key: &str, failed: bool) -> Option<Duration> {
         let failures = count_consecutive(&self.download_failures, key, failed);
         (failures > 0 && failures <= self.options.artifact_fetch_retries)
             .then(|| self.fetcher.config().retry_wait(failures - 1))
@@ -209,7 +209,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
 }
 
 /// The applier settings the flags decide.
-pub fn applier_options(options: &RunOptions) -> ApplierOptions {
+pub(crate) fn applier_options(options: &RunOptions) -> ApplierOptions {
     ApplierOptions {
         concurrency: options.concurrent_ssa.max(1),
         custom_stage_kinds: options.custom_stage_kinds(),
@@ -280,7 +280,7 @@ fn artifact_revision_hash(source: &DynamicObject) -> Option<u64> {
 
 /// The Kustomizations to reconcile for a source with a new artifact: those reading it, except
 /// those already at that revision.
-pub fn kustomizations_for_source(
+pub(crate) fn kustomizations_for_source(
     kustomizations: &[Arc<Kustomization>],
     kind: SourceKind,
     source: &DynamicObject,
@@ -310,7 +310,7 @@ pub fn kustomizations_for_source(
 /// The Kustomizations that read the ConfigMap (`secret` false) or Secret `namespace/name`:
 /// through postBuild.substituteFrom, decryption.secretRef or kubeConfig, as Flux indexes
 /// them. Optional references count too: the object appearing or going away matters.
-pub fn kustomizations_for_config(
+pub(crate) fn kustomizations_for_config(
     kustomizations: &[Arc<Kustomization>],
     secret: bool,
     namespace: &str,
@@ -473,13 +473,13 @@ fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context
 
 /// Exponential backoff from `min` doubling per consecutive failure, capped at `max` (Flux:
 /// `--min-retry-delay` 750 ms, `--max-retry-delay` 15 minutes).
-pub fn backoff(failures: u32, min: Duration, max: Duration) -> Duration {
+pub(crate) fn backoff(failures: u32, min: Duration, max: Duration) -> Duration {
     min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(20)))
         .min(max)
 }
 
 /// The interval with Flux's jitter: uniformly within ± `percent` %.
-pub fn jittered(interval: Duration, percent: u8, random: f64) -> Duration {
+pub(crate) fn jittered(interval: Duration, percent: u8, random: f64) -> Duration {
     let spread = interval.as_secs_f64() * f64::from(percent) / 100.0;
     Duration::from_secs_f64((interval.as_secs_f64() + spread * (2.0 * random - 1.0)).max(0.0))
 }

@@ -1,4 +1,4 @@
-//! Flags of `kustomize-controller run`, compatible with Flux's (reference 12.1).
+//! Flags of `kustomize-controller run`, compatible with Flux's.
 
 use std::time::Duration;
 
@@ -192,7 +192,7 @@ impl FlagsWithoutEffect {
 
 impl RunOptions {
     /// The custom stage kinds, without the empty entry an empty flag yields.
-    pub fn custom_stage_kinds(&self) -> Vec<String> {
+    pub(crate) fn custom_stage_kinds(&self) -> Vec<String> {
         self.custom_apply_stage_kinds
             .iter()
             .filter(|k| !k.is_empty())
@@ -201,7 +201,7 @@ impl RunOptions {
     }
 
     /// The Lease name: Flux's, suffixed by a hash of the shard selector so shards elect apart.
-    pub fn lease_name(&self) -> String {
+    pub(crate) fn lease_name(&self) -> String {
         use sha2::{Digest, Sha256};
         let base = "kustomize-controller-leader-election";
         if self.watch_label_selector.is_empty() {
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn a_flux_deployments_arguments_start_it() {
-        // Every flag of Flux's kustomize-controller (reference 12.1), as a platform team may
+        // Every flag of Flux's kustomize-controller v1.10, as a platform team may
         // have set them.
         let o = parse(&[
             "--concurrent=10",

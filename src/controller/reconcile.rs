@@ -66,7 +66,7 @@ impl ReconcileError {
 }
 
 /// Entry point for the kube-runtime Controller.
-pub async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let namespace = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
     let key = super::object_key(&ks);
@@ -530,7 +530,7 @@ async fn write_if_changed(ctx: &Context, pass: &Pass) -> Result<bool, ReconcileE
 
 /// Server-side apply of the status subresource by `gotk-kustomize-controller`, forced: the
 /// controller owns these fields.
-pub async fn write_status(
+pub(crate) async fn write_status(
     ctx: &Context,
     ks: &Kustomization,
     status: &KustomizationStatus,
@@ -556,7 +556,7 @@ pub async fn write_status(
 /// The status subresource could not be written.
 #[derive(Debug, thiserror::Error)]
 #[error("failed to update status: {0}")]
-pub struct StatusWriteError(#[source] kube::Error);
+pub(crate) struct StatusWriteError(#[source] kube::Error);
 
 impl StepError for StatusWriteError {
     fn reason(&self) -> &'static str {

@@ -20,13 +20,13 @@ const MAX_MESSAGE_BYTES: usize = 32768;
 /// `status.history` keeps this many snapshots.
 const MAX_HISTORY: usize = 5;
 
-pub const TRUE: &str = "True";
-pub const FALSE: &str = "False";
-pub const UNKNOWN: &str = "Unknown";
+pub(crate) const TRUE: &str = "True";
+pub(crate) const FALSE: &str = "False";
+pub(crate) const UNKNOWN: &str = "Unknown";
 
 /// When and for which generation a status change is made.
 #[derive(Clone, Debug)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     pub generation: i64,
     pub now: Timestamp,
 }
@@ -40,7 +40,7 @@ impl Stamp {
 
 /// The step a running reconcile is in, as the Reconciling message tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Progress {
+pub(crate) enum Progress {
     Fetching,
     Building,
     DetectingDrift,
@@ -64,17 +64,17 @@ impl Progress {
 }
 
 /// The Ready message of a successful reconcile.
-pub fn applied_message(revision: &str) -> String {
+pub(crate) fn applied_message(revision: &str) -> String {
     format!("Applied revision: {revision}")
 }
 
 /// The Healthy message of passed health checks.
-pub fn health_passed_message(elapsed: Duration) -> String {
+pub(crate) fn health_passed_message(elapsed: Duration) -> String {
     format!("Health check passed in {}", duration::format(elapsed))
 }
 
 /// Sets (or replaces) a condition with Flux's setter semantics.
-pub fn set_condition(
+pub(crate) fn set_condition(
     conditions: &mut Vec<Condition>,
     stamp: &Stamp,
     type_: &str,
@@ -101,7 +101,7 @@ pub fn set_condition(
 }
 
 /// Removes a condition type.
-pub fn delete_condition(conditions: &mut Vec<Condition>, type_: &str) {
+pub(crate) fn delete_condition(conditions: &mut Vec<Condition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
 }
 
@@ -111,18 +111,18 @@ pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Conditio
 }
 
 /// Whether the condition of this type is present with status True.
-pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+pub(crate) fn is_true(conditions: &[Condition], type_: &str) -> bool {
     find(conditions, type_).is_some_and(|c| c.status == TRUE)
 }
 
 /// Reconciling=True; a reconcile in progress is no longer stalled.
-pub fn mark_reconciling(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
+pub(crate) fn mark_reconciling(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
     delete_condition(conditions, STALLED);
     set_condition(conditions, stamp, RECONCILING, TRUE, reason, message);
 }
 
 /// Stalled=True; a stalled object is not reconciling.
-pub fn mark_stalled(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
+pub(crate) fn mark_stalled(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
     delete_condition(conditions, RECONCILING);
     set_condition(conditions, stamp, STALLED, TRUE, reason, message);
 }
@@ -155,7 +155,7 @@ fn sort_conditions(conditions: &mut [Condition]) {
 
 /// The progress status written when a reconcile starts new work (a new revision or a new
 /// generation): Ready=Unknown and Reconciling=True saying which step runs.
-pub fn mark_progress(
+pub(crate) fn mark_progress(
     status: &mut KustomizationStatus,
     stamp: &Stamp,
     step: Progress,
@@ -179,7 +179,7 @@ pub fn mark_progress(
 }
 
 /// Flux's end-of-reconcile bookkeeping (`finalizeStatus`).
-pub fn finalize_status(status: &mut KustomizationStatus, stamp: &Stamp, requested_at: Option<&str>) {
+pub(crate) fn finalize_status(status: &mut KustomizationStatus, stamp: &Stamp, requested_at: Option<&str>) {
     if let Some(requested_at) = requested_at {
         status.last_handled_reconcile_at = Some(requested_at.to_string());
     }
@@ -194,16 +194,9 @@ pub fn finalize_status(status: &mut KustomizationStatus, stamp: &Stamp, requeste
     }
 }
 
-/// What the health step concluded, when it ran.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Health {
-    Passed { elapsed: Duration },
-    Failed { message: String },
-}
-
 /// A reconcile that applied the revision.
 #[derive(Clone, Debug)]
-pub struct Applied {
+pub(crate) struct Applied {
     pub revision: String,
     pub origin_revision: Option<String>,
     pub inventory: ResourceInventory,
@@ -215,7 +208,7 @@ pub struct Applied {
 }
 
 /// Records a fully successful reconcile.
-pub fn mark_applied(status: &mut KustomizationStatus, stamp: &Stamp, applied: &Applied) {
+pub(crate) fn mark_applied(status: &mut KustomizationStatus, stamp: &Stamp, applied: &Applied) {
     if let Some(elapsed) = applied.health {
         set_condition(
             &mut status.conditions,
@@ -253,7 +246,7 @@ pub fn mark_applied(status: &mut KustomizationStatus, stamp: &Stamp, applied: &A
 
 /// A reconcile that failed in one of its steps.
 #[derive(Clone, Debug)]
-pub struct Failed {
+pub(crate) struct Failed {
     /// A Ready reason from `api::conditions::reason`.
     pub reason: &'static str,
     pub message: String,
@@ -270,7 +263,7 @@ pub struct Failed {
 
 /// What identifies a built revision in the history.
 #[derive(Clone, Debug)]
-pub struct BuiltRevision {
+pub(crate) struct BuiltRevision {
     pub digest: String,
     pub revision: String,
     pub origin_revision: Option<String>,
@@ -278,7 +271,7 @@ pub struct BuiltRevision {
 }
 
 /// Records a failed reconcile.
-pub fn mark_failed(status: &mut KustomizationStatus, stamp: &Stamp, failed: &Failed) {
+pub(crate) fn mark_failed(status: &mut KustomizationStatus, stamp: &Stamp, failed: &Failed) {
     set_condition(
         &mut status.conditions,
         stamp,
@@ -331,7 +324,7 @@ fn snapshot_metadata(
 
 /// Flux's history upsert: an entry with the same digest and status is bumped and moved to the
 /// front; otherwise a new entry is prepended; at most five are kept.
-pub fn upsert_history(
+pub(crate) fn upsert_history(
     history: &mut Vec<Snapshot>,
     stamp: &Stamp,
     digest: &str,
@@ -370,7 +363,7 @@ pub fn upsert_history(
 /// Within one pass a condition may change and change back (Ready goes Unknown while working,
 /// then True again); measured against the stored status it did not transition, so it keeps
 /// the stored `lastTransitionTime`.
-pub fn keep_transition_times(stored: &KustomizationStatus, status: &mut KustomizationStatus) {
+pub(crate) fn keep_transition_times(stored: &KustomizationStatus, status: &mut KustomizationStatus) {
     for condition in &mut status.conditions {
         if let Some(before) = find(&stored.conditions, &condition.type_)
             && before.status == condition.status
@@ -385,7 +378,7 @@ pub fn keep_transition_times(stored: &KustomizationStatus, status: &mut Kustomiz
 /// Whether two statuses say the same thing once times and counters are ignored. A reconcile
 /// whose result compares equal to the stored status writes nothing: on a quiet interval only
 /// the clock moved.
-pub fn same_ignoring_time(a: &KustomizationStatus, b: &KustomizationStatus) -> bool {
+pub(crate) fn same_ignoring_time(a: &KustomizationStatus, b: &KustomizationStatus) -> bool {
     normalized(a) == normalized(b)
 }
 

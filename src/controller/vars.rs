@@ -15,7 +15,7 @@ use crate::flux;
 
 /// A `substituteFrom` source that could not be read. Messages are Flux's.
 #[derive(Debug, thiserror::Error)]
-pub enum VarsError {
+pub(crate) enum VarsError {
     #[error("substitute from '{kind}/{name}' error: {kind} '{namespace}/{name}' not found")]
     NotFound {
         kind: &'static str,
@@ -42,7 +42,7 @@ impl StepError for VarsError {
 }
 
 /// `substituteFrom` in order (later ones win), then the inline `substitute` over all.
-pub async fn substitution_vars(client: &Client, ks: &Kustomization) -> Result<BTreeMap<String, String>, VarsError> {
+pub(crate) async fn substitution_vars(client: &Client, ks: &Kustomization) -> Result<BTreeMap<String, String>, VarsError> {
     let Some(post_build) = &ks.spec.post_build else {
         return Ok(BTreeMap::new());
     };

@@ -144,7 +144,7 @@ impl HealthExprs {
     /// Order as Flux: an unobserved `status.observedGeneration` is InProgress; then
     /// `inProgress`, `failed`, `current`, the first true one decides; none true is InProgress.
     /// The object's top-level fields (`metadata`, `spec`, `status`, ...) are the variables.
-    pub fn evaluate(&self, object: &Value) -> Option<Result<ObjectStatus, CelError>> {
+    pub(crate) fn evaluate(&self, object: &Value) -> Option<Result<ObjectStatus, CelError>> {
         let group = group_of(object.get("apiVersion")?.as_str()?)?;
         let kind = object.get("kind").and_then(Value::as_str).map(str::to_string);
         let rule = self
@@ -201,7 +201,7 @@ fn evaluate_rule(rule: &Rule, object: &Value, kind: &str) -> Result<ObjectStatus
 
 /// Evaluates a `dependsOn[].readyExpr` with `self` (the dependent Kustomization) and `dep`
 /// (the dependency), both as full objects.
-pub fn eval_ready_expr(expr: &str, self_obj: &Value, dep: &Value) -> Result<bool, CelError> {
+pub(crate) fn eval_ready_expr(expr: &str, self_obj: &Value, dep: &Value) -> Result<bool, CelError> {
     let expr = Expr::compile(expr)?;
     let mut context = Context::default();
     context.add_variable_from_value("self", to_cel(self_obj));

@@ -1,6 +1,7 @@
 //! The status of one live object, computed from the object alone, with the rules of kstatus
 //! (`fluxcd/cli-utils` `pkg/kstatus/status`) and Flux's Job reader, plus stricter rules for
-//! custom resources (flux-user-issues item 8).
+//! custom resources: a CRD with a status subresource promises a controller that writes
+//! status, so a custom resource without status (or with a stale Ready) is not done yet.
 
 use std::fmt;
 
@@ -57,14 +58,15 @@ impl ObjectStatus {
 const SCHEDULE_WINDOW: SignedDuration = SignedDuration::from_secs(15);
 
 /// The status of `object` (a full live object, status included), now.
-pub fn compute(object: &Value) -> ObjectStatus {
+pub(crate) fn compute(object: &Value) -> ObjectStatus {
     compute_at(object, Timestamp::now())
 }
 
 /// [`compute`] for a custom resource whose CRD declares a status subresource: a controller is
 /// expected to write its status, so an object without any status has not been reconciled yet
-/// and is InProgress, where kstatus would call it Current (flux-user-issues item 8).
-pub fn compute_expecting_status(object: &Value) -> ObjectStatus {
+/// and is InProgress, where kstatus would call it Current and a health check would pass before
+/// the object was ever reconciled.
+pub(crate) fn compute_expecting_status(object: &Value) -> ObjectStatus {
     let computed = compute(object);
     let no_status = object
         .get("status")
@@ -76,7 +78,7 @@ pub fn compute_expecting_status(object: &Value) -> ObjectStatus {
 }
 
 /// [`compute`] at a given instant; only the Pod scheduling window depends on time.
-pub fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
+pub(crate) fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
     if let Some(generic) = generic(object) {
         return generic;
     }

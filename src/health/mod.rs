@@ -6,6 +6,6 @@ pub mod kstatus;
 mod targets;
 pub mod wait;
 
-pub use kstatus::{ObjectStatus, Status, compute};
-pub use targets::wait_targets;
+pub use kstatus::{ObjectStatus, Status};
+pub(crate) use targets::wait_targets;
 pub use wait::{HealthError, ObjectReport, Report, WaitTarget, wait};

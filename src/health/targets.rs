@@ -11,7 +11,7 @@ use super::wait::WaitTarget;
 /// The objects to wait for after an apply. `applied` lists `(apiVersion, object)` of what the
 /// apply wrote or found unchanged (skipped objects left out: nothing of ours changed them).
 /// Empty when there is nothing to wait for.
-pub fn wait_targets<'a>(
+pub(crate) fn wait_targets<'a>(
     ks: &Kustomization,
     applied: impl IntoIterator<Item = (&'a str, &'a ObjectRef)>,
 ) -> Vec<WaitTarget> {

@@ -32,7 +32,7 @@ use crate::kube_ext::{ResolveError, ResourceResolver};
 /// creates right after the apply (a Deployment rendered by an operator), and a CRD applied in
 /// the same run takes a moment to be served. Five seconds covers both without letting a typo
 /// wait for the whole timeout.
-pub const NOT_FOUND_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const NOT_FOUND_GRACE: Duration = Duration::from_secs(5);
 
 /// How often objects already read are re-judged without an event: only time-based rules (a
 /// Pod unschedulable for 15s) change meanwhile. No API request is made.

@@ -4,7 +4,7 @@ use sha2::Digest as _;
 
 /// The algorithms Flux accepts in `status.artifact.digest`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
+pub(crate) enum Algorithm {
     Sha256,
     Sha384,
     Sha512,
@@ -81,7 +81,7 @@ impl ArtifactDigest {
     }
 
     /// A hasher for this digest's algorithm.
-    pub fn hasher(&self) -> Hasher {
+    pub(crate) fn hasher(&self) -> Hasher {
         match self.algorithm {
             Algorithm::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
             Algorithm::Sha384 => Hasher::Sha384(sha2::Sha384::new()),
@@ -91,7 +91,7 @@ impl ArtifactDigest {
     }
 
     /// Checks what `hasher` saw against this digest.
-    pub fn verify(&self, hasher: Hasher) -> Result<(), DigestError> {
+    pub(crate) fn verify(&self, hasher: Hasher) -> Result<(), DigestError> {
         if hasher.finish_hex() == self.hex {
             Ok(())
         } else {
@@ -109,7 +109,7 @@ impl std::fmt::Display for ArtifactDigest {
 }
 
 /// A running hash of a download.
-pub enum Hasher {
+pub(crate) enum Hasher {
     Sha256(sha2::Sha256),
     Sha384(sha2::Sha384),
     Sha512(sha2::Sha512),

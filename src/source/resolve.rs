@@ -27,7 +27,7 @@ pub struct SourceAccess {
 
 /// The namespace `spec.sourceRef` points into, checked against the access rules.
 /// Pure: the rules apply before anything is read.
-pub fn source_namespace(ks: &Kustomization, access: SourceAccess) -> Result<String, SourceError> {
+pub(crate) fn source_namespace(ks: &Kustomization, access: SourceAccess) -> Result<String, SourceError> {
     let own = ks.namespace().unwrap_or_default();
     let source = &ks.spec.source_ref;
     let namespace = source

@@ -1,4 +1,4 @@
-//! Issue 7: the controller binary against the real control plane, with a test artifact
+//! The controller binary against the real control plane, with a test artifact
 //! server standing in for source-controller. Each test runs its own controller process scoped
 //! to its own namespace.
 

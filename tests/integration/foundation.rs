@@ -1,4 +1,4 @@
-//! Issue 2: the CRD on a real API server, and a control plane that really rolls out workloads.
+//! The CRD on a real API server, and a control plane that really rolls out workloads.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Issue 6: the health waiter against the control plane (controller-manager + fake kubelet).
+//! The health waiter against the control plane (controller-manager + fake kubelet).
 //! No timed assertions: "fails fast" means a long timeout and a Failed/NotFound verdict.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Issue 8: the deploy manifests validate against a real API server, and `diff` previews what an
+//! The deploy manifests validate against a real API server, and `diff` previews what an
 //! apply would change.
 
 use std::collections::BTreeMap;
