@@ -572,6 +572,43 @@ async fn a_health_check_without_api_version_waits_for_that_deployment() {
 }
 
 #[tokio::test]
+async fn a_configuration_error_stalls_and_is_not_retried() {
+    let s = Scenario::new("kc-stall").await;
+    let controller = s.start_controller(&[]);
+    s.publish_objects("repo", REV1, &config_maps(&[("a", "one")]))
+        .await;
+    let bad = json!({"healthCheckExprs": [{"apiVersion": "example.com/v1", "kind": "Widget", "current": "status.("}]});
+    s.apply("app", bad).await;
+    let ks = s.wait_ready(&controller, "app", "False", "configuration error").await;
+    let stalled = condition(&ks, "Stalled").expect("Stalled is set for a terminal error");
+    assert_eq!(
+        (stalled.status.as_str(), stalled.reason.as_str()),
+        ("True", "InvalidCELExpression")
+    );
+    assert_eq!(
+        ks.status.as_ref().map(|s| s.observed_generation),
+        ks.metadata.generation,
+        "a terminal error is the final word on this generation"
+    );
+    assert_eq!(s.config_map_value("a").await, None, "nothing applied");
+    let failures = || async {
+        controller
+            .metric("kustomize_controller_reconciles_total{result=\"failure\"}")
+            .await
+            .unwrap_or(0.0)
+    };
+    eventually("the failed reconcile is counted", Duration::from_secs(10), || async {
+        (failures().await == 1.0).then_some(())
+    })
+    .await;
+    // No backoff retries: only a change of the object runs it again (the backoff would have
+    // retried within 750 ms, 1.5 s, 3 s).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(failures().await, 1.0, "a terminal error is not retried");
+    s.delete().await;
+}
+
+#[tokio::test]
 async fn a_failing_download_retries_without_holding_the_only_worker() {
     // Flux retries a download inside the reconcile (9 retries, 5s..30s apart: over three
     // minutes); with one worker, every other Kustomization would wait that long.
