@@ -42,8 +42,11 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// Whether what the stage wrote must be Current before the next stage starts (reference
-    /// 5.3: after the definitions and after the classes, not after the custom stage).
+    /// Every stage, in apply order.
+    pub(crate) const ALL: [Stage; 4] = [Stage::Definitions, Stage::Classes, Stage::Custom, Stage::Rest];
+
+    /// Whether what the stage wrote must be Current before the next stage starts: after the
+    /// definitions and after the classes, not after the custom stage.
     pub fn waited_for(self) -> bool {
         matches!(self, Stage::Definitions | Stage::Classes)
     }

@@ -21,6 +21,7 @@ use kustomize_controller::api::inventory::{ObjectRef, ResourceInventory};
 use kustomize_controller::api::kustomization::{DeletionPolicy, IgnoreRule, Selector};
 use kustomize_controller::applier::inventory::{inventory_of, stale};
 use kustomize_controller::applier::{Action, ApplierOptions, ChangeSet, FailureKind, Owner};
+use kustomize_controller::error::{Retry, StepError};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
@@ -376,7 +377,8 @@ async fn immutable_field_changes_fail_without_force_and_recreate_with_it() {
         )),
         "{message}"
     );
-    assert!(err.errors.iter().all(|e| matches!(e.kind, FailureKind::Invalid | FailureKind::Immutable)));
+    assert_eq!(err.errors[0].kind, FailureKind::Immutable);
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert_eq!(web().await["metadata"]["uid"], uid);
 
     // force with a change that is also invalid: the object is kept (Flux would delete it)
@@ -665,7 +667,7 @@ async fn a_bad_ignore_rule_fails_the_apply_before_anything_is_written() {
         .unwrap_err();
     assert_eq!(err.to_string(), expected);
     assert_eq!(err.errors[0].kind, FailureKind::Invalid);
-    assert!(err.errors.iter().all(|e| matches!(e.kind, FailureKind::Invalid | FailureKind::Immutable)));
+    assert_eq!(err.retry(), Retry::RetryInterval);
     let err = applier
         .diff(request(&owner, objects(), "rev2", &rules))
         .await
@@ -813,10 +815,7 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     assert_eq!(err.errors[0].subject, format!("ConfigMap/{ns}/guarded"));
     assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
     assert!(err.errors[0].message.contains("failed calling webhook"), "{err}");
-    assert!(err.errors.iter().any(|e| matches!(
-        e.kind,
-        FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
-    )));
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert!(
         lines(&err.changes).contains(&format!("ConfigMap/{ns}/free configured")),
         "{err}"
@@ -927,10 +926,7 @@ async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
             .contains(&format!("service account {ns}/nobody")),
         "{err}"
     );
-    assert!(err.errors.iter().any(|e| matches!(
-        e.kind,
-        FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
-    )));
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert!(err.changes.is_empty(), "{err}");
     assert!(t.config_map("c").await.is_none());
     t.delete().await;
@@ -1030,10 +1026,8 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
         err.errors[0].message.contains("gateway controller says False"),
         "{err}"
     );
-    assert!(err.errors.iter().any(|e| matches!(
-        e.kind,
-        FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
-    )));
+    assert_eq!(err.errors[0].kind, FailureKind::Api);
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert_eq!(
         lines(&err.changes),
         [format!("WidgetClass/{class_name} configured")]
