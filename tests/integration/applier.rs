@@ -20,7 +20,7 @@ use kube::{Api, Client};
 use kustomize_controller::api::inventory::{ObjectRef, ResourceInventory};
 use kustomize_controller::api::kustomization::{DeletionPolicy, IgnoreRule, Selector};
 use kustomize_controller::applier::inventory::{inventory_of, stale};
-use kustomize_controller::applier::{Action, ApplierOptions, ChangeSet, FailureKind, Owner};
+use kustomize_controller::applier::{Action, ApplierOptions, ChangeSet, FailureKind, ObjectDiff, Owner};
 use kustomize_controller::error::{Retry, StepError};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
@@ -437,36 +437,51 @@ async fn invalid_objects_are_named_and_nothing_else_changes() {
     t.delete().await;
 }
 
+/// A Kustomization object in the test namespace whose `status.inventory` a test sets, to make
+/// it claim (or give up) objects.
+struct ClaimingKustomization {
+    api: Api<DynamicObject>,
+    name: String,
+}
+
+impl ClaimingKustomization {
+    async fn create(t: &ApplyTest, name: &str) -> Self {
+        kustomization_crd(&t.client).await;
+        let resolver = ResourceResolver::new(t.client.clone());
+        let (api, _) = resolver
+            .api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(t.namespace()))
+            .await
+            .unwrap();
+        let obj = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": t.namespace()},
+            "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}});
+        api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap())
+            .await
+            .unwrap();
+        Self { api, name: name.into() }
+    }
+
+    async fn set_inventory(&self, inventory: Value) {
+        let status = json!({"status": {"inventory": inventory}});
+        self.api
+            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
     let t = ApplyTest::new("applier-conflict", "first").await;
-    kustomization_crd(&t.client).await;
     let ns = t.namespace();
     let second = Owner::new("second", ns);
     let shared = |k: &str| vec![t.configmap("shared", json!({"k": k}))];
     let cs = t.apply(shared("1"), "r").await.unwrap();
     // the first Kustomization records the object in its inventory
-    let resolver = ResourceResolver::new(t.client.clone());
-    let (api, _) = resolver
-        .api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(ns))
-        .await
-        .unwrap();
-    let obj = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-        "metadata": {"name": "first", "namespace": ns},
-        "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}});
-    api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap())
-        .await
-        .unwrap();
-    let set_inventory = |inventory: Value| {
-        let status = json!({"status": {"inventory": inventory}});
-        let api = api.clone();
-        async move {
-            api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .unwrap();
-        }
-    };
-    set_inventory(serde_json::to_value(inventory_of(&cs)).unwrap()).await;
+    let first = ClaimingKustomization::create(&t, "first").await;
+    first
+        .set_inventory(serde_json::to_value(inventory_of(&cs)).unwrap())
+        .await;
 
     let err = t
         .applier
@@ -488,7 +503,7 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
     );
 
     // once the first no longer lists it, the second takes it over (a move between Kustomizations)
-    set_inventory(json!({"entries": []})).await;
+    first.set_inventory(json!({"entries": []})).await;
     t.applier
         .apply(request(&second, shared("2"), "r", &[]))
         .await
@@ -498,6 +513,111 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
         cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
         "second"
     );
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn diff_reports_the_conflict_apply_reports_for_an_object_another_kustomization_lists() {
+    let t = ApplyTest::new("applier-diff-conflict", "first").await;
+    let ns = t.namespace();
+    let second = Owner::new("second", ns);
+    let shared = |k: &str| request(&second, vec![t.configmap("shared", json!({"k": k}))], "r", &[]);
+    let cs = t
+        .apply(vec![t.configmap("shared", json!({"k": "1"}))], "r")
+        .await
+        .unwrap();
+    let first = ClaimingKustomization::create(&t, "first").await;
+    first
+        .set_inventory(serde_json::to_value(inventory_of(&cs)).unwrap())
+        .await;
+
+    let previewed = t.applier.diff(shared("2")).await.unwrap_err();
+    assert_eq!(
+        previewed.to_string(),
+        format!(
+            "ConfigMap/{ns}/shared is already managed by Kustomization {ns}/first: the object is in both Kustomizations; \
+             remove it from one of them"
+        )
+    );
+    assert_eq!(previewed.errors[0].kind, FailureKind::Conflict);
+    let applied = t.applier.apply(shared("2")).await.unwrap_err();
+    assert_eq!(previewed.to_string(), applied.to_string());
+
+    // given up by the first, the take-over shows as a change of the owner label and the data
+    first.set_inventory(json!({"entries": []})).await;
+    let diffs = t.applier.diff(shared("2")).await.unwrap();
+    assert_eq!(diffs.len(), 1);
+    assert_eq!(diffs[0].action, Action::Configured);
+    let text = &diffs[0].diff;
+    for line in [
+        "-    kustomize.toolkit.fluxcd.io/name: first",
+        "+    kustomize.toolkit.fluxcd.io/name: second",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+    }
+    assert_eq!(t.data_of("shared").await, json!({"k": "1"}), "diff writes nothing");
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn diff_skips_an_existing_if_not_present_object_exactly_as_apply_does() {
+    let t = ApplyTest::new("applier-diff-once", "once").await;
+    let ns = t.namespace();
+    let once = |k: &str| {
+        let mut cm = t.configmap("once", json!({"k": k}));
+        cm["metadata"]["annotations"] = json!({"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"});
+        vec![cm]
+    };
+    // not there yet: it would be created
+    let diffs = t.applier.diff(t.request(once("1"), "rev1")).await.unwrap();
+    assert_eq!(diffs.len(), 1);
+    assert_eq!(diffs[0].action, Action::Created);
+    t.apply(once("1"), "rev1").await.unwrap();
+
+    let diffs = t.applier.diff(t.request(once("2"), "rev2")).await.unwrap();
+    assert_eq!(
+        diffs,
+        [ObjectDiff {
+            object: ObjectRef::new("", "ConfigMap", ns, "once"),
+            action: Action::Skipped,
+            diff: String::new(),
+        }]
+    );
+    let cs = t.apply(once("2"), "rev2").await.unwrap();
+    assert_eq!(lines(&cs), [format!("ConfigMap/{ns}/once skipped")]);
+    assert_eq!(t.data_of("once").await, json!({"k": "1"}));
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn diff_reports_the_take_over_from_kubectl_that_apply_makes_without_making_it() {
+    // kubectl created the object exactly as the manifest (and the owner labels) have it. Apply
+    // takes kubectl's fields over with a managed-fields patch, which makes it "configured"; diff
+    // reports the same action and leaves the object alone.
+    let t = ApplyTest::new("applier-diff-takeover", "take").await;
+    let ns = t.namespace();
+    let desired = t.configmap("c", json!({"k": "v"}));
+    let mut created = desired.clone();
+    created["metadata"]["labels"] = json!({"kustomize.toolkit.fluxcd.io/name": "take",
+        "kustomize.toolkit.fluxcd.io/namespace": ns});
+    let params = PostParams {
+        field_manager: Some("kubectl-create".into()),
+        ..Default::default()
+    };
+    t.config_maps()
+        .create(&params, &serde_json::from_value(created).unwrap())
+        .await
+        .unwrap();
+    let before = t.config_map("c").await.unwrap();
+
+    let diffs = t.applier.diff(t.request(vec![desired.clone()], "rev1")).await.unwrap();
+    assert_eq!(diffs.len(), 1);
+    assert_eq!(diffs[0].action, Action::Configured);
+    let after = t.config_map("c").await.unwrap();
+    assert_eq!(after["metadata"], before["metadata"], "diff wrote nothing");
+
+    let cs = t.apply(vec![desired], "rev1").await.unwrap();
+    assert_eq!(lines(&cs), [format!("ConfigMap/{ns}/c configured")]);
     t.delete().await;
 }
 
