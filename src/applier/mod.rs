@@ -15,7 +15,7 @@
 //! - an object whose owner labels name another Kustomization that still lists it in its
 //!   inventory is a conflict, not a silent take-over;
 //! - a no-op reconcile with the same revision and build output costs one LIST per kind
-//!   ([`fingerprint`]); a full run reads live objects with one LIST per kind too, so it costs
+//!   (the `fingerprint` module); a full run reads live objects with one LIST per kind too, so it costs
 //!   one dry-run per object instead of a GET and a dry-run;
 //! - writes within a stage, and deletes within a stage, run with bounded concurrency (Flux
 //!   applies and deletes one at a time).
@@ -81,7 +81,7 @@ impl Default for ApplierOptions {
         Self {
             concurrency: 4,
             custom_stage_kinds: Vec::new(),
-            wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            wait_timeout: Duration::from_secs(60),
             full_sync_every: Duration::from_secs(3600),
             override_managers: Vec::new(),
             retry_interval: Duration::from_secs(2),
@@ -121,7 +121,7 @@ impl Applier {
         }
     }
 
-    pub fn options(&self) -> &ApplierOptions {
+    pub(crate) fn options(&self) -> &ApplierOptions {
         &self.options
     }
 
@@ -147,7 +147,7 @@ impl Owner {
     }
 
     /// `namespace/name`, the key of per-Kustomization state.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }
@@ -197,7 +197,7 @@ pub struct ChangeSet {
 }
 
 impl ChangeSet {
-    pub fn push(&mut self, object: ObjectRef, api_version: &str, action: Action) {
+    pub(crate) fn push(&mut self, object: ObjectRef, api_version: &str, action: Action) {
         self.entries.push(ChangeSetEntry {
             object,
             api_version: api_version.into(),
@@ -299,9 +299,6 @@ impl StepError for ApplyError {
         Retry::RetryInterval
     }
 }
-
-/// How long to wait for CRDs and namespaces of the first stage (Flux: 60 s).
-pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[cfg(test)]
 mod tests {

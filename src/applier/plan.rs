@@ -167,7 +167,7 @@ pub(super) fn transport_kind(err: &kube::Error) -> FailureKind {
 
 /// The field named by an immutable-field error: from the status causes, or the message. Only
 /// errors that say "immutable" count (not every 409/422 as in Flux).
-pub(super) fn immutable_field(status: &Status) -> Option<String> {
+fn immutable_field(status: &Status) -> Option<String> {
     let mentions = |m: &str| m.to_ascii_lowercase().contains("immutable");
     if let Some(cause) = status
         .details
@@ -223,7 +223,7 @@ fn missing_dependency(status: &Status, desired: &Desired, batch: &Batch) -> bool
 
 /// Ignored paths of an object that is applied anyway: a field another Apply manager owns is
 /// left to it (stripped); otherwise the live value is kept (adopted). Creates are unmodified.
-pub(super) fn payload_with_ignored(desired: &Value, live: &Value, ignored: &[String]) -> Value {
+fn payload_with_ignored(desired: &Value, live: &Value, ignored: &[String]) -> Value {
     let mut payload = desired.clone();
     let mut stripped = Vec::new();
     for path in ignored {
@@ -243,7 +243,7 @@ pub(super) fn payload_with_ignored(desired: &Value, live: &Value, ignored: &[Str
 }
 
 /// `group/Kind` of every kind served by a CRD in the apply.
-pub(super) fn pending_kinds(desired: &[Desired]) -> HashSet<String> {
+fn pending_kinds(desired: &[Desired]) -> HashSet<String> {
     desired
         .iter()
         .filter(|d| d.object.kind == "CustomResourceDefinition")

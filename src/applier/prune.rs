@@ -52,7 +52,7 @@ impl StepError for PruneError {
 
 impl PruneError {
     /// What was done before the error.
-    pub fn changes(&self) -> &ChangeSet {
+    pub(crate) fn changes(&self) -> &ChangeSet {
         match self {
             PruneError::Delete { changes, .. } | PruneError::TerminationTimeout { changes, .. } => changes,
         }

@@ -1,7 +1,7 @@
-//! Issue 5: the server-side-apply resource manager on the real control plane.
+//! The server-side-apply resource manager on the real control plane.
 //!
-//! Expected change-set lines come from Flux's format (reference 5.7); expected object states
-//! from what the API server reports.
+//! Expected change-set lines are Flux's (`Kind/namespace/name action`, `Kind/name action` when
+//! cluster-scoped); expected object states are what the API server reports.
 //!
 //! Same-apply dependencies: a Pod whose ServiceAccount comes in the same apply (the test API
 //! server runs the ServiceAccount admission plugin, so the Pod's first dry-run really fails); a
@@ -812,8 +812,8 @@ async fn ignore_rules_reach_into_lists_by_index() {
     // An image updater owns the image of the first container (server-side apply, its own field
     // manager). The rule `/spec/template/spec/containers/0/image` keeps that out of drift, and
     // when the Deployment is applied for another change the image is left to the updater: our
-    // field manager gives it up instead of claiming it (reference 5.5: strip what another Apply
-    // manager owns; list indices resolve to the element's key in managedFields).
+    // field manager gives it up instead of claiming it (what another Apply manager owns is
+    // stripped from the payload; list indices resolve to the element's key in managedFields).
     let t = ApplyTest::new("applier-ignore-list", "ign").await;
     let ns = t.namespace();
     let web = |note: &str| {
@@ -1056,8 +1056,8 @@ async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
 async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage() {
     // The class's first dry-run fails (its kind is not served yet). It is dry-run again once the
     // first stage is in place, in the *Class stage, before the rest: an invalid class stops the
-    // apply before the last stage writes anything (reference 5.3: a failing stage aborts the
-    // rest), where a second pass after everything would have applied the ConfigMap first.
+    // apply before the last stage writes anything (a failing stage aborts the
+    // stages after it), where a second pass after everything would have applied the ConfigMap first.
     let t = ApplyTest::new("applier-class", "classes").await;
     let suffix = unique_suffix();
     let group = format!("e2e{suffix}.example.com");
@@ -1095,7 +1095,7 @@ async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage()
 
 #[tokio::test]
 async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_ends() {
-    // Reference 5.3: after the *Class stage the applier waits (bounded) until what it wrote is
+    // After the *Class stage the applier waits (bounded) until what it wrote is
     // kstatus Current. A class whose controller reports Ready=False is not; nothing of the last
     // stage is applied, and the error names the class and its status.
     let suffix = unique_suffix();
@@ -1170,7 +1170,7 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
 
 #[tokio::test]
 async fn migrate_api_version_moves_every_field_manager_to_the_desired_version() {
-    // Flux's MigrateAPIVersion gate (reference 5.4 step 4, default off): before the dry-run every
+    // Flux's MigrateAPIVersion gate (default off): before the dry-run every
     // managedFields entry of the live object is rewritten to the desired apiVersion.
     let client = crate::support::client().await;
     let suffix = unique_suffix();
