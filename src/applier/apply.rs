@@ -78,7 +78,8 @@ impl<'a> Run<'a> {
     fn record(&mut self, i: usize) {
         if let Some(outcome) = &self.outcomes[i] {
             let d = &self.desired[i];
-            self.changes.push(d.object.clone(), &d.api_version, outcome.action);
+            self.changes
+                .push(d.object.clone(), &d.api_version, outcome.action);
         }
     }
 
@@ -141,7 +142,11 @@ impl Applier {
     }
 
     /// The apply; on failure the errors, with what was done recorded in `changes`.
-    async fn apply_stages(&self, req: &ApplyRequest<'_>, changes: &mut ChangeSet) -> Result<ChangeSet, Vec<ObjectError>> {
+    async fn apply_stages(
+        &self,
+        req: &ApplyRequest<'_>,
+        changes: &mut ChangeSet,
+    ) -> Result<ChangeSet, Vec<ObjectError>> {
         let p = self.prepare(req, Mode::Apply).await?;
         let key = run_key(req.revision, req.digest, req.force, req.ignore);
         let owner_key = req.owner.key();
@@ -158,7 +163,9 @@ impl Applier {
 
         // plan everything else, concurrently; nothing is written unless all plans succeed. On a
         // full run the live objects we own come from one LIST per kind instead of a GET each.
-        let todo: Vec<usize> = (0..p.desired.len()).filter(|i| run.outcomes[*i].is_none()).collect();
+        let todo: Vec<usize> = (0..p.desired.len())
+            .filter(|i| run.outcomes[*i].is_none())
+            .collect();
         let mut prefetched = if full {
             self.list_owned(&p, todo.iter().copied(), false).await
         } else {
@@ -173,7 +180,9 @@ impl Applier {
 
         let mut earlier_stage_wrote = false;
         for stage in Stage::ALL {
-            let (mut now, later): (Vec<_>, Vec<_>) = writes.into_iter().partition(|(i, _)| p.desired[*i].stage == stage);
+            let (mut now, later): (Vec<_>, Vec<_>) = writes
+                .into_iter()
+                .partition(|(i, _)| p.desired[*i].stage == stage);
             writes = later;
             // Objects of this stage deferred for something an earlier stage has now written
             // (a *Class whose CRD came in the first stage): dry-run them again, so they are
@@ -183,7 +192,10 @@ impl Applier {
                     .into_iter()
                     .partition(|(i, _)| p.desired[*i].stage == stage);
                 deferred = keep;
-                let replanned = run.sort(self.plan_all(&p, retry.into_iter().map(|(i, _)| (i, None)).collect()).await);
+                let replanned = run.sort(
+                    self.plan_all(&p, retry.into_iter().map(|(i, _)| (i, None)).collect())
+                        .await,
+                );
                 if !replanned.failures.is_empty() {
                     return Err(replanned.failures);
                 }

@@ -85,7 +85,12 @@ pub(super) async fn dry_run_create(client: &Client, url: &str, body: &Value) -> 
 }
 
 /// Sends a JSON patch (a list of operations) as our field manager; returns the patched object.
-pub(super) async fn json_patch(client: &Client, url: &str, name: &str, patch: &Value) -> Result<Value, kube::Error> {
+pub(super) async fn json_patch(
+    client: &Client,
+    url: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<Value, kube::Error> {
     let patch: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(kube::Error::SerdeError)?;
     let params = PatchParams {
         field_manager: Some(keys::APPLY_FIELD_MANAGER.into()),
@@ -97,7 +102,12 @@ pub(super) async fn json_patch(client: &Client, url: &str, name: &str, patch: &V
     client.request::<Value>(req).await
 }
 
-pub(super) async fn delete(client: &Client, url: &str, name: &str, params: &DeleteParams) -> Result<(), kube::Error> {
+pub(super) async fn delete(
+    client: &Client,
+    url: &str,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<(), kube::Error> {
     let req = Request::new(url)
         .delete(name, params)
         .map_err(kube::Error::BuildRequest)?;

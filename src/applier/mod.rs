@@ -14,9 +14,9 @@
 //!   object validated as a create;
 //! - an object whose owner labels name another Kustomization that still lists it in its
 //!   inventory is a conflict, not a silent take-over;
-//! - a no-op reconcile with the same revision and build output costs one LIST per kind
-//!   (the `fingerprint` module); a full run reads live objects with one LIST per kind too, so it costs
-//!   one dry-run per object instead of a GET and a dry-run;
+//! - a no-op reconcile with the same revision and build output costs one LIST per kind (the
+//!   `fingerprint` module); a full run reads live objects with one LIST per kind too, so it
+//!   costs one dry-run per object instead of a GET and a dry-run;
 //! - writes within a stage, and deletes within a stage, run with bounded concurrency (Flux
 //!   applies and deletes one at a time).
 //!

@@ -59,7 +59,10 @@ pub(super) enum Plan {
     Write(Write),
     /// Depends on something in this apply that does not exist yet; `exists` tells whether the
     /// object itself is already there.
-    Deferred { error: ObjectError, exists: bool },
+    Deferred {
+        error: ObjectError,
+        exists: bool,
+    },
 }
 
 /// A planned write.
@@ -137,7 +140,12 @@ pub(super) enum DryRunFailure {
 }
 
 /// Classifies a failed dry-run of `desired`; `exists` tells whether the object is live.
-pub(super) fn classify_dry_run(err: &kube::Error, desired: &Desired, batch: &Batch, exists: bool) -> DryRunFailure {
+pub(super) fn classify_dry_run(
+    err: &kube::Error,
+    desired: &Desired,
+    batch: &Batch,
+    exists: bool,
+) -> DryRunFailure {
     let Some(status) = status_of(err) else {
         return DryRunFailure::Failed(FailureKind::Api);
     };
@@ -482,7 +490,12 @@ mod tests {
         );
         // the same namespace, created by nobody in this apply
         assert_eq!(
-            classify_dry_run(&api(ns_missing), &desired("v1", "ConfigMap", "other"), &batch, false),
+            classify_dry_run(
+                &api(ns_missing),
+                &desired("v1", "ConfigMap", "other"),
+                &batch,
+                false
+            ),
             DryRunFailure::Failed(FailureKind::MissingDependency)
         );
         let immutable = status(

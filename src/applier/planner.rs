@@ -14,10 +14,14 @@ use serde_json::Value;
 
 use super::diff::{IgnoreRules, has_drifted};
 use super::fingerprint::{ObjectPrint, desired_print, live_print};
-use super::http::{api_message, api_url, dry_run_create, get, json_patch, list_objects, server_side_apply, status_of};
+use super::http::{
+    api_message, api_url, dry_run_create, get, json_patch, list_objects, server_side_apply, status_of,
+};
 use super::managed::{cleanup_patch, migrate_api_version_patch};
 use super::normalize::normalize;
-use super::plan::{Batch, Desired, DryRunFailure, Outcome, Plan, Write, classify_dry_run, crd_serving, transport_kind};
+use super::plan::{
+    Batch, Desired, DryRunFailure, Outcome, Plan, Write, classify_dry_run, crd_serving, transport_kind,
+};
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
 use super::secret::redact;
 use super::stage::{group_of, order_key, stage_of};
@@ -53,13 +57,16 @@ type ManagedFieldsPatch = (&'static str, fn(&Applier, &Desired, &Value) -> Optio
 
 /// In this order: the migration rewrites the versions the cleanup then merges.
 const MANAGED_FIELDS_PATCHES: [ManagedFieldsPatch; 2] = [
-    ("metadata.managedFields apiVersion migration failed", |applier, d, live| {
-        applier
-            .options
-            .migrate_api_version
-            .then(|| migrate_api_version_patch(live, &d.api_version))
-            .flatten()
-    }),
+    (
+        "metadata.managedFields apiVersion migration failed",
+        |applier, d, live| {
+            applier
+                .options
+                .migrate_api_version
+                .then(|| migrate_api_version_patch(live, &d.api_version))
+                .flatten()
+        },
+    ),
     ("metadata.managedFields cleanup failed", |applier, d, live| {
         cleanup_patch(live, &d.obj, &applier.options.override_managers)
     }),
@@ -197,7 +204,12 @@ impl Applier {
     }
 
     /// Reads the live object (unless `prefetched`), then decides by dry-run.
-    async fn plan(&self, p: &Planning<'_>, d: &Desired, prefetched: Option<Value>) -> Result<Plan, ObjectError> {
+    async fn plan(
+        &self,
+        p: &Planning<'_>,
+        d: &Desired,
+        prefetched: Option<Value>,
+    ) -> Result<Plan, ObjectError> {
         let fail = |kind: FailureKind, message: String, live: Option<&Value>| {
             let secrets: Vec<&Value> = std::iter::once(&d.obj).chain(live).collect();
             ObjectError {
@@ -266,7 +278,8 @@ impl Applier {
                     }),
                     DryRunFailure::Failed(kind) => Err((kind, message)),
                     DryRunFailure::Immutable(field) => {
-                        let forced = p.force || force_enabled(&d.obj) || live.as_ref().is_some_and(force_enabled);
+                        let forced =
+                            p.force || force_enabled(&d.obj) || live.as_ref().is_some_and(force_enabled);
                         if !forced {
                             let status = status_of(&e).map(|s| s.message.as_str()).unwrap_or_default();
                             return Err((
@@ -281,7 +294,10 @@ impl Applier {
                         // only because the name is taken
                         match dry_run_create(client, url, &d.obj).await {
                             Ok(_) => Ok(Plan::Write(Write::Recreate)),
-                            Err(e) if status_of(&e).is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists") => {
+                            Err(e)
+                                if status_of(&e)
+                                    .is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists") =>
+                            {
                                 Ok(Plan::Write(Write::Recreate))
                             }
                             Err(e) => Err((transport_kind(&e), api_message("dry-run failed", &e))),
@@ -311,7 +327,11 @@ impl Applier {
         {
             return Ok(Plan::Settled(Outcome::settled(Action::Unchanged, Some(current))));
         }
-        Ok(Plan::Write(Write::Apply { live, ignored, merged }))
+        Ok(Plan::Write(Write::Apply {
+            live,
+            ignored,
+            merged,
+        }))
     }
 
     /// An object labelled for another Kustomization is a conflict while that Kustomization still
@@ -393,7 +413,8 @@ impl Applier {
                     };
                     let url = api_url(&first.kind, ns);
                     let listed =
-                        list_objects(self.client(), &url, selector, metadata_only, &first.kind.resource).await;
+                        list_objects(self.client(), &url, selector, metadata_only, &first.kind.resource)
+                            .await;
                     (indices, listed)
                 }
             })

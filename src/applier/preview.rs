@@ -51,7 +51,11 @@ fn previewed(d: &Desired, plan: Plan) -> Result<ObjectDiff, ObjectError> {
         Plan::Settled(outcome) => (outcome.action, String::new()),
         Plan::Write(write) => {
             let text = match &write {
-                Write::Apply { live, ignored, merged } => diff_text(live.as_ref(), merged, ignored),
+                Write::Apply {
+                    live,
+                    ignored,
+                    merged,
+                } => diff_text(live.as_ref(), merged, ignored),
                 Write::Recreate => created(),
             };
             (write.action(), text)

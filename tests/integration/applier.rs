@@ -449,7 +449,11 @@ impl ClaimingKustomization {
         kustomization_crd(&t.client).await;
         let resolver = ResourceResolver::new(t.client.clone());
         let (api, _) = resolver
-            .api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(t.namespace()))
+            .api(
+                "kustomize.toolkit.fluxcd.io/v1",
+                "Kustomization",
+                Some(t.namespace()),
+            )
             .await
             .unwrap();
         let obj = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
@@ -458,7 +462,10 @@ impl ClaimingKustomization {
         api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap())
             .await
             .unwrap();
-        Self { api, name: name.into() }
+        Self {
+            api,
+            name: name.into(),
+        }
     }
 
     async fn set_inventory(&self, inventory: Value) {
@@ -555,7 +562,11 @@ async fn diff_reports_the_conflict_apply_reports_for_an_object_another_kustomiza
     ] {
         assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
     }
-    assert_eq!(t.data_of("shared").await, json!({"k": "1"}), "diff writes nothing");
+    assert_eq!(
+        t.data_of("shared").await,
+        json!({"k": "1"}),
+        "diff writes nothing"
+    );
     t.delete().await;
 }
 
@@ -610,7 +621,11 @@ async fn diff_reports_the_take_over_from_kubectl_that_apply_makes_without_making
         .unwrap();
     let before = t.config_map("c").await.unwrap();
 
-    let diffs = t.applier.diff(t.request(vec![desired.clone()], "rev1")).await.unwrap();
+    let diffs = t
+        .applier
+        .diff(t.request(vec![desired.clone()], "rev1"))
+        .await
+        .unwrap();
     assert_eq!(diffs.len(), 1);
     assert_eq!(diffs[0].action, Action::Configured);
     let after = t.config_map("c").await.unwrap();
