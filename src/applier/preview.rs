@@ -69,3 +69,81 @@ fn previewed(d: &Desired, plan: Plan) -> Result<ObjectDiff, ObjectError> {
         diff,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::applier::plan::Outcome;
+    use crate::applier::stage::Stage;
+    use crate::applier::{FailureKind, ObjectError};
+    use crate::kube_ext::ResolvedKind;
+    use kube::api::ApiResource;
+    use serde_json::json;
+
+    fn config_map(data: &str) -> Desired {
+        Desired {
+            obj: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "apps"},
+                "data": {"k": data}}),
+            object: ObjectRef::new("", "ConfigMap", "apps", "c"),
+            api_version: "v1".into(),
+            kind: ResolvedKind {
+                resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                namespaced: true,
+            },
+            stage: Stage::Rest,
+            print: String::new(),
+        }
+    }
+
+    fn deferral() -> ObjectError {
+        ObjectError {
+            subject: "ConfigMap/apps/c".into(),
+            kind: FailureKind::MissingDependency,
+            message: "dry-run failed (NotFound): namespaces \"apps\" not found".into(),
+        }
+    }
+
+    #[test]
+    fn each_plan_previews_as_the_action_apply_would_report() {
+        let d = config_map("new");
+        let skipped = previewed(&d, Plan::Settled(Outcome::settled(Action::Skipped, None))).unwrap();
+        assert_eq!((skipped.action, skipped.diff.as_str()), (Action::Skipped, ""));
+
+        let mut live = d.obj.clone();
+        live["data"]["k"] = json!("old");
+        live["metadata"]["resourceVersion"] = json!("7");
+        let mut merged = d.obj.clone();
+        merged["metadata"]["resourceVersion"] = json!("7");
+        let write = Write::Apply {
+            live: Some(live),
+            ignored: Vec::new(),
+            merged,
+        };
+        let configured = previewed(&d, Plan::Write(write)).unwrap();
+        assert_eq!(configured.action, Action::Configured);
+        assert!(
+            configured.diff.contains("-  k: old\n") && configured.diff.contains("+  k: new\n"),
+            "{}",
+            configured.diff
+        );
+
+        let recreated = previewed(&d, Plan::Write(Write::Recreate)).unwrap();
+        assert_eq!(recreated.action, Action::Created);
+        assert!(recreated.diff.contains("+  k: new\n"), "{}", recreated.diff);
+
+        // waiting for a namespace of the same apply: shown as the object it would create
+        let pending = Plan::Deferred {
+            error: deferral(),
+            exists: false,
+        };
+        let created = previewed(&d, pending).unwrap();
+        assert_eq!(created.action, Action::Created);
+        assert!(created.diff.contains("+  k: new\n"), "{}", created.diff);
+        // an existing object whose dry-run waits for something cannot be previewed
+        let blocked = Plan::Deferred {
+            error: deferral(),
+            exists: true,
+        };
+        assert_eq!(previewed(&d, blocked).unwrap_err(), deferral());
+    }
+}
