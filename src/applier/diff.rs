@@ -1,5 +1,5 @@
-//! Drift between the dry-run result and the live object (reference 5.5), `spec.ignore` rules,
-//! and a masked, human-readable diff.
+//! Drift between the dry-run result and the live object (labels, annotations and everything
+//! outside `metadata` and `status`), `spec.ignore` rules, and a masked, human-readable diff.
 
 use serde_json::{Map, Value};
 
@@ -9,7 +9,7 @@ use crate::api::selector::{CompiledSelector, Namespacing, SelectorError};
 
 /// A `spec.ignore` rule that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IgnoreRuleError {
+pub(crate) enum IgnoreRuleError {
     /// Displays as `spec.ignore[i].target.<field>: <problem>`.
     #[error("spec.ignore[{rule}].target.{error}")]
     Target { rule: usize, error: SelectorError },
@@ -20,13 +20,13 @@ pub enum IgnoreRuleError {
 /// `spec.ignore` compiled once per apply: each rule's selector (none selects every object)
 /// and its JSON pointers.
 #[derive(Clone, Debug, Default)]
-pub struct IgnoreRules {
+pub(crate) struct IgnoreRules {
     rules: Vec<(Option<CompiledSelector>, Vec<String>)>,
 }
 
 impl IgnoreRules {
     /// Checks and compiles `rules`; the first bad one is named with its field.
-    pub fn compile(rules: &[IgnoreRule]) -> Result<Self, IgnoreRuleError> {
+    pub(crate) fn compile(rules: &[IgnoreRule]) -> Result<Self, IgnoreRuleError> {
         let compiled = rules.iter().enumerate().map(|(i, rule)| {
             if let Some(path) = rule.paths.iter().find(|p| !p.is_empty() && !p.starts_with('/')) {
                 return Err(IgnoreRuleError::Pointer {
@@ -49,7 +49,7 @@ impl IgnoreRules {
 
     /// The JSON pointers of the rules that select `obj` (the dry-run object), matched as Flux
     /// does: name and namespace as written.
-    pub fn paths_for(&self, obj: &Value) -> Vec<String> {
+    pub(crate) fn paths_for(&self, obj: &Value) -> Vec<String> {
         self.rules
             .iter()
             .filter(|(selector, _)| match (selector, obj.as_object()) {
@@ -62,9 +62,8 @@ impl IgnoreRules {
     }
 }
 
-/// The reference tokens of a JSON pointer, unescaped (RFC 6901 section 4: `~1` is `/`, then
-/// `~0` is `~`).
-pub fn pointer_tokens(pointer: &str) -> Vec<String> {
+/// The reference tokens of a JSON pointer, unescaped: `~1` is `/`, then `~0` is `~`.
+pub(crate) fn pointer_tokens(pointer: &str) -> Vec<String> {
     pointer
         .split('/')
         .skip(1)
@@ -72,9 +71,9 @@ pub fn pointer_tokens(pointer: &str) -> Vec<String> {
         .collect()
 }
 
-/// The array index a token names (RFC 6901 section 4: `0`, or digits without a leading zero).
+/// The array index a token names: `0`, or digits without a leading zero.
 /// `-` (past the end) and anything else name no element.
-pub fn array_index(token: &str) -> Option<usize> {
+pub(crate) fn array_index(token: &str) -> Option<usize> {
     let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
     (digits && (token == "0" || !token.starts_with('0')))
         .then(|| token.parse().ok())
@@ -91,7 +90,7 @@ enum Token {
 /// Removes the values at JSON pointers; a pointer to nothing is a no-op. Pointers are resolved
 /// against the object as given: array elements are removed from the highest index down, so
 /// removing one does not move the element another pointer names.
-pub fn remove_pointers(obj: &mut Value, pointers: &[String]) {
+pub(crate) fn remove_pointers(obj: &mut Value, pointers: &[String]) {
     let mut resolved: Vec<Vec<Token>> = pointers
         .iter()
         .filter(|p| !p.is_empty())
@@ -192,7 +191,7 @@ fn normalize_hpa_metrics(obj: &mut Value) {
 
 /// True when the dry-run result differs from the live object in anything drift is judged on.
 /// A dry-run result without `resourceVersion` means the object does not exist yet.
-pub fn has_drifted(live: Option<&Value>, dry_run: &Value, ignored: &[String]) -> bool {
+pub(crate) fn has_drifted(live: Option<&Value>, dry_run: &Value, ignored: &[String]) -> bool {
     let Some(live) = live else { return true };
     if dry_run.pointer("/metadata/resourceVersion").is_none() {
         return true;
@@ -202,7 +201,7 @@ pub fn has_drifted(live: Option<&Value>, dry_run: &Value, ignored: &[String]) ->
 
 /// A unified diff of `live` and `merged` (the dry-run result) over the fields drift is judged
 /// on, with Secret values masked. Empty when nothing differs.
-pub fn diff_text(live: Option<&Value>, merged: &Value, ignored: &[String]) -> String {
+pub(crate) fn diff_text(live: Option<&Value>, merged: &Value, ignored: &[String]) -> String {
     let mut before = live.map(|l| comparable(l, ignored)).unwrap_or(Value::Null);
     let mut after = comparable(merged, ignored);
     mask_pair(&mut before, &mut after);
@@ -409,7 +408,7 @@ mod tests {
         }
     }
 
-    // RFC 6901 section 4: "~1" is "/", "~0" is "~", decoded in that order ("~01" is "~1")
+    // "~1" is "/", "~0" is "~", decoded in that order ("~01" is "~1")
     #[test]
     fn pointer_tokens_are_unescaped() {
         assert_eq!(
@@ -421,10 +420,10 @@ mod tests {
         assert!(pointer_tokens("").is_empty());
     }
 
-    // RFC 6901 section 4: an array index is "0" or a number without leading zeros; "-" names
+    // a JSON pointer's array index is "0" or a number without leading zeros; "-" names
     // the (nonexistent) element after the last
     #[test]
-    fn array_indices_follow_rfc_6901() {
+    fn array_indices_are_zero_or_digits_without_a_leading_zero() {
         assert_eq!(array_index("0"), Some(0));
         assert_eq!(array_index("12"), Some(12));
         for not_an_index in ["01", "-", "+1", "-1", "1e0", "", "a"] {

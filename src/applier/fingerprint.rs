@@ -28,19 +28,19 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Identifies the inputs of a run: source revision, build digest, force and ignore rules.
-pub fn run_key(revision: &str, digest: &str, force: bool, ignore: &[IgnoreRule]) -> String {
+pub(crate) fn run_key(revision: &str, digest: &str, force: bool, ignore: &[IgnoreRule]) -> String {
     let rules = serde_json::to_string(ignore).unwrap_or_default();
     sha256_hex(format!("{revision}\n{digest}\n{force}\n{rules}").as_bytes())
 }
 
 /// Hash of a normalized desired object.
-pub fn desired_print(obj: &Value) -> String {
+pub(crate) fn desired_print(obj: &Value) -> String {
     sha256_hex(obj.to_string().as_bytes())
 }
 
 /// Hash of what matters in live metadata (see the module doc). `metadata` is the object's
 /// `metadata` map, from a full object or a metadata-only list.
-pub fn live_print(metadata: &Value) -> String {
+pub(crate) fn live_print(metadata: &Value) -> String {
     let field = |f: &str| metadata.get(f).cloned().unwrap_or(Value::Null);
     let generation = metadata
         .get("generation")
@@ -70,12 +70,12 @@ pub fn live_print(metadata: &Value) -> String {
 
 /// What the last apply recorded for one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObjectPrint {
-    pub desired: String,
+pub(crate) struct ObjectPrint {
+    pub(crate) desired: String,
     /// `None` when the object did not exist (a skipped object absent from the cluster).
-    pub live: Option<String>,
+    pub(crate) live: Option<String>,
     /// What to report when nothing changed: `Unchanged` or `Skipped`.
-    pub action: Action,
+    pub(crate) action: Action,
 }
 
 struct RunState {
@@ -86,14 +86,14 @@ struct RunState {
 
 /// Per-Kustomization fingerprints, keyed by `namespace/name` of the Kustomization.
 #[derive(Default)]
-pub struct FingerprintStore {
+pub(crate) struct FingerprintStore {
     states: Mutex<HashMap<String, RunState>>,
 }
 
 impl FingerprintStore {
     /// The recorded prints when `owner`'s last successful run had the same inputs and its last
     /// full dry-run is younger than `full_sync_every`; `None` means a full dry-run is due.
-    pub fn fast_path(
+    pub(crate) fn fast_path(
         &self,
         owner: &str,
         key: &str,
@@ -105,7 +105,7 @@ impl FingerprintStore {
     }
 
     /// Records a successful run. `full` says whether every object was dry-run.
-    pub fn record(&self, owner: &str, key: &str, objects: HashMap<String, ObjectPrint>, full: bool) {
+    pub(crate) fn record(&self, owner: &str, key: &str, objects: HashMap<String, ObjectPrint>, full: bool) {
         let mut states = self.states.lock().expect("fingerprint lock");
         let full_sync_at = match states.get(owner) {
             Some(prev) if !full && prev.key == key => prev.full_sync_at,
@@ -122,7 +122,7 @@ impl FingerprintStore {
     }
 
     /// Drops `owner`'s state, after an error or when the Kustomization is deleted.
-    pub fn forget(&self, owner: &str) {
+    pub(crate) fn forget(&self, owner: &str) {
         self.states.lock().expect("fingerprint lock").remove(owner);
     }
 }

@@ -1,4 +1,4 @@
-//! Taking over field managers the way Flux does (reference 5.2): fields set by `kubectl`,
+//! Taking over field managers the way Flux does: fields set by `kubectl`,
 //! `before-first-apply` and update operations of `kustomize-controller` (plus `--override-manager`
 //! names, all prefix-matched) are folded into the `kustomize-controller` Apply entry, and the
 //! annotations/labels of older tools are removed, in one JSON patch. Skipped for `ssa: Merge`.
@@ -50,7 +50,7 @@ fn escape(key: &str) -> String {
 }
 
 /// The JSON patch that cleans up `live` before the dry-run, or `None` when nothing needs it.
-pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]) -> Option<Value> {
+pub(crate) fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]) -> Option<Value> {
     if ssa_policy(desired) == SsaPolicy::Merge || ssa_policy(live) == SsaPolicy::Merge {
         return None;
     }
@@ -115,7 +115,7 @@ pub fn cleanup_patch(live: &Value, desired: &Value, override_managers: &[String]
 /// `api_version` (Flux's `MigrateAPIVersion`), or `None` when they all have it. Each replace
 /// is guarded by a test of the old value, so a concurrent change of managedFields fails the
 /// patch instead of being overwritten.
-pub fn migrate_api_version_patch(live: &Value, api_version: &str) -> Option<Value> {
+pub(crate) fn migrate_api_version_patch(live: &Value, api_version: &str) -> Option<Value> {
     let entries = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)?;
@@ -139,7 +139,7 @@ pub fn migrate_api_version_patch(live: &Value, api_version: &str) -> Option<Valu
 /// index in the pointer names the element of the live list; the managedFields tree names it by
 /// its key fields (`k:{"name":"app"}`), its value (`v:...`) or its index (`i:0`). A field inside
 /// an atomic (wholly owned) map or list is owned with it.
-pub fn owned_by_other_applier(live: &Value, pointer: &str) -> bool {
+pub(crate) fn owned_by_other_applier(live: &Value, pointer: &str) -> bool {
     let tokens = pointer_tokens(pointer);
     let entries = live.pointer("/metadata/managedFields").and_then(Value::as_array);
     entries.into_iter().flatten().any(|e| {
@@ -319,7 +319,7 @@ mod tests {
                 {"op": "replace", "path": "/metadata/managedFields/2/apiVersion", "value": "example.com/v1"}
             ])
         );
-        // applying it (RFC 6902) leaves every entry at the desired version
+        // applying it as a JSON patch leaves every entry at the desired version
         let mut migrated = obj.clone();
         json_patch::patch(
             &mut migrated,

@@ -1,7 +1,9 @@
 //! The server-side-apply resource manager: stages, drift detection, apply, prune.
 //!
-//! Objects are plain `serde_json::Value`s. Pure steps (staging, normalization, diff, inventory,
-//! prune planning, fingerprints) live in their own modules; `apply` and `prune` hold the I/O.
+//! Objects are plain `serde_json::Value`s. Pure steps (staging, normalization, planning
+//! decisions, diff, inventory, prune planning, fingerprints) live in their own modules; the
+//! I/O is in `planner` (the per-object plan apply and preview share), `apply`, `preview`,
+//! `prune`, `wait` and `http` (the requests).
 //!
 //! Differences from Flux, on purpose (see the module docs for details):
 //! - every object is validated (server-side dry-run) before anything is written, so an invalid
@@ -12,9 +14,9 @@
 //!   object validated as a create;
 //! - an object whose owner labels name another Kustomization that still lists it in its
 //!   inventory is a conflict, not a silent take-over;
-//! - a no-op reconcile with the same revision and build output costs one LIST per kind
-//!   ([`fingerprint`]); a full run reads live objects with one LIST per kind too, so it costs
-//!   one dry-run per object instead of a GET and a dry-run;
+//! - a no-op reconcile with the same revision and build output costs one LIST per kind (the
+//!   `fingerprint` module); a full run reads live objects with one LIST per kind too, so it
+//!   costs one dry-run per object instead of a GET and a dry-run;
 //! - writes within a stage, and deletes within a stage, run with bounded concurrency (Flux
 //!   applies and deletes one at a time).
 //!
@@ -22,24 +24,111 @@
 //! across reconciles.
 
 mod apply;
-pub mod diff;
-pub mod fingerprint;
+mod diff;
+mod fingerprint;
+mod http;
 pub mod inventory;
 mod managed;
-pub mod normalize;
+mod normalize;
+mod plan;
+mod planner;
 mod policy;
+mod preview;
 mod prune;
 mod secret;
-pub mod stage;
+mod stage;
+mod wait;
 
 use std::fmt;
 use std::time::Duration;
 
-pub use apply::{Applier, ApplierOptions, ApplyRequest, ObjectDiff, immutable_field};
-pub use prune::{PruneDecision, PruneError, decide, deletion_order};
+use kube::Client;
+
+pub use preview::ObjectDiff;
+pub use prune::PruneError;
 
 use crate::api::conditions::reason;
 use crate::api::inventory::ObjectRef;
+use crate::api::kustomization::IgnoreRule;
+use crate::error::{Retry, StepError};
+use crate::kube_ext::ResourceResolver;
+use fingerprint::FingerprintStore;
+
+/// Settings of the applier, from the controller's flags.
+#[derive(Clone, Debug)]
+pub struct ApplierOptions {
+    /// Parallel dry-runs, applies and deletes per apply (Flux `--concurrent-ssa`, default 4).
+    pub concurrency: usize,
+    /// `--custom-apply-stage-kinds`: `group/Kind` (`Kind` for the core group).
+    pub custom_stage_kinds: Vec<String>,
+    /// Bound of the first-stage wait, of the second pass for objects depending on others in the
+    /// same apply, and of waiting for deletions when recreating (Flux: 60 s).
+    pub wait_timeout: Duration,
+    /// How often the no-op fast path is replaced by a full dry-run of every object.
+    pub full_sync_every: Duration,
+    /// `--override-manager`: further field managers taken over like `kubectl`.
+    pub override_managers: Vec<String>,
+    /// Poll interval of waits and of the second pass (Flux: 2 s).
+    pub retry_interval: Duration,
+    /// Flux's `MigrateAPIVersion` gate (default off): before the dry-run, rewrite the
+    /// `apiVersion` of every managedFields entry of a live object to the desired version, so
+    /// that fields recorded under a removed or older version stay owned and can be pruned.
+    pub migrate_api_version: bool,
+}
+
+impl Default for ApplierOptions {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            custom_stage_kinds: Vec::new(),
+            wait_timeout: Duration::from_secs(60),
+            full_sync_every: Duration::from_secs(3600),
+            override_managers: Vec::new(),
+            retry_interval: Duration::from_secs(2),
+            migrate_api_version: false,
+        }
+    }
+}
+
+/// One apply (or preview) of a Kustomization's build output.
+pub struct ApplyRequest<'a> {
+    pub owner: Owner,
+    /// The built manifests.
+    pub objects: Vec<serde_json::Value>,
+    /// `spec.force`: recreate objects on immutable-field changes.
+    pub force: bool,
+    /// `spec.ignore`.
+    pub ignore: &'a [IgnoreRule],
+    /// Source revision and build digest: with the force/ignore settings they key the fast path.
+    pub revision: &'a str,
+    pub digest: &'a str,
+}
+
+/// The server-side-apply resource manager. Shares the resolver's client; keeps the no-op
+/// fingerprints of every Kustomization it applied in memory.
+pub struct Applier {
+    resolver: ResourceResolver,
+    options: ApplierOptions,
+    prints: FingerprintStore,
+}
+
+impl Applier {
+    pub fn new(resolver: ResourceResolver, options: ApplierOptions) -> Self {
+        Self {
+            resolver,
+            options,
+            prints: FingerprintStore::default(),
+        }
+    }
+
+    pub(crate) fn options(&self) -> &ApplierOptions {
+        &self.options
+    }
+
+    fn client(&self) -> &Client {
+        self.resolver.client()
+    }
+}
 
 /// The Kustomization that owns the applied objects; its name and namespace become the owner
 /// labels `kustomize.toolkit.fluxcd.io/name` and `/namespace`.
@@ -58,7 +147,7 @@ impl Owner {
     }
 
     /// `namespace/name`, the key of per-Kustomization state.
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }
@@ -108,7 +197,7 @@ pub struct ChangeSet {
 }
 
 impl ChangeSet {
-    pub fn push(&mut self, object: ObjectRef, api_version: &str, action: Action) {
+    pub(crate) fn push(&mut self, object: ObjectRef, api_version: &str, action: Action) {
         self.entries.push(ChangeSetEntry {
             object,
             api_version: api_version.into(),
@@ -131,13 +220,6 @@ impl ChangeSet {
             .iter()
             .find(|e| &e.object == object)
             .map(|e| e.action)
-    }
-
-    /// True when something was created, configured or deleted.
-    pub fn has_changes(&self) -> bool {
-        self.entries
-            .iter()
-            .any(|e| matches!(e.action, Action::Created | Action::Configured | Action::Deleted))
     }
 }
 
@@ -206,18 +288,17 @@ fn render_errors(errors: &[ObjectError], changes: &ChangeSet) -> String {
     out
 }
 
-impl crate::error::StepError for ApplyError {
+/// Flux retries a failed apply after `spec.retryInterval`, whatever failed: a manifest fix
+/// arrives as a new revision, a missing dependency or another owner may change any time.
+impl StepError for ApplyError {
     fn reason(&self) -> &'static str {
         reason::RECONCILIATION_FAILED
     }
 
-    fn retry(&self) -> crate::error::Retry {
-        crate::error::Retry::RetryInterval
+    fn retry(&self) -> Retry {
+        Retry::RetryInterval
     }
 }
-
-/// How long to wait for CRDs and namespaces of the first stage (Flux: 60 s).
-pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[cfg(test)]
 mod tests {
@@ -266,6 +347,7 @@ mod tests {
             err.to_string(),
             "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created"
         );
-        assert_eq!(crate::error::StepError::reason(&err), "ReconciliationFailed");
+        assert_eq!(err.reason(), "ReconciliationFailed");
+        assert_eq!(err.retry(), Retry::RetryInterval);
     }
 }

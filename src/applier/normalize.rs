@@ -1,4 +1,4 @@
-//! What Flux normalizes before applying (reference 5.1), plus the owner labels.
+//! What Flux normalizes before applying, plus the owner labels.
 //!
 //! Not done: Flux round-trips built-in kinds through their Go types, which drops unknown
 //! fields; here the server-side dry-run rejects or drops them instead.
@@ -11,7 +11,7 @@ use crate::api::conditions::keys;
 
 /// A manifest that cannot be applied as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NormalizeError {
+pub(crate) enum NormalizeError {
     #[error("{subject} namespace not specified: {kind} is namespaced and metadata.namespace is empty")]
     NamespaceMissing { subject: String, kind: String },
     #[error("{subject} normalization error: {reason}")]
@@ -32,7 +32,7 @@ const POD_SPEC_PATHS: [(&str, &str); 7] = [
 /// Normalizes `obj` in place for applying as part of `owner`'s objects. `namespaced` is the
 /// scope of the kind; cluster-scoped objects lose a stray `metadata.namespace` so their
 /// identity is stable.
-pub fn normalize(
+pub(crate) fn normalize(
     obj: &mut Value,
     owner: &Owner,
     namespaced: bool,

@@ -1,4 +1,4 @@
-//! Per-object policies read from labels or annotations (reference 6.1): a key matches when the
+//! Per-object policies read from labels or annotations: a key matches when the
 //! label or annotation is present and equals the value case-insensitively.
 
 use serde_json::Value;
@@ -7,7 +7,7 @@ use crate::api::conditions::keys;
 
 /// `kustomize.toolkit.fluxcd.io/ssa`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SsaPolicy {
+pub(crate) enum SsaPolicy {
     Override,
     Merge,
     IfNotPresent,
@@ -15,7 +15,7 @@ pub enum SsaPolicy {
 }
 
 /// True when `key` is set to `value` (case-insensitive) as a label or an annotation.
-pub fn has(obj: &Value, key: &str, value: &str) -> bool {
+pub(crate) fn has(obj: &Value, key: &str, value: &str) -> bool {
     ["labels", "annotations"].iter().any(|field| {
         obj.pointer(&format!("/metadata/{field}"))
             .and_then(|m| m.get(key))
@@ -24,7 +24,7 @@ pub fn has(obj: &Value, key: &str, value: &str) -> bool {
     })
 }
 
-pub fn ssa_policy(obj: &Value) -> SsaPolicy {
+pub(crate) fn ssa_policy(obj: &Value) -> SsaPolicy {
     if has(obj, keys::SSA_ANNOTATION, "Ignore") {
         SsaPolicy::Ignore
     } else if has(obj, keys::SSA_ANNOTATION, "IfNotPresent") {
@@ -37,15 +37,15 @@ pub fn ssa_policy(obj: &Value) -> SsaPolicy {
 }
 
 /// Neither applied nor pruned: `reconcile: disabled` or `ssa: Ignore`.
-pub fn excluded(obj: &Value) -> bool {
+pub(crate) fn excluded(obj: &Value) -> bool {
     has(obj, keys::RECONCILE_ANNOTATION, "disabled") || ssa_policy(obj) == SsaPolicy::Ignore
 }
 
-pub fn force_enabled(obj: &Value) -> bool {
+pub(crate) fn force_enabled(obj: &Value) -> bool {
     has(obj, keys::FORCE_ANNOTATION, "enabled")
 }
 
-pub fn prune_disabled(obj: &Value) -> bool {
+pub(crate) fn prune_disabled(obj: &Value) -> bool {
     has(obj, keys::PRUNE_ANNOTATION, "disabled")
 }
 

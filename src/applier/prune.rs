@@ -1,5 +1,5 @@
-//! Garbage collection of stale objects (reference 7.1) and deletion policies when a
-//! Kustomization is deleted (7.3).
+//! Garbage collection of stale objects (those in the previous inventory but no longer in the
+//! build output) and the deletion policies applied when a Kustomization is deleted.
 
 use std::time::Duration;
 
@@ -8,13 +8,14 @@ use kube::api::DeleteParams;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::apply::{api_message, api_url, delete, get};
+use super::http::{api_message, api_url, delete, get, is_not_found};
 use super::policy::{excluded, prune_disabled};
 use super::stage::{order_key, stage_of};
 use super::{Action, Applier, ChangeSet, FailureKind, ObjectError, Owner};
 use crate::api::conditions::{keys, reason};
 use crate::api::inventory::{ObjectRef, ResourceInventory, ResourceRef};
 use crate::api::kustomization::DeletionPolicy;
+use crate::error::{Retry, StepError};
 use crate::kube_ext::ResolveError;
 
 /// A prune or finalize that did not complete.
@@ -38,19 +39,20 @@ pub enum PruneError {
     },
 }
 
-impl crate::error::StepError for PruneError {
+/// Deletions are retried after `spec.retryInterval`; nothing in the manifests can fix them.
+impl StepError for PruneError {
     fn reason(&self) -> &'static str {
         reason::PRUNE_FAILED
     }
 
-    fn retry(&self) -> crate::error::Retry {
-        crate::error::Retry::RetryInterval
+    fn retry(&self) -> Retry {
+        Retry::RetryInterval
     }
 }
 
 impl PruneError {
     /// What was done before the error.
-    pub fn changes(&self) -> &ChangeSet {
+    pub(crate) fn changes(&self) -> &ChangeSet {
         match self {
             PruneError::Delete { changes, .. } | PruneError::TerminationTimeout { changes, .. } => changes,
         }
@@ -59,14 +61,14 @@ impl PruneError {
 
 /// What prune decides for one live object (pure).
 #[derive(Debug, PartialEq, Eq)]
-pub enum PruneDecision {
+enum PruneDecision {
     Delete,
     /// Not ours any more, or protected by `prune: disabled` / `reconcile: disabled` / `ssa: Ignore`.
     Skip,
 }
 
 /// Deletes only while both owner labels still name `owner` and nothing protects the object.
-pub fn decide(live: &Value, owner: &Owner) -> PruneDecision {
+fn decide(live: &Value, owner: &Owner) -> PruneDecision {
     let label = |k: &str| {
         live.pointer("/metadata/labels")
             .and_then(|l| l.get(k))
@@ -83,7 +85,7 @@ pub fn decide(live: &Value, owner: &Owner) -> PruneDecision {
 
 /// Stale entries in deletion order: reverse stage, reverse kind order. Entries whose id cannot
 /// be read are returned apart.
-pub fn deletion_order(
+fn deletion_order(
     stale: &[ResourceRef],
     custom_stage_kinds: &[String],
 ) -> (Vec<(ObjectRef, String)>, Vec<ResourceRef>) {
@@ -112,7 +114,7 @@ impl Applier {
     /// Deletes stale objects of `owner` (previous inventory minus new), in reverse stage order,
     /// stage by stage, with bounded concurrency within a stage.
     pub async fn prune(&self, owner: &Owner, stale: &[ResourceRef]) -> Result<ChangeSet, PruneError> {
-        let (ordered, malformed) = deletion_order(stale, &self.options().custom_stage_kinds);
+        let (ordered, malformed) = deletion_order(stale, &self.options.custom_stage_kinds);
         let mut errors: Vec<ObjectError> = malformed
             .iter()
             .map(|e| ObjectError {
@@ -123,7 +125,7 @@ impl Applier {
             .collect();
         let mut pending = malformed;
         let mut changes = ChangeSet::default();
-        let custom = &self.options().custom_stage_kinds;
+        let custom = &self.options.custom_stage_kinds;
         let mut groups: Vec<Vec<(ObjectRef, String)>> = Vec::new();
         for item in ordered {
             let stage = stage_of(&item.1, &item.0.kind, custom);
@@ -138,7 +140,7 @@ impl Applier {
                     let result = self.prune_one(owner, &obj, &av).await;
                     (obj, av, result)
                 })
-                .buffered(self.options().concurrency.max(1))
+                .buffered(self.options.concurrency.max(1))
                 .collect()
                 .await;
             for (obj, av, result) in results {
@@ -156,7 +158,7 @@ impl Applier {
             .with_action(Action::Deleted)
             .any(|e| e.object.kind == "CustomResourceDefinition")
         {
-            self.resolver().invalidate();
+            self.resolver.invalidate();
         }
         if errors.is_empty() {
             Ok(changes)
@@ -180,7 +182,7 @@ impl Applier {
             kind: FailureKind::Api,
             message,
         };
-        let kind = match self.resolver().resolve(api_version, &obj.kind).await {
+        let kind = match self.resolver.resolve(api_version, &obj.kind).await {
             Ok(kind) => kind,
             // the kind is gone (CRD deleted), so are its objects
             Err(ResolveError::UnknownKind { .. }) => return Ok(Action::Deleted),
@@ -197,7 +199,7 @@ impl Applier {
         }
         match delete(self.client(), &url, &obj.name, &DeleteParams::background()).await {
             Ok(()) => Ok(Action::Deleted),
-            Err(e) if super::apply::is_not_found(&e) => Ok(Action::Deleted),
+            Err(e) if is_not_found(&e) => Ok(Action::Deleted),
             Err(e) => Err(err(api_message("delete failed", &e))),
         }
     }
@@ -232,7 +234,7 @@ impl Applier {
             let mut remaining = Vec::new();
             for entry in changes.with_action(Action::Deleted) {
                 let Ok(kind) = self
-                    .resolver()
+                    .resolver
                     .resolve(&entry.api_version, &entry.object.kind)
                     .await
                 else {
@@ -253,7 +255,7 @@ impl Applier {
                     timeout,
                 });
             }
-            tokio::time::sleep(self.options().retry_interval).await;
+            tokio::time::sleep(self.options.retry_interval).await;
         }
     }
 }

@@ -5,7 +5,7 @@ use serde_json::Value;
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Standard base64 with padding, as the API server stores Secret `data`.
-pub fn base64_encode(bytes: &[u8]) -> String {
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = (u32::from(chunk[0]) << 16)
@@ -23,7 +23,7 @@ pub fn base64_encode(bytes: &[u8]) -> String {
 }
 
 /// Decodes standard base64; `None` when it is not valid base64.
-pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let text = text.trim_end_matches('=');
     let mut out = Vec::with_capacity(text.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
@@ -41,14 +41,14 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
 }
 
 /// True for core `v1` Secrets.
-pub fn is_secret(obj: &Value) -> bool {
+pub(crate) fn is_secret(obj: &Value) -> bool {
     obj.get("kind").and_then(Value::as_str) == Some("Secret")
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
 /// The Secret values of an object, raw and base64-encoded, longest first: everything that must
 /// never be shown.
-pub fn secret_values(obj: &Value) -> Vec<String> {
+fn secret_values(obj: &Value) -> Vec<String> {
     if !is_secret(obj) {
         return Vec::new();
     }
@@ -74,7 +74,7 @@ pub fn secret_values(obj: &Value) -> Vec<String> {
 }
 
 /// Replaces every Secret value of `objects` in `text` with `***`.
-pub fn redact(text: &str, objects: &[&Value]) -> String {
+pub(crate) fn redact(text: &str, objects: &[&Value]) -> String {
     let mut out = text.to_string();
     for obj in objects {
         for value in secret_values(obj) {
@@ -86,7 +86,7 @@ pub fn redact(text: &str, objects: &[&Value]) -> String {
 
 /// Masks Secret data of `before` and `after` for display: `***` where equal, `*** (before)` /
 /// `*** (after)` where the value changed (Flux's `Diff` format).
-pub fn mask_pair(before: &mut Value, after: &mut Value) {
+pub(crate) fn mask_pair(before: &mut Value, after: &mut Value) {
     if !is_secret(before) && !is_secret(after) {
         return;
     }
@@ -119,9 +119,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    // RFC 4648 section 10 test vectors.
+    // The standard base64 test vectors: every prefix of "foobar", padded with `=`.
     #[test]
-    fn base64_matches_rfc_4648_vectors() {
+    fn base64_matches_the_standard_test_vectors() {
         let vectors = [
             ("", ""),
             ("f", "Zg=="),

@@ -1,5 +1,5 @@
-//! Apply order: which stage an object belongs to and its place within the stage
-//! (reference 5.3). Deletion uses the reverse order.
+//! Apply order: which stage an object belongs to (definitions, classes, custom kinds, the
+//! rest) and its place within the stage. Deletion uses the reverse order.
 
 /// Kinds in Flux's apply order; unlisted kinds come after them, webhooks last.
 const KIND_ORDER: [&str; 23] = [
@@ -31,7 +31,7 @@ const LAST_KINDS: [&str; 2] = ["MutatingWebhookConfiguration", "ValidatingWebhoo
 
 /// The apply stages, applied in this order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// CRDs, Namespaces, ClusterRoles; waited for before the next stage.
     Definitions,
     /// Kinds whose name ends in `Class`.
@@ -42,15 +42,18 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// Whether what the stage wrote must be Current before the next stage starts (reference
-    /// 5.3: after the definitions and after the classes, not after the custom stage).
-    pub fn waited_for(self) -> bool {
+    /// Every stage, in apply order.
+    pub(crate) const ALL: [Stage; 4] = [Stage::Definitions, Stage::Classes, Stage::Custom, Stage::Rest];
+
+    /// Whether what the stage wrote must be Current before the next stage starts: after the
+    /// definitions and after the classes, not after the custom stage.
+    pub(crate) fn waited_for(self) -> bool {
         matches!(self, Stage::Definitions | Stage::Classes)
     }
 }
 
 /// The API group of an `apiVersion` (`""` for the core group).
-pub fn group_of(api_version: &str) -> &str {
+pub(crate) fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
 }
 
@@ -60,7 +63,7 @@ fn parse_group_kind(entry: &str) -> (&str, &str) {
 }
 
 /// The stage of an object of this `apiVersion` and `kind`.
-pub fn stage_of(api_version: &str, kind: &str, custom_stage_kinds: &[String]) -> Stage {
+pub(crate) fn stage_of(api_version: &str, kind: &str, custom_stage_kinds: &[String]) -> Stage {
     let group = group_of(api_version);
     let definition = (kind == "CustomResourceDefinition" && group == "apiextensions.k8s.io")
         || (kind == "Namespace" && group.is_empty())
@@ -82,7 +85,7 @@ pub fn stage_of(api_version: &str, kind: &str, custom_stage_kinds: &[String]) ->
 
 /// Sort key of an object within its stage: kind order, then (for unlisted kinds) group and
 /// kind, then namespace, then name.
-pub fn order_key(
+pub(crate) fn order_key(
     api_version: &str,
     kind: &str,
     namespace: &str,
@@ -137,7 +140,8 @@ mod tests {
 
     #[test]
     fn only_the_definitions_and_classes_are_waited_for() {
-        // reference 5.3: stages 1 and 2 "wait for all stage entries", 3 "no wait", 4 "-"
+        // Flux waits for everything the first two stages wrote, not after the custom stage,
+        // and the last stage has nothing after it
         assert!(Stage::Definitions.waited_for());
         assert!(Stage::Classes.waited_for());
         assert!(!Stage::Custom.waited_for());

@@ -1,7 +1,7 @@
-//! Issue 5: the server-side-apply resource manager on the real control plane.
+//! The server-side-apply resource manager on the real control plane.
 //!
-//! Expected change-set lines come from Flux's format (reference 5.7); expected object states
-//! from what the API server reports.
+//! Expected change-set lines are Flux's (`Kind/namespace/name action`, `Kind/name action` when
+//! cluster-scoped); expected object states are what the API server reports.
 //!
 //! Same-apply dependencies: a Pod whose ServiceAccount comes in the same apply (the test API
 //! server runs the ServiceAccount admission plugin, so the Pod's first dry-run really fails); a
@@ -20,7 +20,8 @@ use kube::{Api, Client};
 use kustomize_controller::api::inventory::{ObjectRef, ResourceInventory};
 use kustomize_controller::api::kustomization::{DeletionPolicy, IgnoreRule, Selector};
 use kustomize_controller::applier::inventory::{inventory_of, stale};
-use kustomize_controller::applier::{Action, ApplierOptions, ChangeSet, FailureKind, Owner};
+use kustomize_controller::applier::{Action, ApplierOptions, ChangeSet, FailureKind, ObjectDiff, Owner};
+use kustomize_controller::error::{Retry, StepError};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
@@ -376,7 +377,8 @@ async fn immutable_field_changes_fail_without_force_and_recreate_with_it() {
         )),
         "{message}"
     );
-    assert!(err.errors.iter().all(|e| matches!(e.kind, FailureKind::Invalid | FailureKind::Immutable)));
+    assert_eq!(err.errors[0].kind, FailureKind::Immutable);
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert_eq!(web().await["metadata"]["uid"], uid);
 
     // force with a change that is also invalid: the object is kept (Flux would delete it)
@@ -435,36 +437,58 @@ async fn invalid_objects_are_named_and_nothing_else_changes() {
     t.delete().await;
 }
 
+/// A Kustomization object in the test namespace whose `status.inventory` a test sets, to make
+/// it claim (or give up) objects.
+struct ClaimingKustomization {
+    api: Api<DynamicObject>,
+    name: String,
+}
+
+impl ClaimingKustomization {
+    async fn create(t: &ApplyTest, name: &str) -> Self {
+        kustomization_crd(&t.client).await;
+        let resolver = ResourceResolver::new(t.client.clone());
+        let (api, _) = resolver
+            .api(
+                "kustomize.toolkit.fluxcd.io/v1",
+                "Kustomization",
+                Some(t.namespace()),
+            )
+            .await
+            .unwrap();
+        let obj = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": name, "namespace": t.namespace()},
+            "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}});
+        api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap())
+            .await
+            .unwrap();
+        Self {
+            api,
+            name: name.into(),
+        }
+    }
+
+    async fn set_inventory(&self, inventory: Value) {
+        let status = json!({"status": {"inventory": inventory}});
+        self.api
+            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
     let t = ApplyTest::new("applier-conflict", "first").await;
-    kustomization_crd(&t.client).await;
     let ns = t.namespace();
     let second = Owner::new("second", ns);
     let shared = |k: &str| vec![t.configmap("shared", json!({"k": k}))];
     let cs = t.apply(shared("1"), "r").await.unwrap();
     // the first Kustomization records the object in its inventory
-    let resolver = ResourceResolver::new(t.client.clone());
-    let (api, _) = resolver
-        .api("kustomize.toolkit.fluxcd.io/v1", "Kustomization", Some(ns))
-        .await
-        .unwrap();
-    let obj = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-        "metadata": {"name": "first", "namespace": ns},
-        "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}});
-    api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap())
-        .await
-        .unwrap();
-    let set_inventory = |inventory: Value| {
-        let status = json!({"status": {"inventory": inventory}});
-        let api = api.clone();
-        async move {
-            api.patch_status("first", &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .unwrap();
-        }
-    };
-    set_inventory(serde_json::to_value(inventory_of(&cs)).unwrap()).await;
+    let first = ClaimingKustomization::create(&t, "first").await;
+    first
+        .set_inventory(serde_json::to_value(inventory_of(&cs)).unwrap())
+        .await;
 
     let err = t
         .applier
@@ -486,7 +510,7 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
     );
 
     // once the first no longer lists it, the second takes it over (a move between Kustomizations)
-    set_inventory(json!({"entries": []})).await;
+    first.set_inventory(json!({"entries": []})).await;
     t.applier
         .apply(request(&second, shared("2"), "r", &[]))
         .await
@@ -496,6 +520,119 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
         cm["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"],
         "second"
     );
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn diff_reports_the_conflict_apply_reports_for_an_object_another_kustomization_lists() {
+    let t = ApplyTest::new("applier-diff-conflict", "first").await;
+    let ns = t.namespace();
+    let second = Owner::new("second", ns);
+    let shared = |k: &str| request(&second, vec![t.configmap("shared", json!({"k": k}))], "r", &[]);
+    let cs = t
+        .apply(vec![t.configmap("shared", json!({"k": "1"}))], "r")
+        .await
+        .unwrap();
+    let first = ClaimingKustomization::create(&t, "first").await;
+    first
+        .set_inventory(serde_json::to_value(inventory_of(&cs)).unwrap())
+        .await;
+
+    let previewed = t.applier.diff(shared("2")).await.unwrap_err();
+    assert_eq!(
+        previewed.to_string(),
+        format!(
+            "ConfigMap/{ns}/shared is already managed by Kustomization {ns}/first: the object is in both Kustomizations; \
+             remove it from one of them"
+        )
+    );
+    assert_eq!(previewed.errors[0].kind, FailureKind::Conflict);
+    let applied = t.applier.apply(shared("2")).await.unwrap_err();
+    assert_eq!(previewed.to_string(), applied.to_string());
+
+    // given up by the first, the take-over shows as a change of the owner label and the data
+    first.set_inventory(json!({"entries": []})).await;
+    let diffs = t.applier.diff(shared("2")).await.unwrap();
+    assert_eq!(diffs.len(), 1);
+    assert_eq!(diffs[0].action, Action::Configured);
+    let text = &diffs[0].diff;
+    for line in [
+        "-    kustomize.toolkit.fluxcd.io/name: first",
+        "+    kustomize.toolkit.fluxcd.io/name: second",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+    }
+    assert_eq!(
+        t.data_of("shared").await,
+        json!({"k": "1"}),
+        "diff writes nothing"
+    );
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn diff_skips_an_existing_if_not_present_object_exactly_as_apply_does() {
+    let t = ApplyTest::new("applier-diff-once", "once").await;
+    let ns = t.namespace();
+    let once = |k: &str| {
+        let mut cm = t.configmap("once", json!({"k": k}));
+        cm["metadata"]["annotations"] = json!({"kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"});
+        vec![cm]
+    };
+    // not there yet: it would be created
+    let diffs = t.applier.diff(t.request(once("1"), "rev1")).await.unwrap();
+    assert_eq!(diffs.len(), 1);
+    assert_eq!(diffs[0].action, Action::Created);
+    t.apply(once("1"), "rev1").await.unwrap();
+
+    let diffs = t.applier.diff(t.request(once("2"), "rev2")).await.unwrap();
+    assert_eq!(
+        diffs,
+        [ObjectDiff {
+            object: ObjectRef::new("", "ConfigMap", ns, "once"),
+            action: Action::Skipped,
+            diff: String::new(),
+        }]
+    );
+    let cs = t.apply(once("2"), "rev2").await.unwrap();
+    assert_eq!(lines(&cs), [format!("ConfigMap/{ns}/once skipped")]);
+    assert_eq!(t.data_of("once").await, json!({"k": "1"}));
+    t.delete().await;
+}
+
+#[tokio::test]
+async fn diff_reports_the_take_over_from_kubectl_that_apply_makes_without_making_it() {
+    // kubectl created the object exactly as the manifest (and the owner labels) have it. Apply
+    // takes kubectl's fields over with a managed-fields patch, which makes it "configured"; diff
+    // reports the same action and leaves the object alone.
+    let t = ApplyTest::new("applier-diff-takeover", "take").await;
+    let ns = t.namespace();
+    let desired = t.configmap("c", json!({"k": "v"}));
+    let mut created = desired.clone();
+    created["metadata"]["labels"] = json!({"kustomize.toolkit.fluxcd.io/name": "take",
+        "kustomize.toolkit.fluxcd.io/namespace": ns});
+    let params = PostParams {
+        field_manager: Some("kubectl-create".into()),
+        ..Default::default()
+    };
+    t.config_maps()
+        .create(&params, &serde_json::from_value(created).unwrap())
+        .await
+        .unwrap();
+    let before = t.config_map("c").await.unwrap();
+
+    let diffs = t
+        .applier
+        .diff(t.request(vec![desired.clone()], "rev1"))
+        .await
+        .unwrap();
+    assert_eq!(diffs.len(), 1);
+    assert_eq!(diffs[0].action, Action::Configured);
+    let after = t.config_map("c").await.unwrap();
+    assert_eq!(after["metadata"], before["metadata"], "diff wrote nothing");
+
+    let cs = t.apply(vec![desired], "rev1").await.unwrap();
+    assert_eq!(lines(&cs), [format!("ConfigMap/{ns}/c configured")]);
     t.delete().await;
 }
 
@@ -665,7 +802,7 @@ async fn a_bad_ignore_rule_fails_the_apply_before_anything_is_written() {
         .unwrap_err();
     assert_eq!(err.to_string(), expected);
     assert_eq!(err.errors[0].kind, FailureKind::Invalid);
-    assert!(err.errors.iter().all(|e| matches!(e.kind, FailureKind::Invalid | FailureKind::Immutable)));
+    assert_eq!(err.retry(), Retry::RetryInterval);
     let err = applier
         .diff(request(&owner, objects(), "rev2", &rules))
         .await
@@ -690,8 +827,8 @@ async fn ignore_rules_reach_into_lists_by_index() {
     // An image updater owns the image of the first container (server-side apply, its own field
     // manager). The rule `/spec/template/spec/containers/0/image` keeps that out of drift, and
     // when the Deployment is applied for another change the image is left to the updater: our
-    // field manager gives it up instead of claiming it (reference 5.5: strip what another Apply
-    // manager owns; list indices resolve to the element's key in managedFields).
+    // field manager gives it up instead of claiming it (what another Apply manager owns is
+    // stripped from the payload; list indices resolve to the element's key in managedFields).
     let t = ApplyTest::new("applier-ignore-list", "ign").await;
     let ns = t.namespace();
     let web = |note: &str| {
@@ -813,10 +950,7 @@ async fn objects_behind_an_unavailable_webhook_are_retried_and_only_they_fail() 
     assert_eq!(err.errors[0].subject, format!("ConfigMap/{ns}/guarded"));
     assert_eq!(err.errors[0].kind, FailureKind::MissingDependency);
     assert!(err.errors[0].message.contains("failed calling webhook"), "{err}");
-    assert!(err.errors.iter().any(|e| matches!(
-        e.kind,
-        FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
-    )));
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert!(
         lines(&err.changes).contains(&format!("ConfigMap/{ns}/free configured")),
         "{err}"
@@ -927,10 +1061,7 @@ async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
             .contains(&format!("service account {ns}/nobody")),
         "{err}"
     );
-    assert!(err.errors.iter().any(|e| matches!(
-        e.kind,
-        FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
-    )));
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert!(err.changes.is_empty(), "{err}");
     assert!(t.config_map("c").await.is_none());
     t.delete().await;
@@ -940,8 +1071,8 @@ async fn a_pod_whose_service_account_nobody_applies_fails_at_once_naming_it() {
 async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage() {
     // The class's first dry-run fails (its kind is not served yet). It is dry-run again once the
     // first stage is in place, in the *Class stage, before the rest: an invalid class stops the
-    // apply before the last stage writes anything (reference 5.3: a failing stage aborts the
-    // rest), where a second pass after everything would have applied the ConfigMap first.
+    // apply before the last stage writes anything (a failing stage aborts the
+    // stages after it), where a second pass after everything would have applied the ConfigMap first.
     let t = ApplyTest::new("applier-class", "classes").await;
     let suffix = unique_suffix();
     let group = format!("e2e{suffix}.example.com");
@@ -979,7 +1110,7 @@ async fn a_class_whose_crd_comes_in_the_same_apply_is_applied_in_its_own_stage()
 
 #[tokio::test]
 async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_ends() {
-    // Reference 5.3: after the *Class stage the applier waits (bounded) until what it wrote is
+    // After the *Class stage the applier waits (bounded) until what it wrote is
     // kstatus Current. A class whose controller reports Ready=False is not; nothing of the last
     // stage is applied, and the error names the class and its status.
     let suffix = unique_suffix();
@@ -1030,10 +1161,8 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
         err.errors[0].message.contains("gateway controller says False"),
         "{err}"
     );
-    assert!(err.errors.iter().any(|e| matches!(
-        e.kind,
-        FailureKind::Api | FailureKind::MissingDependency | FailureKind::Conflict
-    )));
+    assert_eq!(err.errors[0].kind, FailureKind::Api);
+    assert_eq!(err.retry(), Retry::RetryInterval);
     assert_eq!(
         lines(&err.changes),
         [format!("WidgetClass/{class_name} configured")]
@@ -1056,7 +1185,7 @@ async fn a_class_that_is_not_ready_holds_back_the_later_stages_until_the_wait_en
 
 #[tokio::test]
 async fn migrate_api_version_moves_every_field_manager_to_the_desired_version() {
-    // Flux's MigrateAPIVersion gate (reference 5.4 step 4, default off): before the dry-run every
+    // Flux's MigrateAPIVersion gate (default off): before the dry-run every
     // managedFields entry of the live object is rewritten to the desired apiVersion.
     let client = crate::support::client().await;
     let suffix = unique_suffix();

@@ -1,0 +1,468 @@
+//! The one per-object planner apply and preview share: prepare the desired objects, read the
+//! live one, skip what is excluded or `IfNotPresent`, refuse what another Kustomization still
+//! lists, clean up managed fields, dry-run, compare.
+//!
+//! The managed-fields cleanup and the apiVersion migration are patches of the live object that
+//! mark it for apply. An apply sends them; a preview ([`Mode::Preview`]) does not, and reaches the
+//! same plan (a write) all the same, so the two cannot disagree.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use futures::{StreamExt, stream};
+use kube::Resource;
+use serde_json::Value;
+
+use super::diff::{IgnoreRules, has_drifted};
+use super::fingerprint::{ObjectPrint, desired_print, live_print};
+use super::http::{
+    api_message, api_url, dry_run_create, get, json_patch, list_objects, server_side_apply, status_of,
+};
+use super::managed::{cleanup_patch, migrate_api_version_patch};
+use super::normalize::normalize;
+use super::plan::{
+    Batch, Desired, DryRunFailure, Outcome, Plan, Write, classify_dry_run, crd_serving, transport_kind,
+};
+use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
+use super::secret::redact;
+use super::stage::{group_of, order_key, stage_of};
+use super::{Action, Applier, ApplyRequest, FailureKind, ObjectError, Owner};
+use crate::api::Kustomization;
+use crate::api::conditions::keys;
+use crate::api::inventory::ObjectRef;
+use crate::kube_ext::ResolveError;
+
+/// Whether planning may write the live object's managed fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Send the managed-fields patches (an apply).
+    Apply,
+    /// Send nothing, plan as if they had been sent (the `diff` command).
+    Preview,
+}
+
+/// Everything one apply or preview plans with: the desired objects in apply order and the
+/// settings of the request.
+pub(super) struct Planning<'r> {
+    pub(super) desired: Vec<Desired>,
+    pub(super) owner: &'r Owner,
+    force: bool,
+    ignore: IgnoreRules,
+    batch: Batch,
+    mode: Mode,
+}
+
+/// A managed-fields patch the planner may send before the dry-run: what its failure is called
+/// and how it is computed from the live object.
+type ManagedFieldsPatch = (&'static str, fn(&Applier, &Desired, &Value) -> Option<Value>);
+
+/// In this order: the migration rewrites the versions the cleanup then merges.
+const MANAGED_FIELDS_PATCHES: [ManagedFieldsPatch; 2] = [
+    (
+        "metadata.managedFields apiVersion migration failed",
+        |applier, d, live| {
+            applier
+                .options
+                .migrate_api_version
+                .then(|| migrate_api_version_patch(live, &d.api_version))
+                .flatten()
+        },
+    ),
+    ("metadata.managedFields cleanup failed", |applier, d, live| {
+        cleanup_patch(live, &d.obj, &applier.options.override_managers)
+    }),
+];
+
+impl Applier {
+    /// Compiles `spec.ignore`, then resolves and normalizes every object, in apply order; all
+    /// errors at once, nothing sent.
+    pub(super) async fn prepare<'r>(
+        &self,
+        req: &'r ApplyRequest<'_>,
+        mode: Mode,
+    ) -> Result<Planning<'r>, Vec<ObjectError>> {
+        // a bad rule fails before anything is read or written, reported against the Kustomization
+        let ignore = IgnoreRules::compile(req.ignore).map_err(|e| {
+            vec![ObjectError {
+                subject: format!("Kustomization/{}", req.owner.key()),
+                kind: FailureKind::Invalid,
+                message: e.to_string(),
+            }]
+        })?;
+        let mut desired = self.desired(req).await?;
+        desired.sort_by_key(|d| {
+            let o = &d.object;
+            (d.stage, order_key(&d.api_version, &o.kind, &o.namespace, &o.name))
+        });
+        Ok(Planning {
+            batch: Batch::of(&desired),
+            desired,
+            owner: &req.owner,
+            force: req.force,
+            ignore,
+            mode,
+        })
+    }
+
+    async fn desired(&self, req: &ApplyRequest<'_>) -> Result<Vec<Desired>, Vec<ObjectError>> {
+        let crds: Vec<&Value> = req
+            .objects
+            .iter()
+            .filter(|o| o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
+            .collect();
+        let mut errors = Vec::new();
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        for obj in &req.objects {
+            let text = |p: &str| {
+                obj.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let (api_version, kind, name, namespace) = (
+                text("/apiVersion"),
+                text("/kind"),
+                text("/metadata/name"),
+                text("/metadata/namespace"),
+            );
+            let provisional = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
+            let fail = |kind: FailureKind, message: String| ObjectError {
+                subject: provisional.to_string(),
+                kind,
+                message,
+            };
+            if api_version.is_empty() || kind.is_empty() || name.is_empty() {
+                errors.push(fail(
+                    FailureKind::Invalid,
+                    "normalization error: apiVersion, kind and metadata.name are required".into(),
+                ));
+                continue;
+            }
+            let resolved = match self.resolver.resolve(&api_version, &kind).await {
+                Ok(r) => r,
+                Err(e) => match (e, crd_serving(&crds, &api_version, &kind)) {
+                    (ResolveError::UnknownKind { .. }, Some(served)) => served,
+                    (e @ ResolveError::Discovery { .. }, _) => {
+                        errors.push(fail(FailureKind::Api, e.to_string()));
+                        continue;
+                    }
+                    (e, _) => {
+                        errors.push(fail(FailureKind::Invalid, format!("dry-run failed: {e}")));
+                        continue;
+                    }
+                },
+            };
+            let mut normalized = obj.clone();
+            let subject = provisional.to_string();
+            if let Err(e) = normalize(&mut normalized, &req.owner, resolved.namespaced, &subject) {
+                let message = e
+                    .to_string()
+                    .strip_prefix(&format!("{subject} "))
+                    .unwrap_or_default()
+                    .to_string();
+                errors.push(fail(FailureKind::Invalid, message));
+                continue;
+            }
+            let namespace = if resolved.namespaced {
+                namespace
+            } else {
+                String::new()
+            };
+            let object = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
+            if !seen.insert(object.id()) {
+                errors.push(ObjectError {
+                    subject: object.to_string(),
+                    kind: FailureKind::Invalid,
+                    message: "is defined more than once in the build output".into(),
+                });
+                continue;
+            }
+            out.push(Desired {
+                print: desired_print(&normalized),
+                stage: stage_of(&api_version, &kind, &self.options.custom_stage_kinds),
+                obj: normalized,
+                object,
+                api_version,
+                kind: resolved,
+            });
+        }
+        if errors.is_empty() { Ok(out) } else { Err(errors) }
+    }
+
+    /// Plans the objects at these indices concurrently, each from its live object when one was
+    /// read already (from a LIST), else from a fresh read.
+    pub(super) async fn plan_all(
+        &self,
+        p: &Planning<'_>,
+        items: Vec<(usize, Option<Value>)>,
+    ) -> Vec<(usize, Result<Plan, ObjectError>)> {
+        stream::iter(items)
+            .map(|(i, live)| async move { (i, self.plan(p, &p.desired[i], live).await) })
+            .buffered(self.options.concurrency.max(1))
+            .collect()
+            .await
+    }
+
+    /// Reads the live object (unless `prefetched`), then decides by dry-run.
+    async fn plan(
+        &self,
+        p: &Planning<'_>,
+        d: &Desired,
+        prefetched: Option<Value>,
+    ) -> Result<Plan, ObjectError> {
+        let fail = |kind: FailureKind, message: String, live: Option<&Value>| {
+            let secrets: Vec<&Value> = std::iter::once(&d.obj).chain(live).collect();
+            ObjectError {
+                subject: d.subject(),
+                kind,
+                message: redact(&message, &secrets),
+            }
+        };
+        let url = api_url(&d.kind, &d.object.namespace);
+        let mut live = match prefetched {
+            Some(live) => Some(live),
+            None => get(self.client(), &url, &d.object.name)
+                .await
+                .map_err(|e| fail(transport_kind(&e), api_message("query failed", &e), None))?,
+        };
+        let if_not_present = ssa_policy(&d.obj) == SsaPolicy::IfNotPresent && live.is_some();
+        if if_not_present || excluded(&d.obj) || live.as_ref().is_some_and(excluded) {
+            return Ok(Plan::Settled(Outcome::settled(Action::Skipped, live.as_ref())));
+        }
+        if let Some(current) = &live {
+            self.check_ownership(d, current, p.owner)
+                .await
+                .map_err(|m| fail(FailureKind::Conflict, m, None))?;
+        }
+        // either patch marks the object for apply, as in Flux
+        let mut patched = false;
+        for (what, patch_of) in MANAGED_FIELDS_PATCHES {
+            let Some(patch) = live.as_ref().and_then(|l| patch_of(self, d, l)) else {
+                continue;
+            };
+            if p.mode == Mode::Apply {
+                let sent = json_patch(self.client(), &url, &d.object.name, &patch)
+                    .await
+                    .map_err(|e| fail(FailureKind::Api, api_message(what, &e), live.as_ref()))?;
+                live = Some(sent);
+            }
+            patched = true;
+        }
+        self.dry_run_and_compare(p, d, &url, live, patched)
+            .await
+            .map_err(|(kind, message)| fail(kind, message, None))
+    }
+
+    /// The dry-run and what it decides; errors as (kind, message), not yet redacted.
+    async fn dry_run_and_compare(
+        &self,
+        p: &Planning<'_>,
+        d: &Desired,
+        url: &str,
+        live: Option<Value>,
+        patched: bool,
+    ) -> Result<Plan, (FailureKind, String)> {
+        let client = self.client();
+        let merged = match server_side_apply(client, url, &d.object.name, &d.obj, true).await {
+            Ok(merged) => merged,
+            Err(e) => {
+                let message = api_message("dry-run failed", &e);
+                return match classify_dry_run(&e, d, &p.batch, live.is_some()) {
+                    DryRunFailure::Deferred => Ok(Plan::Deferred {
+                        error: ObjectError {
+                            subject: d.subject(),
+                            kind: FailureKind::MissingDependency,
+                            message: redact(&message, &[&d.obj]),
+                        },
+                        exists: live.is_some(),
+                    }),
+                    DryRunFailure::Failed(kind) => Err((kind, message)),
+                    DryRunFailure::Immutable(field) => {
+                        let forced =
+                            p.force || force_enabled(&d.obj) || live.as_ref().is_some_and(force_enabled);
+                        if !forced {
+                            let status = status_of(&e).map(|s| s.message.as_str()).unwrap_or_default();
+                            return Err((
+                                FailureKind::Immutable,
+                                format!(
+                                    "immutable field detected ({field}): {status}; set spec.force or the annotation {}: enabled to recreate it",
+                                    keys::FORCE_ANNOTATION
+                                ),
+                            ));
+                        }
+                        // recreate only when the new object is valid: a dry-run create that fails
+                        // only because the name is taken
+                        match dry_run_create(client, url, &d.obj).await {
+                            Ok(_) => Ok(Plan::Write(Write::Recreate)),
+                            Err(e)
+                                if status_of(&e)
+                                    .is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists") =>
+                            {
+                                Ok(Plan::Write(Write::Recreate))
+                            }
+                            Err(e) => Err((transport_kind(&e), api_message("dry-run failed", &e))),
+                        }
+                    }
+                };
+            }
+        };
+        let ignored = p.ignore.paths_for(&merged);
+        let mut live = live;
+        // The dry-run merges into the stored object; when that moved since our read (another
+        // controller wrote it, or our read came from an earlier LIST), compare with a fresh read
+        // so that someone else's concurrent change is not mistaken for our drift.
+        let rv = |o: &Value| o.pointer("/metadata/resourceVersion").cloned();
+        if let Some(stale) = live
+            .as_ref()
+            .filter(|l| !patched && rv(&merged).is_some() && rv(l) != rv(&merged))
+        {
+            let fresh = get(client, url, &d.object.name)
+                .await
+                .map_err(|e| (transport_kind(&e), api_message("query failed", &e)))?;
+            live = fresh.or_else(|| Some(stale.clone()));
+        }
+        if let Some(current) = live
+            .as_ref()
+            .filter(|l| !patched && !has_drifted(Some(l), &merged, &ignored))
+        {
+            return Ok(Plan::Settled(Outcome::settled(Action::Unchanged, Some(current))));
+        }
+        Ok(Plan::Write(Write::Apply {
+            live,
+            ignored,
+            merged,
+        }))
+    }
+
+    /// An object labelled for another Kustomization is a conflict while that Kustomization still
+    /// lists it in its inventory; otherwise it is taken over (e.g. moved between Kustomizations).
+    async fn check_ownership(&self, d: &Desired, live: &Value, owner: &Owner) -> Result<(), String> {
+        let label = |k: &str| {
+            live.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let (name, namespace) = (label(keys::NAME_LABEL), label(keys::NAMESPACE_LABEL));
+        if name.is_empty() || (name == owner.name && namespace == owner.namespace) {
+            return Ok(());
+        }
+        let url = Kustomization::url_path(&(), Some(namespace));
+        let other = match get(self.client(), &url, name).await {
+            Ok(Some(other)) => other,
+            // no such Kustomization (or no such kind): nobody else claims it
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(api_message("ownership check failed", &e)),
+        };
+        let id = d.object.id();
+        let listed = other
+            .pointer("/status/inventory/entries")
+            .and_then(Value::as_array)
+            .is_some_and(|entries| {
+                entries
+                    .iter()
+                    .any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str()))
+            });
+        if listed && other.pointer("/metadata/deletionTimestamp").is_none() {
+            return Err(format!(
+                "is already managed by Kustomization {namespace}/{name}: the object is in both Kustomizations; \
+                 remove it from one of them"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Lists the live objects of `indices` that carry `owner`'s labels: one LIST per kind (per
+    /// namespace when all its objects share one), metadata only or full objects. A failed list
+    /// yields no entries for its objects, which then take the per-object path.
+    pub(super) async fn list_owned(
+        &self,
+        p: &Planning<'_>,
+        indices: impl Iterator<Item = usize>,
+        metadata_only: bool,
+    ) -> HashMap<usize, Value> {
+        let desired = &p.desired;
+        let mut by_kind: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for i in indices {
+            let kind = &desired[i].kind.resource;
+            by_kind
+                .entry(format!("{}/{}", kind.api_version, kind.plural))
+                .or_default()
+                .push(i);
+        }
+        let selector = format!(
+            "{}={},{}={}",
+            keys::NAME_LABEL,
+            p.owner.name,
+            keys::NAMESPACE_LABEL,
+            p.owner.namespace
+        );
+        let lists = stream::iter(by_kind.into_values())
+            .map(|indices| {
+                let selector = &selector;
+                async move {
+                    let first = &desired[indices[0]];
+                    let namespaces: HashSet<&str> = indices
+                        .iter()
+                        .map(|i| desired[*i].object.namespace.as_str())
+                        .collect();
+                    let ns = if namespaces.len() == 1 {
+                        first.object.namespace.as_str()
+                    } else {
+                        ""
+                    };
+                    let url = api_url(&first.kind, ns);
+                    let listed =
+                        list_objects(self.client(), &url, selector, metadata_only, &first.kind.resource)
+                            .await;
+                    (indices, listed)
+                }
+            })
+            .buffer_unordered(self.options.concurrency.max(1))
+            .collect::<Vec<_>>()
+            .await;
+        let mut out = HashMap::new();
+        for (indices, listed) in lists {
+            let Ok(mut listed) = listed else { continue };
+            for i in indices {
+                let d = &desired[i];
+                if let Some(obj) = listed.remove(&(d.object.namespace.clone(), d.object.name.clone())) {
+                    out.insert(i, obj);
+                }
+            }
+        }
+        out
+    }
+
+    /// Objects whose fingerprints match the last run, from one metadata LIST per kind.
+    pub(super) async fn fast_path(
+        &self,
+        p: &Planning<'_>,
+        previous: &HashMap<String, ObjectPrint>,
+    ) -> Vec<(usize, Outcome)> {
+        let desired = &p.desired;
+        let candidates = (0..desired.len()).filter(|i| {
+            previous
+                .get(&desired[*i].object.id())
+                .is_some_and(|prev| prev.desired == desired[*i].print)
+        });
+        let listed = self.list_owned(p, candidates, true).await;
+        let mut out = Vec::new();
+        for (i, obj) in listed {
+            let live = Some(live_print(&obj["metadata"]));
+            let Some(prev) = previous.get(&desired[i].object.id()) else {
+                continue;
+            };
+            if live == prev.live {
+                out.push((
+                    i,
+                    Outcome {
+                        action: prev.action,
+                        live_print: live,
+                    },
+                ));
+            }
+        }
+        out
+    }
+}
