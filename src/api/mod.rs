@@ -4,7 +4,6 @@ pub mod conditions;
 pub mod duration;
 pub mod inventory;
 pub mod kustomization;
-pub use crate::kustomize::selector;
 pub mod source;
 
 pub use inventory::{ObjectRef, ResourceInventory, ResourceRef};

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::secret::mask_pair;
 use crate::api::kustomization::IgnoreRule;
-use crate::api::selector::{CompiledSelector, Namespacing, SelectorError};
+use crate::kustomize::selector::{CompiledSelector, Namespacing, SelectorError};
 
 /// A `spec.ignore` rule that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
