@@ -25,8 +25,11 @@ pub trait StepError: std::error::Error + Send + Sync + 'static {
     /// The Ready condition reason, Flux's.
     fn reason(&self) -> &'static str;
 
-    /// What retrying can do.
-    fn retry(&self) -> Retry;
+    /// What retrying can do. Flux requeues a failure inside its reconcile (build, apply, prune,
+    /// health) after `spec.retryInterval`, so that is the default.
+    fn retry(&self) -> Retry {
+        Retry::RetryInterval
+    }
 
     /// The Ready condition message. `Display` unless Flux words the condition differently
     /// (for example stating the requeue delay instead of the details).

@@ -50,7 +50,7 @@ pub use prune::PruneError;
 use crate::api::conditions::reason;
 use crate::api::inventory::ObjectRef;
 use crate::api::kustomization::IgnoreRule;
-use crate::error::{Retry, StepError};
+use crate::error::StepError;
 use crate::kube_ext::ResourceResolver;
 use fingerprint::FingerprintStore;
 
@@ -294,15 +294,12 @@ impl StepError for ApplyError {
     fn reason(&self) -> &'static str {
         reason::RECONCILIATION_FAILED
     }
-
-    fn retry(&self) -> Retry {
-        Retry::RetryInterval
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Retry;
 
     #[test]
     fn change_set_lines_are_fluxs_text() {

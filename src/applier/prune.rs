@@ -15,7 +15,7 @@ use super::{Action, Applier, ChangeSet, FailureKind, ObjectError, Owner};
 use crate::api::conditions::{keys, reason};
 use crate::api::inventory::{ObjectRef, ResourceInventory, ResourceRef};
 use crate::api::kustomization::DeletionPolicy;
-use crate::error::{Retry, StepError};
+use crate::error::StepError;
 use crate::kube_ext::ResolveError;
 
 /// A prune or finalize that did not complete.
@@ -43,10 +43,6 @@ pub enum PruneError {
 impl StepError for PruneError {
     fn reason(&self) -> &'static str {
         reason::PRUNE_FAILED
-    }
-
-    fn retry(&self) -> Retry {
-        Retry::RetryInterval
     }
 }
 

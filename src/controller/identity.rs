@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::api::Kustomization;
 use crate::api::conditions::reason;
 use crate::applier::{Applier, ApplierOptions};
-use crate::error::{Retry, StepError};
+use crate::error::StepError;
 use crate::kube_ext::{RequestCounts, ResourceResolver, counted_client};
 
 /// Keys tried, in order, when `secretRef.key` is not set.
@@ -52,10 +52,6 @@ pub(crate) enum IdentityError {
 impl StepError for IdentityError {
     fn reason(&self) -> &'static str {
         reason::RECONCILIATION_FAILED
-    }
-
-    fn retry(&self) -> Retry {
-        Retry::RetryInterval
     }
 
     fn condition_message(&self, _: Duration) -> String {

@@ -122,10 +122,6 @@ impl StepError for BuildPanicked {
     fn reason(&self) -> &'static str {
         reason::BUILD_FAILED
     }
-
-    fn retry(&self) -> Retry {
-        Retry::RetryInterval
-    }
 }
 
 /// What one pass did, threaded through the steps.

@@ -10,7 +10,7 @@ use kube::{Client, ResourceExt};
 use crate::api::Kustomization;
 use crate::api::conditions::reason;
 use crate::api::kustomization::SubstituteKind;
-use crate::error::{Retry, StepError};
+use crate::error::StepError;
 use crate::flux;
 
 /// A `substituteFrom` source that could not be read. Messages are Flux's.
@@ -34,10 +34,6 @@ pub(crate) enum VarsError {
 impl StepError for VarsError {
     fn reason(&self) -> &'static str {
         reason::BUILD_FAILED
-    }
-
-    fn retry(&self) -> Retry {
-        Retry::RetryInterval
     }
 }
 

@@ -21,7 +21,7 @@ pub(crate) use substitute::{SubstituteOptions, merge_vars};
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
-use crate::error::{Retry, StepError};
+use crate::error::StepError;
 use crate::kustomize::packed::Packed;
 use crate::kustomize::resmap::split_api_version;
 use crate::kustomize::{self, BuildError, BuildOptions};
@@ -55,10 +55,6 @@ pub enum FluxBuildError {
 impl StepError for FluxBuildError {
     fn reason(&self) -> &'static str {
         BUILD_FAILED
-    }
-
-    fn retry(&self) -> Retry {
-        Retry::RetryInterval
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::time::{Instant, sleep_until};
 use super::cel::HealthExprs;
 use super::kstatus::{self, ObjectStatus, Status};
 use crate::api::conditions::reason;
-use crate::error::{Retry, StepError};
+use crate::error::StepError;
 use crate::kube_ext::{ResolveError, ResourceResolver};
 
 /// How long a missing object (or an unknown kind) may take to appear before it is reported.
@@ -120,10 +120,6 @@ impl StepError for HealthError {
             HealthError::Canceled => reason::HEALTH_CHECK_CANCELED,
             _ => reason::HEALTH_CHECK_FAILED,
         }
-    }
-
-    fn retry(&self) -> Retry {
-        Retry::RetryInterval
     }
 }
 
