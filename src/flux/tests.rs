@@ -14,12 +14,15 @@ use crate::api::kustomization::{BuildMetadata, Image, Patch, PostBuild, Selector
 use crate::kustomize::loader::Loader;
 use crate::kustomize::packed;
 
-fn write(root: &Path, files: &[(&str, &str)]) {
+/// A temporary directory holding `files` (path, text).
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
     for (path, text) in files {
-        let path = root.join(path);
+        let path = tmp.path().join(path);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
     }
+    tmp
 }
 
 fn spec() -> KustomizationSpec {
@@ -37,29 +40,34 @@ fn generated(root: &Path, dir: &str, spec: &KustomizationSpec) -> Result<Value, 
     Ok(serde_yaml::from_str(&text).unwrap())
 }
 
+/// Builds the directory `app` below `root` with the default options.
+fn build_app(
+    root: &Path,
+    spec: &KustomizationSpec,
+    vars: &BTreeMap<String, String>,
+) -> Result<Built, FluxBuildError> {
+    build(root, Path::new("app"), spec, vars, &BuildOptions::default())
+}
+
 const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  key: value\n";
 const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.0\n";
 
 #[test]
 fn without_a_kustomization_file_every_yaml_file_and_kustomization_dir_is_a_resource() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[
-            ("app/b.yaml", CONFIG_MAP),
-            ("app/a/deploy.yml", DEPLOYMENT),
-            (
-                "app/a/deeper/more.yaml",
-                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n",
-            ),
-            ("app/base/kustomization.yaml", "resources: [cm.yaml]\n"),
-            ("app/base/cm.yaml", CONFIG_MAP),
-            // Not descended into: a subdirectory with a kustomization file is one resource.
-            ("app/base/broken.yaml", "not: [valid"),
-            ("app/README.md", "# docs"),
-            ("app/values.json", "{}"),
-        ],
-    );
+    let tmp = tree(&[
+        ("app/b.yaml", CONFIG_MAP),
+        ("app/a/deploy.yml", DEPLOYMENT),
+        (
+            "app/a/deeper/more.yaml",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n",
+        ),
+        ("app/base/kustomization.yaml", "resources: [cm.yaml]\n"),
+        ("app/base/cm.yaml", CONFIG_MAP),
+        // Not descended into: a subdirectory with a kustomization file is one resource.
+        ("app/base/broken.yaml", "not: [valid"),
+        ("app/README.md", "# docs"),
+        ("app/values.json", "{}"),
+    ]);
     let k = generated(tmp.path(), "app", &spec()).unwrap();
     assert_eq!(
         k,
@@ -73,22 +81,17 @@ fn without_a_kustomization_file_every_yaml_file_and_kustomization_dir_is_a_resou
 
 #[test]
 fn a_file_that_is_not_kubernetes_yaml_fails_and_is_named() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[
-            ("app/ok.yaml", CONFIG_MAP),
-            ("app/sub/bad.yaml", "kind: A\n---\n- a list\n"),
-        ],
-    );
+    let tmp = tree(&[
+        ("app/ok.yaml", CONFIG_MAP),
+        ("app/sub/bad.yaml", "kind: A\n---\n- a list\n"),
+    ]);
     let err = generated(tmp.path(), "app", &spec()).unwrap_err();
     let message = err.to_string();
     assert!(
         message.starts_with("failed to decode Kubernetes YAML from ./sub/bad.yaml: "),
         "{message}"
     );
-    let tmp = tempfile::tempdir().unwrap();
-    write(tmp.path(), &[("app/broken.yml", "a: [1, 2\nb: 3\n")]);
+    let tmp = tree(&[("app/broken.yml", "a: [1, 2\nb: 3\n")]);
     let message = generated(tmp.path(), "app", &spec()).unwrap_err().to_string();
     assert!(
         message.starts_with("failed to decode Kubernetes YAML from ./broken.yml: "),
@@ -98,39 +101,27 @@ fn a_file_that_is_not_kubernetes_yaml_fails_and_is_named() {
 
 #[test]
 fn an_empty_directory_builds_to_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(tmp.path(), &[("app/notes.txt", "nothing here")]);
+    let tmp = tree(&[("app/notes.txt", "nothing here")]);
     let k = generated(tmp.path(), "app", &spec()).unwrap();
     assert_eq!(k["namespace"], "_placeholder");
     assert!(k.get("resources").is_none());
-    let built = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec(),
-        &BTreeMap::new(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let built = build_app(tmp.path(), &spec(), &BTreeMap::new()).unwrap();
     assert_eq!(packed::values(&built.objects), Vec::<Value>::new());
 }
 
 #[test]
 fn an_existing_file_is_decoded_leniently() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[
-            (
-                "app/kustomization.yaml",
-                "resources: [cm.yaml]\nnotAField: true\nnamespace: ns\n",
-            ),
-            ("app/cm.yaml", CONFIG_MAP),
-            (
-                "gen/kustomization.yml",
-                "configMapGenerator:\n- name: g\n  literals: [a=b]\n",
-            ),
-        ],
-    );
+    let tmp = tree(&[
+        (
+            "app/kustomization.yaml",
+            "resources: [cm.yaml]\nnotAField: true\nnamespace: ns\n",
+        ),
+        ("app/cm.yaml", CONFIG_MAP),
+        (
+            "gen/kustomization.yml",
+            "configMapGenerator:\n- name: g\n  literals: [a=b]\n",
+        ),
+    ]);
     let k = generated(tmp.path(), "app", &spec()).unwrap();
     assert_eq!(
         k,
@@ -148,25 +139,21 @@ fn an_existing_file_is_decoded_leniently() {
 
 #[test]
 fn spec_overrides_are_applied_to_the_root() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[
-            (
-                "app/kustomization.yaml",
-                "resources: [deploy.yaml]\nnamespace: from-file\nnamePrefix: file-\npatches:\n- path: p.yaml\nimages:\n- name: nginx\n  newTag: \"1.1\"\n- name: redis\n  newName: my/redis\ncomponents: [../comp-a]\n",
-            ),
-            ("app/deploy.yaml", DEPLOYMENT),
-            (
-                "comp-a/kustomization.yaml",
-                "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
-            ),
-            (
-                "comp-b/kustomization.yaml",
-                "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
-            ),
-        ],
-    );
+    let tmp = tree(&[
+        (
+            "app/kustomization.yaml",
+            "resources: [deploy.yaml]\nnamespace: from-file\nnamePrefix: file-\npatches:\n- path: p.yaml\nimages:\n- name: nginx\n  newTag: \"1.1\"\n- name: redis\n  newName: my/redis\ncomponents: [../comp-a]\n",
+        ),
+        ("app/deploy.yaml", DEPLOYMENT),
+        (
+            "comp-a/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
+        ),
+        (
+            "comp-b/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
+        ),
+    ]);
     let mut spec = spec();
     spec.target_namespace = Some("prod".into());
     spec.name_prefix = Some("flux-".into());
@@ -219,43 +206,25 @@ fn spec_overrides_are_applied_to_the_root() {
 
 #[test]
 fn missing_components_fail_in_kustomize_unless_ignored() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[
-            ("app/kustomization.yaml", "resources: [cm.yaml]\n"),
-            ("app/cm.yaml", CONFIG_MAP),
-            (
-                "comp/kustomization.yaml",
-                "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncommonLabels: {c: d}\n",
-            ),
-        ],
-    );
+    let tmp = tree(&[
+        ("app/kustomization.yaml", "resources: [cm.yaml]\n"),
+        ("app/cm.yaml", CONFIG_MAP),
+        (
+            "comp/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncommonLabels: {c: d}\n",
+        ),
+    ]);
     let mut spec = spec();
     spec.components = vec!["../comp".into(), "../absent".into()];
     let k = generated(tmp.path(), "app", &spec).unwrap();
     assert_eq!(k["components"], json!(["../comp", "../absent"]));
-    let err = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec,
-        &BTreeMap::new(),
-        &BuildOptions::default(),
-    )
-    .unwrap_err();
+    let err = build_app(tmp.path(), &spec, &BTreeMap::new()).unwrap_err();
     assert!(err.to_string().starts_with("kustomize build failed: "), "{err}");
     assert!(err.to_string().contains("absent"), "{err}");
     spec.ignore_missing_components = true;
     let k = generated(tmp.path(), "app", &spec).unwrap();
     assert_eq!(k["components"], json!(["../comp"]));
-    let built = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec,
-        &BTreeMap::new(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let built = build_app(tmp.path(), &spec, &BTreeMap::new()).unwrap();
     assert_eq!(
         packed::values(&built.objects)[0]["metadata"]["labels"],
         json!({"c": "d"})
@@ -264,8 +233,7 @@ fn missing_components_fail_in_kustomize_unless_ignored() {
 
 #[test]
 fn component_paths_must_be_local_and_relative() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(tmp.path(), &[("app/cm.yaml", CONFIG_MAP)]);
+    let tmp = tree(&[("app/cm.yaml", CONFIG_MAP)]);
     // The table of Flux's own IsLocalRelativePath test (fluxcd/pkg kustomize).
     for path in [
         "/etc/comp",
@@ -287,8 +255,7 @@ fn component_paths_must_be_local_and_relative() {
 
 #[test]
 fn local_component_paths_are_accepted() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(tmp.path(), &[("app/cm.yaml", CONFIG_MAP)]);
+    let tmp = tree(&[("app/cm.yaml", CONFIG_MAP)]);
     let mut spec = spec();
     spec.components = [
         "foobar.yaml",
@@ -319,11 +286,7 @@ fn objects_without_kind_or_name_fail_the_generation() {
             "missing metadata.name",
         ),
     ] {
-        let tmp = tempfile::tempdir().unwrap();
-        write(
-            tmp.path(),
-            &[("app/ok.yaml", CONFIG_MAP), ("app/values.yaml", text)],
-        );
+        let tmp = tree(&[("app/ok.yaml", CONFIG_MAP), ("app/values.yaml", text)]);
         let message = generated(tmp.path(), "app", &spec()).unwrap_err().to_string();
         assert!(
             message.starts_with("failed to decode Kubernetes YAML from ./values.yaml: "),
@@ -332,11 +295,7 @@ fn objects_without_kind_or_name_fail_the_generation() {
         assert!(message.contains(reason), "{message}");
     }
     // A List needs no name.
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[("app/list.yaml", "apiVersion: v1\nkind: List\nitems: []\n")],
-    );
+    let tmp = tree(&[("app/list.yaml", "apiVersion: v1\nkind: List\nitems: []\n")]);
     assert_eq!(
         generated(tmp.path(), "app", &spec()).unwrap()["resources"],
         json!(["./list.yaml"])
@@ -345,11 +304,7 @@ fn objects_without_kind_or_name_fail_the_generation() {
 
 #[test]
 fn reads_stay_inside_the_artifact_root() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[("root/app/cm.yaml", CONFIG_MAP), ("outside.yaml", CONFIG_MAP)],
-    );
+    let tmp = tree(&[("root/app/cm.yaml", CONFIG_MAP), ("outside.yaml", CONFIG_MAP)]);
     std::os::unix::fs::symlink(
         tmp.path().join("outside.yaml"),
         tmp.path().join("root/app/link.yaml"),
@@ -364,17 +319,13 @@ fn reads_stay_inside_the_artifact_root() {
 /// same patch, then Flux's substitution and commonMetadata applied by hand.
 #[test]
 fn build_runs_overrides_substitution_and_common_metadata_in_order() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[
-            (
-                "app/cm.yaml",
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels: {team: x}\ndata:\n  env: ${env}\n  region: ${region:=eu}\n",
-            ),
-            ("app/deploy.yaml", DEPLOYMENT),
-        ],
-    );
+    let tmp = tree(&[
+        (
+            "app/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels: {team: x}\ndata:\n  env: ${env}\n  region: ${region:=eu}\n",
+        ),
+        ("app/deploy.yaml", DEPLOYMENT),
+    ]);
     let mut spec = spec();
     spec.target_namespace = Some("prod".into());
     spec.name_prefix = Some("flux-".into());
@@ -395,14 +346,7 @@ fn build_runs_overrides_substitution_and_common_metadata_in_order() {
         vec![],
         Some(&[("env".to_string(), "production".to_string())].into()),
     );
-    let built = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec,
-        &vars,
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let built = build_app(tmp.path(), &spec, &vars).unwrap();
     let expected: Vec<Value> = vec![
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
@@ -424,14 +368,7 @@ fn build_runs_overrides_substitution_and_common_metadata_in_order() {
 
     // commonMetadata is not part of the digest (Flux applies it after building).
     spec.common_metadata = None;
-    let without = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec,
-        &vars,
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let without = build_app(tmp.path(), &spec, &vars).unwrap();
     assert_eq!(without.digest, built.digest);
     assert_eq!(
         packed::values(&without.objects)[0]["metadata"]["labels"],
@@ -443,27 +380,16 @@ fn build_runs_overrides_substitution_and_common_metadata_in_order() {
 /// they do so whether or not postBuild is set.
 #[test]
 fn common_metadata_applies_without_post_build() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[(
-            "app/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels: {team: x, tier: web}\n",
-        )],
-    );
+    let tmp = tree(&[(
+        "app/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels: {team: x, tier: web}\n",
+    )]);
     let mut spec = spec();
     spec.common_metadata = Some(CommonMetadata {
         labels: Some([("team".to_string(), "platform".to_string())].into()),
         annotations: None,
     });
-    let built = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec,
-        &BTreeMap::new(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let built = build_app(tmp.path(), &spec, &BTreeMap::new()).unwrap();
     assert_eq!(
         packed::values(&built.objects),
         vec![json!({
@@ -475,34 +401,16 @@ fn common_metadata_applies_without_post_build() {
 
 #[test]
 fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[(
-            "app/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: ${missing}\n",
-        )],
-    );
+    let tmp = tree(&[(
+        "app/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: ${missing}\n",
+    )]);
     let mut spec = spec();
     let vars: BTreeMap<String, String> = [("other".to_string(), "x".to_string())].into();
-    let untouched = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec,
-        &vars,
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let untouched = build_app(tmp.path(), &spec, &vars).unwrap();
     assert_eq!(packed::values(&untouched.objects)[0]["data"]["a"], "${missing}");
     spec.post_build = Some(PostBuild::default());
-    let err = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec,
-        &vars,
-        &BuildOptions::default(),
-    )
-    .unwrap_err();
+    let err = build_app(tmp.path(), &spec, &vars).unwrap_err();
     assert_eq!(
         err.to_string(),
         "post build failed for 'ConfigMap.v1.[noGrp]/app': envsubst error: variable substitution failed: variable not set (strict mode): \"missing\""
@@ -523,19 +431,8 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
 
 #[test]
 fn kustomize_errors_are_prefixed() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[("app/kustomization.yaml", "resources: [missing.yaml]\n")],
-    );
-    let err = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec(),
-        &BTreeMap::new(),
-        &BuildOptions::default(),
-    )
-    .unwrap_err();
+    let tmp = tree(&[("app/kustomization.yaml", "resources: [missing.yaml]\n")]);
+    let err = build_app(tmp.path(), &spec(), &BTreeMap::new()).unwrap_err();
     assert!(err.to_string().starts_with("kustomize build failed: "), "{err}");
     assert!(err.to_string().contains("missing.yaml"), "{err}");
     assert_eq!((err.reason(), err.retry()), ("BuildFailed", Retry::RetryInterval));
@@ -545,22 +442,11 @@ fn kustomize_errors_are_prefixed() {
 /// `kustomize build` of the same file with that line added.
 #[test]
 fn a_root_without_resources_builds_with_origin_annotations() {
-    let tmp = tempfile::tempdir().unwrap();
-    write(
-        tmp.path(),
-        &[(
-            "app/kustomization.yaml",
-            "configMapGenerator:\n- name: settings\n  literals: [mode=fast]\n  options: {disableNameSuffixHash: true}\n",
-        )],
-    );
-    let built = build(
-        tmp.path(),
-        Path::new("app"),
-        &spec(),
-        &BTreeMap::new(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let tmp = tree(&[(
+        "app/kustomization.yaml",
+        "configMapGenerator:\n- name: settings\n  literals: [mode=fast]\n  options: {disableNameSuffixHash: true}\n",
+    )]);
+    let built = build_app(tmp.path(), &spec(), &BTreeMap::new()).unwrap();
     let origin = "configuredIn: kustomization.yaml\nconfiguredBy:\n  apiVersion: builtin\n  kind: ConfigMapGenerator\n";
     assert_eq!(
         packed::values(&built.objects),
