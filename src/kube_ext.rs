@@ -288,48 +288,61 @@ mod tests {
 
     #[test]
     fn classifies_requests_like_the_api_server_verbs() {
-        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
-        assert_eq!(
-            key(Method::GET, "/api/v1/namespaces/a/configmaps/x", None),
-            s("get", "configmaps")
-        );
-        assert_eq!(
-            key(Method::GET, "/api/v1/namespaces/a/configmaps", None),
-            s("list", "configmaps")
-        );
-        assert_eq!(
-            key(Method::GET, "/apis/apps/v1/deployments", Some("watch=true")),
-            s("watch", "deployments.apps")
-        );
-        assert_eq!(
-            key(Method::GET, "/api/v1/namespaces/x", None),
-            s("get", "namespaces")
-        );
-        assert_eq!(
-            key(Method::GET, "/api/v1/namespaces", None),
-            s("list", "namespaces")
-        );
-        assert_eq!(
-            key(
+        let cases = [
+            (
+                Method::GET,
+                "/api/v1/namespaces/a/configmaps/x",
+                None,
+                "get",
+                "configmaps",
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a/configmaps",
+                None,
+                "list",
+                "configmaps",
+            ),
+            (
+                Method::GET,
+                "/apis/apps/v1/deployments",
+                Some("watch=true"),
+                "watch",
+                "deployments.apps",
+            ),
+            (Method::GET, "/api/v1/namespaces/x", None, "get", "namespaces"),
+            (Method::GET, "/api/v1/namespaces", None, "list", "namespaces"),
+            (
                 Method::PATCH,
                 "/apis/apps/v1/namespaces/a/deployments/w",
-                Some("dryRun=All&fieldManager=x")
+                Some("dryRun=All&fieldManager=x"),
+                "dry-run-patch",
+                "deployments.apps",
             ),
-            s("dry-run-patch", "deployments.apps")
-        );
-        assert_eq!(
-            key(
+            (
                 Method::PATCH,
                 "/api/v1/namespaces/a/secrets/s",
-                Some("fieldManager=x")
+                Some("fieldManager=x"),
+                "patch",
+                "secrets",
             ),
-            s("patch", "secrets")
-        );
-        assert_eq!(
-            key(Method::DELETE, "/api/v1/namespaces/a/secrets/s", None),
-            s("delete", "secrets")
-        );
-        assert_eq!(key(Method::GET, "/apis/apps/v1", None), s("discovery", ""));
-        assert_eq!(key(Method::GET, "/api", None), s("discovery", ""));
+            (
+                Method::DELETE,
+                "/api/v1/namespaces/a/secrets/s",
+                None,
+                "delete",
+                "secrets",
+            ),
+            (Method::GET, "/apis/apps/v1", None, "discovery", ""),
+            (Method::GET, "/api", None, "discovery", ""),
+        ];
+        for (method, path, query, verb, resource) in cases {
+            let case = format!("{method} {path} {query:?}");
+            assert_eq!(
+                key(method, path, query),
+                (verb.to_string(), resource.to_string()),
+                "{case}"
+            );
+        }
     }
 }
