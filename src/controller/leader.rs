@@ -197,28 +197,23 @@ mod tests {
     fn decisions() {
         let now = Timestamp::from_second(1000).unwrap();
         assert_eq!(decide(None, "me", now), Decision::TakeOver);
-        assert_eq!(decide(Some(&lease(None, 990, 35)), "me", now), Decision::TakeOver);
-        assert_eq!(
-            decide(Some(&lease(Some("me"), 990, 35)), "me", now),
-            Decision::Renew
-        );
-        assert_eq!(
-            decide(Some(&lease(Some("other"), 990, 35)), "me", now),
-            Decision::Wait
-        );
-        assert_eq!(
-            decide(Some(&lease(Some("other"), 965, 35)), "me", now),
-            Decision::Wait,
-            "exactly at expiry"
-        );
-        assert_eq!(
-            decide(Some(&lease(Some("other"), 964, 35)), "me", now),
-            Decision::TakeOver
-        );
-        // A released Lease (holder cleared) is free at once.
-        assert_eq!(
-            decide(Some(&lease(Some(""), 999, 1)), "me", now),
-            Decision::TakeOver
-        );
+        // (holder, renewed at, lease duration, what "me" decides at 1000)
+        let cases = [
+            (None, 990, 35, Decision::TakeOver),
+            (Some("me"), 990, 35, Decision::Renew),
+            (Some("other"), 990, 35, Decision::Wait),
+            // exactly at expiry
+            (Some("other"), 965, 35, Decision::Wait),
+            (Some("other"), 964, 35, Decision::TakeOver),
+            // A released Lease (holder cleared) is free at once.
+            (Some(""), 999, 1, Decision::TakeOver),
+        ];
+        for (holder, renewed_at, duration, expected) in cases {
+            assert_eq!(
+                decide(Some(&lease(holder, renewed_at, duration)), "me", now),
+                expected,
+                "holder {holder:?}, renewed at {renewed_at}, duration {duration}"
+            );
+        }
     }
 }
