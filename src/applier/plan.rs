@@ -320,29 +320,42 @@ mod tests {
             message: "Invalid value: ...: field is immutable".into(),
             field: "spec.selector".into(),
         };
-        let s = status(
-            422,
-            "Invalid",
-            "Deployment.apps \"web\" is invalid: spec.selector: Invalid value: ...: field is immutable",
-            vec![cause],
-        );
-        assert_eq!(immutable_field(&s).as_deref(), Some("spec.selector"));
-        let s = status(
-            422,
-            "Invalid",
-            "Job.batch \"j\" is invalid: spec.template: Invalid value: ...: field is immutable",
-            vec![],
-        );
-        assert_eq!(immutable_field(&s).as_deref(), Some("spec.template"));
-        let s = status(
-            422,
-            "Invalid",
-            "ConfigMap \"c\" is invalid: metadata.name: Invalid value: \"A\": a lowercase RFC 1123 subdomain",
-            vec![],
-        );
-        assert_eq!(immutable_field(&s), None);
-        let s = status(409, "Conflict", "Apply failed with 1 conflict", vec![]);
-        assert_eq!(immutable_field(&s), None);
+        let cases = [
+            (
+                status(
+                    422,
+                    "Invalid",
+                    "Deployment.apps \"web\" is invalid: spec.selector: Invalid value: ...: field is immutable",
+                    vec![cause],
+                ),
+                Some("spec.selector"),
+            ),
+            (
+                status(
+                    422,
+                    "Invalid",
+                    "Job.batch \"j\" is invalid: spec.template: Invalid value: ...: field is immutable",
+                    vec![],
+                ),
+                Some("spec.template"),
+            ),
+            (
+                status(
+                    422,
+                    "Invalid",
+                    "ConfigMap \"c\" is invalid: metadata.name: Invalid value: \"A\": a lowercase RFC 1123 subdomain",
+                    vec![],
+                ),
+                None,
+            ),
+            (
+                status(409, "Conflict", "Apply failed with 1 conflict", vec![]),
+                None,
+            ),
+        ];
+        for (failure, field) in cases {
+            assert_eq!(immutable_field(&failure).as_deref(), field, "{}", failure.message);
+        }
     }
 
     fn desired(api_version: &str, kind: &str, ns: &str) -> Desired {
@@ -377,16 +390,6 @@ mod tests {
         };
         let mut ns_missing = status(404, "NotFound", "namespaces \"apps\" not found", vec![]);
         ns_missing.details.as_mut().unwrap().kind = "namespaces".into();
-        assert!(missing_dependency(
-            &ns_missing,
-            &desired("v1", "ConfigMap", "apps"),
-            &batch
-        ));
-        assert!(!missing_dependency(
-            &ns_missing,
-            &desired("v1", "ConfigMap", "other"),
-            &batch
-        ));
         assert!(namespace_missing(&ns_missing));
         let no_kind = status(
             404,
@@ -394,27 +397,12 @@ mod tests {
             "the server could not find the requested resource",
             vec![],
         );
-        assert!(missing_dependency(
-            &no_kind,
-            &desired("example.com/v1", "Widget", "apps"),
-            &batch
-        ));
-        assert!(!missing_dependency(
-            &no_kind,
-            &desired("example.com/v1", "Gadget", "apps"),
-            &batch
-        ));
         let webhook = status(
             500,
             "InternalError",
             "Internal error occurred: failed calling webhook \"guard\": no endpoints",
             vec![],
         );
-        assert!(missing_dependency(
-            &webhook,
-            &desired("v1", "ConfigMap", "x"),
-            &batch
-        ));
         // the ServiceAccount admission plugin's message, as kube-apiserver 1.35 returns it
         let sa_missing = |sa: &str| {
             let (ns, name) = sa.split_once('/').unwrap();
@@ -431,28 +419,6 @@ mod tests {
             missing_service_account(&sa_missing("x/builder")),
             Some("x/builder")
         );
-        assert!(missing_dependency(
-            &sa_missing("x/builder"),
-            &desired("v1", "Pod", "x"),
-            &batch
-        ));
-        // the serviceaccount-controller creates `default` in every namespace
-        assert!(missing_dependency(
-            &sa_missing("y/default"),
-            &desired("v1", "Pod", "y"),
-            &batch
-        ));
-        // a ServiceAccount this apply does not create fails now, as a missing dependency
-        assert!(!missing_dependency(
-            &sa_missing("x/other"),
-            &desired("v1", "Pod", "x"),
-            &batch
-        ));
-        assert!(!missing_dependency(
-            &sa_missing("z/builder"),
-            &desired("v1", "Pod", "z"),
-            &batch
-        ));
         let rbac_forbidden = status(
             403,
             "Forbidden",
@@ -466,11 +432,29 @@ mod tests {
             "ConfigMap \"x\" is invalid: data: Invalid value",
             vec![],
         );
-        assert!(!missing_dependency(
-            &invalid,
-            &desired("v1", "ConfigMap", "apps"),
-            &batch
-        ));
+        // (the failure, the object's apiVersion, kind and namespace, deferred)
+        let cases = [
+            (&ns_missing, ("v1", "ConfigMap", "apps"), true),
+            (&ns_missing, ("v1", "ConfigMap", "other"), false),
+            (&no_kind, ("example.com/v1", "Widget", "apps"), true),
+            (&no_kind, ("example.com/v1", "Gadget", "apps"), false),
+            (&webhook, ("v1", "ConfigMap", "x"), true),
+            (&sa_missing("x/builder"), ("v1", "Pod", "x"), true),
+            // the serviceaccount-controller creates `default` in every namespace
+            (&sa_missing("y/default"), ("v1", "Pod", "y"), true),
+            // a ServiceAccount this apply does not create fails now, as a missing dependency
+            (&sa_missing("x/other"), ("v1", "Pod", "x"), false),
+            (&sa_missing("z/builder"), ("v1", "Pod", "z"), false),
+            (&invalid, ("v1", "ConfigMap", "apps"), false),
+        ];
+        for (failure, (api_version, kind, ns), expected) in cases {
+            assert_eq!(
+                missing_dependency(failure, &desired(api_version, kind, ns), &batch),
+                expected,
+                "{} for {kind} in {ns}",
+                failure.message
+            );
+        }
     }
 
     #[test]
