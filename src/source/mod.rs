@@ -341,34 +341,39 @@ mod tests {
             namespace: "ns".into(),
             name: "app".into(),
         };
-        assert_eq!(no_artifact.retry(), Retry::Dependency);
-        assert_eq!(
-            no_artifact.condition_message(dep),
-            "Source artifact not found, retrying in 30s"
-        );
         let gone = SourceError::ArtifactNotFound {
             url: "http://x/a.tar.gz".into(),
         };
-        assert_eq!(gone.retry(), Retry::Dependency);
-        assert_eq!(
-            gone.condition_message(dep),
-            "Source is not ready, artifact not found, retrying in 30s"
-        );
         let missing = SourceError::SourceNotFound {
             kind: "GitRepository",
             namespace: "ns".into(),
             name: "app".into(),
             message: "gitrepositories.source.toolkit.fluxcd.io \"app\" not found".into(),
         };
-        assert_eq!(missing.retry(), Retry::RetryInterval);
-        assert_eq!(missing.reason(), "ArtifactFailed");
         let blocked = SourceError::CrossNamespaceBlocked {
             kind: "GitRepository",
             namespace: "other".into(),
             name: "app".into(),
         };
+        let retries = [
+            (&no_artifact, Retry::Dependency),
+            (&gone, Retry::Dependency),
+            (&missing, Retry::RetryInterval),
+            (&blocked, Retry::Terminal),
+        ];
+        for (error, retry) in retries {
+            assert_eq!(error.retry(), retry, "{error}");
+        }
+        assert_eq!(
+            no_artifact.condition_message(dep),
+            "Source artifact not found, retrying in 30s"
+        );
+        assert_eq!(
+            gone.condition_message(dep),
+            "Source is not ready, artifact not found, retrying in 30s"
+        );
+        assert_eq!(missing.reason(), "ArtifactFailed");
         assert!(blocked.is_terminal());
         assert_eq!(blocked.reason(), "AccessDenied");
-        assert_eq!(blocked.retry(), Retry::Terminal);
     }
 }
