@@ -182,6 +182,13 @@ fn evict(state: &mut State, max_bytes: u64) {
 mod tests {
     use super::*;
 
+    /// A cache of at most `max_bytes` in a fresh temporary parent directory.
+    fn new_cache(max_bytes: u64) -> (tempfile::TempDir, TreeCache) {
+        let parent = tempfile::tempdir().unwrap();
+        let cache = TreeCache::new(parent.path(), max_bytes).unwrap();
+        (parent, cache)
+    }
+
     async fn fill_with(cache: &TreeCache, key: &str, bytes: usize) -> ArtifactTree {
         cache
             .get_or_fill(key, |dir| async move {
@@ -195,8 +202,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cached_digest_is_not_filled_again() {
-        let parent = tempfile::tempdir().unwrap();
-        let cache = TreeCache::new(parent.path(), 1000).unwrap();
+        let (_parent, cache) = new_cache(1000);
         let first = fill_with(&cache, "sha256:a", 10).await;
         let second = cache
             .get_or_fill("sha256:a", |_| async { panic!("filled twice") })
@@ -207,8 +213,7 @@ mod tests {
 
     #[tokio::test]
     async fn least_recently_used_unheld_trees_are_evicted_and_removed() {
-        let parent = tempfile::tempdir().unwrap();
-        let cache = TreeCache::new(parent.path(), 25).unwrap();
+        let (_parent, cache) = new_cache(25);
         let a = fill_with(&cache, "a", 10).await.root().to_path_buf();
         let b = fill_with(&cache, "b", 10).await.root().to_path_buf();
         drop(cache.lookup("a")); // a is now more recent than b
@@ -220,8 +225,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_tree_in_use_survives_eviction_until_released() {
-        let parent = tempfile::tempdir().unwrap();
-        let cache = TreeCache::new(parent.path(), 15).unwrap();
+        let (_parent, cache) = new_cache(15);
         let held = fill_with(&cache, "a", 10).await;
         let _b = fill_with(&cache, "b", 10).await;
         // Both are held: nothing can go, the cache is over its bound for now.
@@ -239,8 +243,7 @@ mod tests {
 
     #[tokio::test]
     async fn dropping_the_cache_removes_its_directory_once_trees_are_released() {
-        let parent = tempfile::tempdir().unwrap();
-        let cache = TreeCache::new(parent.path(), 1000).unwrap();
+        let (parent, cache) = new_cache(1000);
         let tree = fill_with(&cache, "a", 10).await;
         drop(cache);
         assert!(
@@ -253,8 +256,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_fill_leaves_nothing_behind() {
-        let parent = tempfile::tempdir().unwrap();
-        let cache = TreeCache::new(parent.path(), 1000).unwrap();
+        let (_parent, cache) = new_cache(1000);
         let err = cache
             .get_or_fill("a", |dir| async move {
                 std::fs::create_dir(&dir).unwrap();
