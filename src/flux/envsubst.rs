@@ -547,134 +547,125 @@ mod tests {
         }
     }
 
-    /// Variables, input, expected output.
-    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+    /// One variable (name, value), and inputs with what they expand to.
+    type Group<'a> = ((&'a str, &'a str), &'a [(&'a str, &'a str)]);
 
-    /// Cases of fluxcd/pkg/envsubst's own TestExpand (expected values from its test table).
+    /// Cases of fluxcd/pkg/envsubst's own TestExpand (expected values from its test table),
+    /// grouped by the variable they set.
     #[test]
     fn the_reference_implementation_table() {
-        let cases: &[Case] = &[
-            (&[("var01", "abcdEFGH28ij")], "${#var01}", "12"),
-            (&[("var01", "abcdEFGH28ij")], "${var01^}", "AbcdEFGH28ij"),
-            (&[("var01", "ABCDEFGH28IJ")], "${var01,}", "aBCDEFGH28IJ"),
+        let groups: &[Group] = &[
             (
-                &[("path_name", "/home/bozo/ideas/thoughts.for.today")],
-                "${path_name:11}",
-                "ideas/thoughts.for.today",
+                ("var01", "abcdEFGH28ij"),
+                &[
+                    ("${#var01}", "12"),
+                    ("${var01^}", "AbcdEFGH28ij"),
+                    ("${var=${var01^^}}", "ABCDEFGH28IJ"),
+                    ("$${var01}", "${var01}"),
+                    (
+                        "some text ${var01}$${var$${var01}$var01${var01}",
+                        "some text abcdEFGH28ij${var${var01}$var01abcdEFGH28ij",
+                    ),
+                ],
+            ),
+            (("var01", "ABCDEFGH28IJ"), &[("${var01,}", "aBCDEFGH28IJ")]),
+            (
+                ("path_name", "/home/bozo/ideas/thoughts.for.today"),
+                &[
+                    ("${path_name:11}", "ideas/thoughts.for.today"),
+                    ("${path_name:11:5}", "ideas"),
+                ],
+            ),
+            (("var", "abc"), &[("${var=xyz}", "abc")]),
+            (
+                ("default_var", "foo"),
+                &[
+                    ("something ${var=${default_var}}", "something foo"),
+                    ("something $${var=${default_var}}", "something ${var=foo}"),
+                    (r"\\something ${var=${default_var}}", r"\\something foo"),
+                ],
             ),
             (
-                &[("path_name", "/home/bozo/ideas/thoughts.for.today")],
-                "${path_name:11:5}",
-                "ideas",
-            ),
-            (&[("var", "abc")], "${var=xyz}", "abc"),
-            (
-                &[("default_var", "foo")],
-                "something ${var=${default_var}}",
-                "something foo",
-            ),
-            (
-                &[("default_var", "foo1")],
-                "foo: ${var=${default_var}-suffix}",
-                "foo: foo1-suffix",
+                ("default_var", "foo1"),
+                &[
+                    ("foo: ${var=${default_var}-suffix}", "foo: foo1-suffix"),
+                    (
+                        "foo: ${var=prefix${default_var}-suffix}",
+                        "foo: prefixfoo1-suffix",
+                    ),
+                ],
             ),
             (
-                &[("default_var", "foo1")],
-                "foo: ${var=prefix${default_var}-suffix}",
-                "foo: prefixfoo1-suffix",
+                ("stringZ", "abcABC123ABCabc"),
+                &[
+                    ("${stringZ/%abc/XYZ}", "abcABC123ABCXYZ"),
+                    ("${stringZ/#abc/XYZ}", "XYZABC123ABCabc"),
+                    ("${stringZ//abc/xyz}", "xyzABC123ABCxyz"),
+                    ("${stringZ/abc/xyz}", "xyzABC123ABCabc"),
+                ],
             ),
             (
-                &[("stringZ", "abcABC123ABCabc")],
-                "${stringZ/%abc/XYZ}",
-                "abcABC123ABCXYZ",
+                ("stringZ", "somevalue"),
+                &[
+                    ("${stringZ/#/prefix-}", "prefix-somevalue"),
+                    ("${stringZ/%/-suffix}", "somevalue-suffix"),
+                ],
+            ),
+            (("stringZ", "foo/bar"), &[(r"${stringZ/\//-}", "foo-bar")]),
+            (
+                ("stringZ", "foo/bar/baz"),
+                &[(r"${stringZ//\//-}", "foo-bar-baz")],
+            ),
+            (("stringZ", "foo.bar"), &[("${stringZ/./}", "foobar")]),
+            (
+                ("filename", "bash.string.txt"),
+                &[
+                    ("${filename#*.}", "string.txt"),
+                    ("${filename##*.}", "txt"),
+                    ("${filename%.*}", "bash.string"),
+                    ("${filename%%.*}", "bash"),
+                ],
             ),
             (
-                &[("stringZ", "abcABC123ABCabc")],
-                "${stringZ/#abc/XYZ}",
-                "XYZABC123ABCabc",
+                ("filename", "path/to/file"),
+                &[("${filename#*/}", "to/file"), ("${filename##*/}", "file")],
             ),
             (
-                &[("stringZ", "somevalue")],
-                "${stringZ/#/prefix-}",
-                "prefix-somevalue",
+                ("filename", "/path/to/file"),
+                &[("${filename#*/}", "path/to/file"), ("${filename##*/}", "file")],
             ),
-            (
-                &[("stringZ", "somevalue")],
-                "${stringZ/%/-suffix}",
-                "somevalue-suffix",
-            ),
-            (
-                &[("stringZ", "abcABC123ABCabc")],
-                "${stringZ//abc/xyz}",
-                "xyzABC123ABCxyz",
-            ),
-            (
-                &[("stringZ", "abcABC123ABCabc")],
-                "${stringZ/abc/xyz}",
-                "xyzABC123ABCabc",
-            ),
-            (&[("filename", "bash.string.txt")], "${filename#*.}", "string.txt"),
-            (&[("filename", "path/to/file")], "${filename#*/}", "to/file"),
-            (&[("filename", "/path/to/file")], "${filename#*/}", "path/to/file"),
-            (&[("filename", "bash.string.txt")], "${filename##*.}", "txt"),
-            (&[("filename", "path/to/file")], "${filename##*/}", "file"),
-            (&[("filename", "/path/to/file")], "${filename##*/}", "file"),
-            (
-                &[("filename", "bash.string.txt")],
-                "${filename%.*}",
-                "bash.string",
-            ),
-            (&[("filename", "bash.string.txt")], "${filename%%.*}", "bash"),
-            (&[("var01", "abcdEFGH28ij")], "${var=${var01^^}}", "ABCDEFGH28IJ"),
-            (&[("var01", "abcdEFGH28ij")], "$${var01}", "${var01}"),
-            (
-                &[("var01", "abcdEFGH28ij")],
-                "some text ${var01}$${var$${var01}$var01${var01}",
-                "some text abcdEFGH28ij${var${var01}$var01abcdEFGH28ij",
-            ),
-            (
-                &[("default_var", "foo")],
-                "something $${var=${default_var}}",
-                "something ${var=foo}",
-            ),
-            (&[("stringZ", "foo/bar")], r"${stringZ/\//-}", "foo-bar"),
-            (&[("stringZ", "foo/bar/baz")], r"${stringZ//\//-}", "foo-bar-baz"),
-            (
-                &[("default_var", "foo")],
-                r"\\something ${var=${default_var}}",
-                r"\\something foo",
-            ),
-            (&[("stringZ", "foo.bar")], "${stringZ/./}", "foobar"),
         ];
-        for (params, input, expected) in cases {
-            let vars = params
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            // The reference table runs without strict mode (every variable "exists").
-            assert_eq!(expand(input, &vars, false).as_deref(), Ok(*expected), "{input}");
+        for ((name, value), cases) in groups {
+            let vars = [(name.to_string(), value.to_string())].into();
+            for (input, expected) in *cases {
+                // The reference table runs without strict mode (every variable "exists").
+                assert_eq!(
+                    expand(input, &vars, false).as_deref(),
+                    Ok(*expected),
+                    "{input} with {name}={value}"
+                );
+            }
         }
     }
 
     #[test]
     fn strict_mode_fails_on_unset_variables_without_a_default() {
         assert_eq!(
-            expand("a: ${missing}", &vars(), true),
-            Err(EnvsubstError::NotSet("missing".into()))
-        );
-        assert_eq!(
             EnvsubstError::NotSet("missing".into()).to_string(),
             "variable not set (strict mode): \"missing\""
         );
-        assert_eq!(
-            expand("${missing^^}", &vars(), true),
-            Err(EnvsubstError::NotSet("missing".into()))
-        );
-        // The default's own variables are expanded (and checked) first.
-        assert_eq!(
-            expand("${name:=${missing}}", &vars(), true),
-            Err(EnvsubstError::NotSet("missing".into()))
-        );
+        for input in [
+            "a: ${missing}",
+            "${missing^^}",
+            // The default's own variables are expanded (and checked) first.
+            "${name:=${missing}}",
+        ] {
+            assert_eq!(
+                expand(input, &vars(), true),
+                Err(EnvsubstError::NotSet("missing".into())),
+                "{input}"
+            );
+        }
         assert_eq!(expand("a: ${missing}", &vars(), false).as_deref(), Ok("a: "));
         // fluxcd/pkg/envsubst's TestExpandStrict: operators that read the value fail...
         for input in [
@@ -716,19 +707,15 @@ mod tests {
 
     #[test]
     fn malformed_expressions_fail() {
-        assert_eq!(
-            expand("${name", &vars(), true),
-            Err(EnvsubstError::MissingClosingBrace)
-        );
-        assert_eq!(expand("${}", &vars(), true), Err(EnvsubstError::VariableName));
-        assert_eq!(
-            expand("${name-x}", &vars(), true),
-            Err(EnvsubstError::MissingClosingBrace)
-        );
-        assert_eq!(
-            expand("${name:=x", &vars(), true),
-            Err(EnvsubstError::FuncSubstitution)
-        );
-        assert_eq!(expand("${#}", &vars(), true), Err(EnvsubstError::BadSubstitution));
+        let cases = [
+            ("${name", EnvsubstError::MissingClosingBrace),
+            ("${}", EnvsubstError::VariableName),
+            ("${name-x}", EnvsubstError::MissingClosingBrace),
+            ("${name:=x", EnvsubstError::FuncSubstitution),
+            ("${#}", EnvsubstError::BadSubstitution),
+        ];
+        for (input, error) in cases {
+            assert_eq!(expand(input, &vars(), true), Err(error), "{input}");
+        }
     }
 }
