@@ -149,20 +149,13 @@ fn deployment(object: &Value) -> ObjectStatus {
     let updated = int_or(object, &["status", "updatedReplicas"], 0);
     let ready = int_or(object, &["status", "readyReplicas"], 0);
     let available_replicas = int_or(object, &["status", "availableReplicas"], 0);
-    if spec > replicas {
-        return in_progress(format!("Replicas: {replicas}/{spec}"));
-    }
-    if spec > updated {
-        return in_progress(format!("Updated: {updated}/{spec}"));
-    }
-    if replicas > spec {
-        return in_progress(format!("Pending termination: {}", replicas - spec));
-    }
-    if updated > available_replicas {
-        return in_progress(format!("Available: {available_replicas}/{updated}"));
-    }
-    if spec > ready {
-        return in_progress(format!("Ready: {ready}/{spec}"));
+    let rollout = short_of("Replicas", replicas, spec)
+        .or_else(|| short_of("Updated", updated, spec))
+        .or_else(|| pending_termination(replicas, spec))
+        .or_else(|| short_of("Available", available_replicas, updated))
+        .or_else(|| short_of("Ready", ready, spec));
+    if let Some(status) = rollout {
+        return status;
     }
     if !progressing {
         return in_progress("ReplicaSet not Available");
@@ -182,23 +175,18 @@ fn stateful_set(object: &Value) -> ObjectStatus {
     let current_replicas = int_or(object, &["status", "currentReplicas"], 0);
     let updated = int_or(object, &["status", "updatedReplicas"], 0);
     let replicas = int_or(object, &["status", "replicas"], 0);
-    if spec > replicas {
-        return in_progress(format!("Replicas: {replicas}/{spec}"));
-    }
-    if spec > ready {
-        return in_progress(format!("Ready: {ready}/{spec}"));
-    }
-    if replicas > spec {
-        return in_progress(format!("Pending termination: {}", replicas - spec));
+    let scaling = short_of("Replicas", replicas, spec)
+        .or_else(|| short_of("Ready", ready, spec))
+        .or_else(|| pending_termination(replicas, spec));
+    if let Some(status) = scaling {
+        return status;
     }
     if let Some(partition) = int_at(object, &["spec", "updateStrategy", "rollingUpdate", "partition"]) {
-        if updated < spec - partition {
-            return in_progress(format!("updated: {updated}/{}", spec - partition));
-        }
-        return current(format!("Partition rollout complete. updated: {updated}"));
+        return short_of("updated", updated, spec - partition)
+            .unwrap_or_else(|| current(format!("Partition rollout complete. updated: {updated}")));
     }
-    if spec > current_replicas {
-        return in_progress(format!("current: {current_replicas}/{spec}"));
+    if let Some(status) = short_of("current", current_replicas, spec) {
+        return status;
     }
     if str_at(object, &["status", "currentRevision"]) != str_at(object, &["status", "updateRevision"]) {
         return in_progress("Waiting for updated revision to match current");
@@ -224,19 +212,11 @@ fn daemon_set(object: &Value) -> ObjectStatus {
     let updated = int_or(object, &["status", "updatedNumberScheduled"], 0);
     let available = int_or(object, &["status", "numberAvailable"], 0);
     let ready = int_or(object, &["status", "numberReady"], 0);
-    if desired > scheduled {
-        return in_progress(format!("Current: {scheduled}/{desired}"));
-    }
-    if desired > updated {
-        return in_progress(format!("Updated: {updated}/{desired}"));
-    }
-    if desired > available {
-        return in_progress(format!("Available: {available}/{desired}"));
-    }
-    if desired > ready {
-        return in_progress(format!("Ready: {ready}/{desired}"));
-    }
-    current(format!("All replicas scheduled as expected. Replicas: {desired}"))
+    short_of("Current", scheduled, desired)
+        .or_else(|| short_of("Updated", updated, desired))
+        .or_else(|| short_of("Available", available, desired))
+        .or_else(|| short_of("Ready", ready, desired))
+        .unwrap_or_else(|| current(format!("All replicas scheduled as expected. Replicas: {desired}")))
 }
 
 fn replica_set(object: &Value) -> ObjectStatus {
@@ -251,19 +231,11 @@ fn replica_set(object: &Value) -> ObjectStatus {
     let ready = int_or(object, &["status", "readyReplicas"], 0);
     let available = int_or(object, &["status", "availableReplicas"], 0);
     let labelled = int_or(object, &["status", "fullyLabeledReplicas"], 0);
-    if spec > labelled {
-        return in_progress(format!("Labelled: {labelled}/{spec}"));
-    }
-    if spec > available {
-        return in_progress(format!("Available: {available}/{spec}"));
-    }
-    if spec > ready {
-        return in_progress(format!("Ready: {ready}/{spec}"));
-    }
-    if replicas > spec {
-        return in_progress(format!("Pending termination: {}", replicas - spec));
-    }
-    current(format!("ReplicaSet is available. Replicas: {replicas}"))
+    short_of("Labelled", labelled, spec)
+        .or_else(|| short_of("Available", available, spec))
+        .or_else(|| short_of("Ready", ready, spec))
+        .or_else(|| pending_termination(replicas, spec))
+        .unwrap_or_else(|| current(format!("ReplicaSet is available. Replicas: {replicas}")))
 }
 
 /// Flux's Job reader: unlike upstream kstatus, a running Job is not yet Current.
@@ -420,6 +392,16 @@ fn current(message: impl Into<String>) -> ObjectStatus {
 
 fn in_progress(message: impl Into<String>) -> ObjectStatus {
     ObjectStatus::new(Status::InProgress, message)
+}
+
+/// A workload whose `have` count is short of the `want` count is still rolling out.
+fn short_of(label: &str, have: i64, want: i64) -> Option<ObjectStatus> {
+    (want > have).then(|| in_progress(format!("{label}: {have}/{want}")))
+}
+
+/// A workload running more replicas than its spec asks for waits for the surplus to go.
+fn pending_termination(replicas: i64, spec: i64) -> Option<ObjectStatus> {
+    (replicas > spec).then(|| in_progress(format!("Pending termination: {}", replicas - spec)))
 }
 
 /// A `status.conditions[]` entry, borrowed from the object; absent strings are empty.
