@@ -670,54 +670,58 @@ mod tests {
 
     #[test]
     fn bad_label_selectors_name_their_field_and_the_problem() {
-        for (field, text, problem) in [
-            ("labelSelector", "a in (b", "expected ',' or ')', found the end"),
-            ("labelSelector", "a b", "expected an operator"),
-            ("labelSelector", "a=1,", "expected a key, found the end"),
-            ("labelSelector", ",a", "expected a key, found ','"),
-            ("labelSelector", "!", "expected a key, found the end"),
-            ("labelSelector", "!a=b", "expected ',' or the end, found '='"),
+        // (field, [(selector text, the problem its error names)])
+        let cases: [(&str, &[(&str, &str)]); 2] = [
             (
                 "labelSelector",
-                "a in b",
-                "expected '(' after in or notin, found 'b'",
+                &[
+                    ("a in (b", "expected ',' or ')', found the end"),
+                    ("a b", "expected an operator"),
+                    ("a=1,", "expected a key, found the end"),
+                    (",a", "expected a key, found ','"),
+                    ("!", "expected a key, found the end"),
+                    ("!a=b", "expected ',' or the end, found '='"),
+                    ("a in b", "expected '(' after in or notin, found 'b'"),
+                    ("a in (b c)", "expected ',' or ')', found 'c'"),
+                    ("a=(b)", "expected a value, found '('"),
+                    ("a>x", "'>' needs an integer, found 'x'"),
+                    ("a<", "'<' needs an integer, found ''"),
+                    ("a>=1", "expected a value, found '='"),
+                    ("-a=b", "key '-a'"),
+                    ("a/b/c", "key 'a/b/c' has more than one '/'"),
+                    ("Example.com/a", "key 'Example.com/a' has a prefix"),
+                    ("/a", "key '/a' has a prefix"),
+                    ("a/", "key 'a/' has an empty name"),
+                    ("a=b/c", "value 'b/c' is not a label value"),
+                ],
             ),
-            ("labelSelector", "a in (b c)", "expected ',' or ')', found 'c'"),
-            ("labelSelector", "a=(b)", "expected a value, found '('"),
-            ("labelSelector", "a>x", "'>' needs an integer, found 'x'"),
-            ("labelSelector", "a<", "'<' needs an integer, found ''"),
-            ("labelSelector", "a>=1", "expected a value, found '='"),
-            ("labelSelector", "-a=b", "key '-a'"),
-            ("labelSelector", "a/b/c", "key 'a/b/c' has more than one '/'"),
             (
-                "labelSelector",
-                "Example.com/a",
-                "key 'Example.com/a' has a prefix",
+                "annotationSelector",
+                &[("a=-b", "value '-b' is not a label value")],
             ),
-            ("labelSelector", "/a", "key '/a' has a prefix"),
-            ("labelSelector", "a/", "key 'a/' has an empty name"),
-            ("labelSelector", "a=b/c", "value 'b/c' is not a label value"),
-            ("annotationSelector", "a=-b", "value '-b' is not a label value"),
-        ] {
-            let selector = if field == "labelSelector" {
-                Selector {
-                    label_selector: Some(text.into()),
-                    ..Default::default()
-                }
-            } else {
-                Selector {
-                    annotation_selector: Some(text.into()),
-                    ..Default::default()
-                }
-            };
-            let err = CompiledSelector::compile(&selector).unwrap_err();
-            assert_eq!(err.field, field, "{text}");
-            let message = err.to_string();
-            let prefix = format!("{field}: invalid selector '{text}': ");
-            assert!(
-                message.starts_with(&prefix) && message[prefix.len()..].starts_with(problem),
-                "{text}: {message}"
-            );
+        ];
+        for (field, texts) in cases {
+            for &(text, problem) in texts {
+                let selector = if field == "labelSelector" {
+                    Selector {
+                        label_selector: Some(text.into()),
+                        ..Default::default()
+                    }
+                } else {
+                    Selector {
+                        annotation_selector: Some(text.into()),
+                        ..Default::default()
+                    }
+                };
+                let err = CompiledSelector::compile(&selector).unwrap_err();
+                assert_eq!(err.field, field, "{text}");
+                let message = err.to_string();
+                let prefix = format!("{field}: invalid selector '{text}': ");
+                assert!(
+                    message.starts_with(&prefix) && message[prefix.len()..].starts_with(problem),
+                    "{text}: {message}"
+                );
+            }
         }
     }
 
