@@ -72,6 +72,11 @@ impl Expr {
         })
     }
 
+    /// An optional expression of a rule: absent and empty both mean there is none.
+    fn compile_optional(source: Option<&str>) -> Result<Option<Self>, CelError> {
+        source.filter(|s| !s.is_empty()).map(Self::compile).transpose()
+    }
+
     fn eval_bool(&self, context: &Context) -> Result<bool, CelError> {
         match self.program.execute(context) {
             Ok(cel::Value::Bool(value)) => Ok(value),
@@ -111,18 +116,8 @@ pub fn compile(exprs: &[CustomHealthCheck]) -> Result<HealthExprs, CelError> {
         })?;
         let rule = Rule {
             current: Expr::compile(&check.current)?,
-            in_progress: check
-                .in_progress
-                .as_deref()
-                .filter(|s| !s.is_empty())
-                .map(Expr::compile)
-                .transpose()?,
-            failed: check
-                .failed
-                .as_deref()
-                .filter(|s| !s.is_empty())
-                .map(Expr::compile)
-                .transpose()?,
+            in_progress: Expr::compile_optional(check.in_progress.as_deref())?,
+            failed: Expr::compile_optional(check.failed.as_deref())?,
         };
         let key = (group.to_string(), check.kind.clone().filter(|k| !k.is_empty()));
         if rules.contains_key(&key) {
