@@ -34,17 +34,19 @@ pub fn stale(previous: &ResourceInventory, current: &ResourceInventory) -> Vec<R
 mod tests {
     use super::*;
     use crate::api::inventory::ObjectRef;
+    use crate::applier::tests::change_set;
 
     #[test]
     fn inventory_keeps_skipped_and_drops_deleted() {
-        let mut cs = ChangeSet::default();
-        cs.push(ObjectRef::new("", "Namespace", "", "a"), "v1", Action::Created);
-        cs.push(
-            ObjectRef::new("apps", "Deployment", "a", "web"),
-            "apps/v1",
-            Action::Skipped,
-        );
-        cs.push(ObjectRef::new("", "ConfigMap", "a", "old"), "v1", Action::Deleted);
+        let cs = change_set([
+            (ObjectRef::new("", "Namespace", "", "a"), "v1", Action::Created),
+            (
+                ObjectRef::new("apps", "Deployment", "a", "web"),
+                "apps/v1",
+                Action::Skipped,
+            ),
+            (ObjectRef::new("", "ConfigMap", "a", "old"), "v1", Action::Deleted),
+        ]);
         let inv = inventory_of(&cs);
         assert_eq!(
             inv.entries,

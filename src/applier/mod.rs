@@ -301,26 +301,38 @@ mod tests {
     use super::*;
     use crate::error::Retry;
 
+    /// A change set of (object, apiVersion, action) entries, in this order.
+    pub(super) fn change_set<'a>(
+        entries: impl IntoIterator<Item = (ObjectRef, &'a str, Action)>,
+    ) -> ChangeSet {
+        let mut changes = ChangeSet::default();
+        for (object, api_version, action) in entries {
+            changes.push(object, api_version, action);
+        }
+        changes
+    }
+
     #[test]
     fn change_set_lines_are_fluxs_text() {
-        let mut cs = ChangeSet::default();
-        cs.push(ObjectRef::new("", "Namespace", "", "apps"), "v1", Action::Created);
-        cs.push(
-            ObjectRef::new("apps", "Deployment", "apps", "web"),
-            "apps/v1",
-            Action::Configured,
-        );
-        cs.push(
-            ObjectRef::new("", "ConfigMap", "apps", "cfg"),
-            "v1",
-            Action::Unchanged,
-        );
-        cs.push(ObjectRef::new("", "Secret", "apps", "s"), "v1", Action::Deleted);
-        cs.push(
-            ObjectRef::new("", "Service", "apps", "svc"),
-            "v1",
-            Action::Skipped,
-        );
+        let cs = change_set([
+            (ObjectRef::new("", "Namespace", "", "apps"), "v1", Action::Created),
+            (
+                ObjectRef::new("apps", "Deployment", "apps", "web"),
+                "apps/v1",
+                Action::Configured,
+            ),
+            (
+                ObjectRef::new("", "ConfigMap", "apps", "cfg"),
+                "v1",
+                Action::Unchanged,
+            ),
+            (ObjectRef::new("", "Secret", "apps", "s"), "v1", Action::Deleted),
+            (
+                ObjectRef::new("", "Service", "apps", "svc"),
+                "v1",
+                Action::Skipped,
+            ),
+        ]);
         assert_eq!(
             cs.to_string(),
             "Namespace/apps created\nDeployment/apps/web configured\nConfigMap/apps/cfg unchanged\n\
@@ -330,8 +342,7 @@ mod tests {
 
     #[test]
     fn apply_error_appends_the_partial_change_set() {
-        let mut changes = ChangeSet::default();
-        changes.push(ObjectRef::new("", "Namespace", "", "apps"), "v1", Action::Created);
+        let changes = change_set([(ObjectRef::new("", "Namespace", "", "apps"), "v1", Action::Created)]);
         let err = ApplyError {
             errors: vec![ObjectError {
                 subject: "ConfigMap/apps/x".into(),
