@@ -294,42 +294,24 @@ mod tests {
             ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy.*".into())))], &obj).unwrap(),
             ["/spec/replicas"]
         );
-        // anchored: "Deploy" does not match "Deployment"
-        assert!(
-            ignored_paths(&[rule(sel(|s| s.kind = Some("Deploy".into())))], &obj)
-                .unwrap()
-                .is_empty()
-        );
-        assert_eq!(
-            ignored_paths(&[rule(sel(|s| s.group = Some("apps".into())))], &obj)
-                .unwrap()
-                .len(),
-            1
-        );
-        assert!(
-            ignored_paths(&[rule(sel(|s| s.version = Some("v2".into())))], &obj)
-                .unwrap()
-                .is_empty()
-        );
-        assert_eq!(
-            ignored_paths(
-                &[rule(sel(|s| s.label_selector = Some("app in (web, api)".into())))],
-                &obj
-            )
-            .unwrap()
-            .len(),
-            1
-        );
-        assert!(
-            ignored_paths(&[rule(sel(|s| s.label_selector = Some("app!=web".into())))], &obj)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(
-            ignored_paths(&[rule(sel(|s| s.annotation_selector = Some("a=b".into())))], &obj)
-                .unwrap()
-                .is_empty()
-        );
+        // (the rule's target, how many of its paths apply to the Deployment)
+        let cases = [
+            // anchored: "Deploy" does not match "Deployment"
+            (sel(|s| s.kind = Some("Deploy".into())), 0),
+            (sel(|s| s.group = Some("apps".into())), 1),
+            (sel(|s| s.version = Some("v2".into())), 0),
+            (sel(|s| s.label_selector = Some("app in (web, api)".into())), 1),
+            (sel(|s| s.label_selector = Some("app!=web".into())), 0),
+            (sel(|s| s.annotation_selector = Some("a=b".into())), 0),
+        ];
+        for (target, expected) in cases {
+            let case = format!("{target:?}");
+            assert_eq!(
+                ignored_paths(&[rule(target)], &obj).unwrap().len(),
+                expected,
+                "{case}"
+            );
+        }
         assert_eq!(
             ignored_paths(
                 &[IgnoreRule {
