@@ -131,22 +131,24 @@ mod tests {
     // Ids as Flux writes them: `<namespace>_<name>_<group>_<kind>`, empty parts kept.
     #[test]
     fn encodes_flux_ids() {
-        assert_eq!(
-            ObjectRef::new("", "Namespace", "", "my-ns").id(),
-            "_my-ns__Namespace"
-        );
-        assert_eq!(
-            ObjectRef::new("", "Service", "default", "podinfo").id(),
-            "default_podinfo__Service"
-        );
-        assert_eq!(
-            ObjectRef::new("apps", "Deployment", "apps", "web").id(),
-            "apps_web_apps_Deployment"
-        );
-        assert_eq!(
-            ObjectRef::new(RBAC_GROUP, "ClusterRole", "", "system:aggregate-to-edit").id(),
-            "_system__aggregate-to-edit_rbac.authorization.k8s.io_ClusterRole"
-        );
+        let cases = [
+            (ObjectRef::new("", "Namespace", "", "my-ns"), "_my-ns__Namespace"),
+            (
+                ObjectRef::new("", "Service", "default", "podinfo"),
+                "default_podinfo__Service",
+            ),
+            (
+                ObjectRef::new("apps", "Deployment", "apps", "web"),
+                "apps_web_apps_Deployment",
+            ),
+            (
+                ObjectRef::new(RBAC_GROUP, "ClusterRole", "", "system:aggregate-to-edit"),
+                "_system__aggregate-to-edit_rbac.authorization.k8s.io_ClusterRole",
+            ),
+        ];
+        for (object, id) in cases {
+            assert_eq!(object.id(), id, "{object:?}");
+        }
     }
 
     #[test]
