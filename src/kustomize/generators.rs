@@ -85,17 +85,7 @@ pub(crate) fn run(
         ))),
         ("merge", Some(i)) => {
             let res = &mut map.resources[i];
-            for section in ["data", "binaryData", "stringData"] {
-                if let Some(Value::Object(new)) = obj.get(section) {
-                    let old = res
-                        .obj_mut()
-                        .entry(section)
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if let Value::Object(old) = old {
-                        old.extend(new.clone());
-                    }
-                }
-            }
+            merge_sections(res.obj_mut(), &obj, &["data", "binaryData", "stringData"]);
             merge_metadata(res, &obj);
             if let Some(v) = obj.get("immutable") {
                 res.obj_mut().insert("immutable".into(), v.clone());
@@ -132,14 +122,16 @@ fn merge_metadata(res: &mut Resource, obj: &Map<String, Value>) {
     let Some(Value::Object(meta)) = obj.get("metadata") else {
         return;
     };
-    for section in ["labels", "annotations"] {
-        if let Some(Value::Object(new)) = meta.get(section) {
-            let target = res
-                .metadata_mut()
-                .entry(section)
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(target) = target {
-                target.extend(new.clone());
+    merge_sections(res.metadata_mut(), meta, &["labels", "annotations"]);
+}
+
+/// Adds the entries of each object-valued section of `new` to the same section of `target`.
+fn merge_sections(target: &mut Map<String, Value>, new: &Map<String, Value>, sections: &[&str]) {
+    for &section in sections {
+        if let Some(Value::Object(entries)) = new.get(section) {
+            let old = target.entry(section).or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(old) = old {
+                old.extend(entries.clone());
             }
         }
     }
