@@ -99,39 +99,27 @@ mod tests {
         );
     }
 
+    /// The values `visit_path` visits at `path`, creating missing fields (`leaf` last) with `create`.
+    fn visited(node: &mut Value, path: &str, create: bool, leaf: Value) -> Vec<Value> {
+        let mut seen = Vec::new();
+        visit_path::<()>(node, &path_segments(path), create, &|| leaf.clone(), &mut |x| {
+            seen.push(x.clone());
+            Ok(())
+        })
+        .unwrap();
+        seen
+    }
+
     #[test]
     fn walks_lists_and_creates_only_when_asked() {
         let mut v = json!({"spec": {"items": [{"a": 1}, {"a": 2}]}});
-        let mut seen = Vec::new();
-        visit_path::<()>(
-            &mut v,
-            &path_segments("spec/items/a"),
-            false,
-            &|| Value::Null,
-            &mut |x| {
-                seen.push(x.clone());
-                Ok(())
-            },
-        )
-        .unwrap();
-        assert_eq!(seen, vec![json!(1), json!(2)]);
-        visit_path::<()>(
-            &mut v,
-            &path_segments("spec/x/y"),
-            false,
-            &|| json!({}),
-            &mut |_| Ok(()),
-        )
-        .unwrap();
+        assert_eq!(
+            visited(&mut v, "spec/items/a", false, Value::Null),
+            vec![json!(1), json!(2)]
+        );
+        visited(&mut v, "spec/x/y", false, json!({}));
         assert!(v["spec"].get("x").is_none());
-        visit_path::<()>(
-            &mut v,
-            &path_segments("spec/x/y"),
-            true,
-            &|| json!({}),
-            &mut |_| Ok(()),
-        )
-        .unwrap();
+        visited(&mut v, "spec/x/y", true, json!({}));
         assert_eq!(v["spec"]["x"], json!({"y": {}}));
     }
 }
