@@ -113,6 +113,11 @@ mod tests {
             .collect()
     }
 
+    /// `object` substituted with these variables and the default options.
+    fn substituted(object: &Value, pairs: &[(&str, &str)]) -> Result<Value, SubstituteError> {
+        substitute(object, &vars(pairs), SubstituteOptions::default())
+    }
+
     fn config_map(data: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"}, "data": data})
     }
@@ -143,7 +148,7 @@ mod tests {
             "bare": "$env",
             "key-${env}": "x",
         }));
-        let result = substitute(&object, &vars(&[("env", "prod")]), SubstituteOptions::default()).unwrap();
+        let result = substituted(&object, &[("env", "prod")]).unwrap();
         assert_eq!(
             result["data"],
             json!({
@@ -162,19 +167,14 @@ mod tests {
         // `replicas: ${n}` is emitted plain, so the value becomes a number (Flux documents
         // this; quote with a variable to keep a string).
         let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}, "spec": {"replicas": "${n}"}});
-        let result = substitute(&object, &vars(&[("n", "3")]), SubstituteOptions::default()).unwrap();
+        let result = substituted(&object, &[("n", "3")]).unwrap();
         assert_eq!(result["spec"]["replicas"], json!(3));
     }
 
     #[test]
     fn substituted_values_are_read_as_yaml_1_1_and_strings_stay_strings() {
         let object = config_map(json!({"flag": "${flag}", "quoted": "yes", "mode": "${mode}"}));
-        let result = substitute(
-            &object,
-            &vars(&[("flag", "on"), ("mode", "0755")]),
-            SubstituteOptions::default(),
-        )
-        .unwrap();
+        let result = substituted(&object, &[("flag", "on"), ("mode", "0755")]).unwrap();
         assert_eq!(
             result["data"],
             json!({"flag": true, "quoted": "yes", "mode": 493})
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn strict_mode_names_the_missing_variable() {
         let object = config_map(json!({"a": "${env}", "b": "${missing}"}));
-        let err = substitute(&object, &vars(&[("env", "prod")]), SubstituteOptions::default()).unwrap_err();
+        let err = substituted(&object, &[("env", "prod")]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "variable substitution failed: variable not set (strict mode): \"missing\""
@@ -203,21 +203,20 @@ mod tests {
         for field in ["labels", "annotations"] {
             let mut object = config_map(json!({"a": "${env}"}));
             object["metadata"][field] = json!({SUBSTITUTE_ANNOTATION: "disabled"});
-            let result =
-                substitute(&object, &vars(&[("env", "prod")]), SubstituteOptions::default()).unwrap();
+            let result = substituted(&object, &[("env", "prod")]).unwrap();
             assert_eq!(result, object, "opt-out by {field}");
         }
         // Any other value does not opt out.
         let mut object = config_map(json!({"a": "${env}"}));
         object["metadata"]["labels"] = json!({SUBSTITUTE_ANNOTATION: "Disabled"});
-        let result = substitute(&object, &vars(&[("env", "prod")]), SubstituteOptions::default()).unwrap();
+        let result = substituted(&object, &[("env", "prod")]).unwrap();
         assert_eq!(result["data"]["a"], "prod");
     }
 
     #[test]
     fn strategy_decides_what_happens_without_variables() {
         let object = config_map(json!({"a": "${region:=eu}", "b": "$${kept}"}));
-        let with_variables = substitute(&object, &BTreeMap::new(), SubstituteOptions::default()).unwrap();
+        let with_variables = substituted(&object, &[]).unwrap();
         assert_eq!(
             with_variables, object,
             "WithVariables and no variables: untouched"
@@ -233,20 +232,10 @@ mod tests {
     #[test]
     fn a_value_that_breaks_yaml_fails_and_invalid_names_are_refused() {
         let object = config_map(json!({"a": "${v}"}));
-        let err = substitute(
-            &object,
-            &vars(&[("v", "[unclosed")]),
-            SubstituteOptions::default(),
-        )
-        .unwrap_err();
+        let err = substituted(&object, &[("v", "[unclosed")]).unwrap_err();
         assert!(matches!(&err, SubstituteError::Yaml(_)), "{err}");
         assert!(err.to_string().starts_with("YAMLToJSON: "), "{err}");
-        let err = substitute(
-            &object,
-            &vars(&[("v", "x"), ("bad-name", "y")]),
-            SubstituteOptions::default(),
-        )
-        .unwrap_err();
+        let err = substituted(&object, &[("v", "x"), ("bad-name", "y")]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "'bad-name' var name is invalid, must match '^[_[:alpha:]][_[:alpha:][:digit:]]*$'"
