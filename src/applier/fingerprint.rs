@@ -132,6 +132,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A named change to an object's metadata.
+    type Change = (&'static str, fn(&mut Value));
+
     #[test]
     fn status_updates_do_not_change_the_live_print_of_generated_objects() {
         let meta = json!({"uid": "u", "generation": 1, "resourceVersion": "10", "labels": {"a": "b"},
@@ -144,18 +147,21 @@ mod tests {
             .push(json!({"manager": "kcm", "subresource": "status"}));
         assert_eq!(live_print(&meta), live_print(&after_status));
 
-        let mut edited = meta.clone();
-        edited["managedFields"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"manager": "kubectl-edit", "operation": "Update"}));
-        assert_ne!(live_print(&meta), live_print(&edited));
-        let mut relabelled = meta.clone();
-        relabelled["labels"]["a"] = "c".into();
-        assert_ne!(live_print(&meta), live_print(&relabelled));
-        let mut recreated = meta.clone();
-        recreated["uid"] = "v".into();
-        assert_ne!(live_print(&meta), live_print(&recreated));
+        let changes: [Change; 3] = [
+            ("edited", |m| {
+                m["managedFields"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"manager": "kubectl-edit", "operation": "Update"}));
+            }),
+            ("relabelled", |m| m["labels"]["a"] = "c".into()),
+            ("recreated", |m| m["uid"] = "v".into()),
+        ];
+        for (change, apply) in changes {
+            let mut changed = meta.clone();
+            apply(&mut changed);
+            assert_ne!(live_print(&meta), live_print(&changed), "{change}");
+        }
     }
 
     #[test]
@@ -173,24 +179,16 @@ mod tests {
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
         store.record("ns/ks", &key, HashMap::new(), true);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_some());
-        assert!(
-            store
-                .fast_path(
-                    "ns/ks",
-                    &run_key("main@sha1:def", "sha256:1", false, &[]),
-                    Duration::from_secs(60)
-                )
-                .is_none()
-        );
-        assert!(
-            store
-                .fast_path(
-                    "ns/ks",
-                    &run_key("main@sha1:abc", "sha256:1", true, &[]),
-                    Duration::from_secs(60)
-                )
-                .is_none()
-        );
+        // another revision, or the same run forced
+        for (revision, force) in [("main@sha1:def", false), ("main@sha1:abc", true)] {
+            let other = run_key(revision, "sha256:1", force, &[]);
+            assert!(
+                store
+                    .fast_path("ns/ks", &other, Duration::from_secs(60))
+                    .is_none(),
+                "{revision} force={force}"
+            );
+        }
         assert!(store.fast_path("ns/ks", &key, Duration::ZERO).is_none());
         store.forget("ns/ks");
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
