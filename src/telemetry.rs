@@ -222,7 +222,10 @@ impl Collector for ApiRequests {
             MetricType::Counter,
         )?;
         for (key, count) in self.0.snapshot() {
-            let labels = [("verb".to_string(), key.verb), ("resource".to_string(), key.resource)];
+            let labels = [
+                ("verb".to_string(), key.verb),
+                ("resource".to_string(), key.resource),
+            ];
             metric
                 .encode_family(&labels)?
                 .encode_counter::<NoLabelSet, _, u64>(&count, None)?;

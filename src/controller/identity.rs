@@ -66,7 +66,10 @@ enum Identity {
     ServiceAccount { user: String },
     /// A kubeconfig (by the digest of its bytes, so an edited Secret is a new identity), with
     /// the user to impersonate there, if any.
-    Remote { kubeconfig: String, user: Option<String> },
+    Remote {
+        kubeconfig: String,
+        user: Option<String>,
+    },
 }
 
 /// The client, kind resolver and applier of one identity.
@@ -182,10 +185,12 @@ impl Identities {
             return Ok(true);
         };
         let namespace = ks.namespace().unwrap_or_default();
-        Ok(Api::<ServiceAccount>::namespaced(self.own.client().clone(), &namespace)
-            .get_opt(&sa)
-            .await?
-            .is_some())
+        Ok(
+            Api::<ServiceAccount>::namespaced(self.own.client().clone(), &namespace)
+                .get_opt(&sa)
+                .await?
+                .is_some(),
+        )
     }
 
     fn cached(&self, identity: &Identity) -> Option<Arc<Tools>> {
@@ -204,10 +209,7 @@ impl Identities {
             return;
         }
         if cache.len() >= CAPACITY
-            && let Some(oldest) = cache
-                .iter()
-                .min_by_key(|(_, c)| c.used)
-                .map(|(k, _)| k.clone())
+            && let Some(oldest) = cache.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone())
         {
             cache.remove(&oldest);
         }
@@ -314,7 +316,10 @@ mod tests {
             .for_kustomization(&ks("b", Some("fallback")))
             .await
             .unwrap();
-        assert!(Arc::ptr_eq(&first, &same_sa), "tools belong to the identity, not the object");
+        assert!(
+            Arc::ptr_eq(&first, &same_sa),
+            "tools belong to the identity, not the object"
+        );
         let other = identities
             .for_kustomization(&ks("c", Some("deployer")))
             .await
@@ -345,7 +350,10 @@ mod tests {
             tools(format!("sa-{i}")).await;
         }
         assert_eq!(identities.cached_identities(), CAPACITY);
-        assert!(!Arc::ptr_eq(&first, &tools("sa-0".into()).await), "sa-0 was evicted");
+        assert!(
+            !Arc::ptr_eq(&first, &tools("sa-0".into()).await),
+            "sa-0 was evicted"
+        );
         assert!(!Arc::ptr_eq(&second, &tools("sa-1".into()).await), "then sa-1");
         assert_eq!(identities.cached_identities(), CAPACITY);
     }

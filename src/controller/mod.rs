@@ -37,8 +37,8 @@ use crate::kube_ext::counting_client;
 use crate::source::{Fetcher, FetcherConfig};
 use crate::telemetry::{self, Metrics, Readiness};
 
-use identity::Identities;
 use events::Notifier;
+use identity::Identities;
 use options::RunOptions;
 pub use reconcile::ReconcileError;
 

@@ -38,7 +38,10 @@ impl StepError for VarsError {
 }
 
 /// `substituteFrom` in order (later ones win), then the inline `substitute` over all.
-pub(crate) async fn substitution_vars(client: &Client, ks: &Kustomization) -> Result<BTreeMap<String, String>, VarsError> {
+pub(crate) async fn substitution_vars(
+    client: &Client,
+    ks: &Kustomization,
+) -> Result<BTreeMap<String, String>, VarsError> {
     let Some(post_build) = &ks.spec.post_build else {
         return Ok(BTreeMap::new());
     };

@@ -9,8 +9,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::error::Retry;
 use crate::api::kustomization::{BuildMetadata, Image, Patch, PostBuild, Selector};
+use crate::error::Retry;
 use crate::kustomize::loader::Loader;
 use crate::kustomize::packed;
 

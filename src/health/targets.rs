@@ -79,10 +79,7 @@ mod tests {
     }
 
     fn shown(targets: &[WaitTarget]) -> Vec<String> {
-        targets
-            .iter()
-            .map(|t| format!("{} {t}", t.api_version))
-            .collect()
+        targets.iter().map(|t| format!("{} {t}", t.api_version)).collect()
     }
 
     #[test]

@@ -85,8 +85,8 @@ fn not_found(path: &Path, error: io::Error) -> SourceError {
 
 #[cfg(test)]
 mod tests {
-    use crate::error::StepError;
     use super::*;
+    use crate::error::StepError;
     use std::os::unix::fs::symlink;
 
     fn tree() -> tempfile::TempDir {

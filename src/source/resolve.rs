@@ -107,8 +107,8 @@ pub async fn get_artifact(
 
 #[cfg(test)]
 mod tests {
-    use crate::error::StepError;
     use super::*;
+    use crate::error::StepError;
 
     fn kustomization(source_ref: serde_json::Value) -> Kustomization {
         serde_json::from_value(serde_json::json!({

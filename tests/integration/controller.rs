@@ -579,7 +579,9 @@ async fn a_configuration_error_stalls_and_is_not_retried() {
         .await;
     let bad = json!({"healthCheckExprs": [{"apiVersion": "example.com/v1", "kind": "Widget", "current": "status.("}]});
     s.apply("app", bad).await;
-    let ks = s.wait_ready(&controller, "app", "False", "configuration error").await;
+    let ks = s
+        .wait_ready(&controller, "app", "False", "configuration error")
+        .await;
     let stalled = condition(&ks, "Stalled").expect("Stalled is set for a terminal error");
     assert_eq!(
         (stalled.status.as_str(), stalled.reason.as_str()),
@@ -597,9 +599,11 @@ async fn a_configuration_error_stalls_and_is_not_retried() {
             .await
             .unwrap_or(0.0)
     };
-    eventually("the failed reconcile is counted", Duration::from_secs(10), || async {
-        (failures().await == 1.0).then_some(())
-    })
+    eventually(
+        "the failed reconcile is counted",
+        Duration::from_secs(10),
+        || async { (failures().await == 1.0).then_some(()) },
+    )
     .await;
     // No backoff retries: only a change of the object runs it again (the backoff would have
     // retried within 750 ms, 1.5 s, 3 s).

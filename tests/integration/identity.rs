@@ -76,9 +76,11 @@ async fn reconcile_once(s: &Scenario, controller: &ControllerProcess, name: &str
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .unwrap();
-    eventually("one more successful reconcile", Duration::from_secs(60), || async {
-        (successful_runs(controller).await > before).then_some(())
-    })
+    eventually(
+        "one more successful reconcile",
+        Duration::from_secs(60),
+        || async { (successful_runs(controller).await > before).then_some(()) },
+    )
     .await;
 }
 
@@ -88,7 +90,9 @@ async fn an_impersonated_no_op_reconcile_costs_at_most_one_request_per_kind() {
     config_map_deployer(&s, "deployer").await;
     let controller = s.start_controller(&["--default-service-account=deployer"]);
     let objects: Vec<String> = (0..100)
-        .map(|i| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  value: \"{i}\"\n"))
+        .map(|i| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  value: \"{i}\"\n")
+        })
         .collect();
     s.publish_objects("repo", REV1, &objects.join("---\n")).await;
     s.apply("app", json!({})).await;
@@ -101,7 +105,12 @@ async fn an_impersonated_no_op_reconcile_costs_at_most_one_request_per_kind() {
 
     let made: BTreeMap<&str, f64> = after
         .iter()
-        .map(|(resource, n)| (resource.as_str(), n - before.get(resource).copied().unwrap_or(0.0)))
+        .map(|(resource, n)| {
+            (
+                resource.as_str(),
+                n - before.get(resource).copied().unwrap_or(0.0),
+            )
+        })
         .filter(|(_, n)| *n > 0.0)
         .collect();
     assert!(

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kustomize_controller::error::{Retry, StepError};
 use kustomize_controller::api::kustomization::{Kustomization, SourceKind};
 use kustomize_controller::api::source::Artifact;
+use kustomize_controller::error::{Retry, StepError};
 use kustomize_controller::source::{
     Fetcher, FetcherConfig, SourceAccess, SourceError, get_artifact, resolve_path,
 };
