@@ -161,8 +161,14 @@ impl Pass {
     }
 
     /// A step failed: Ready=False (Stalled for a terminal error) from the error's own
-    /// classification; `amend` adds what the step knows beyond it (history, inventory).
-    fn fail<E: StepError>(&mut self, error: E, amend: impl FnOnce(&mut Failed)) -> StepFailure {
+    /// classification.
+    fn fail<E: StepError>(&mut self, error: E) -> StepFailure {
+        self.fail_with(error, |_| ())
+    }
+
+    /// [`Pass::fail`], where `amend` adds what the step knows beyond the error (history,
+    /// inventory, health).
+    fn fail_with<E: StepError>(&mut self, error: E, amend: impl FnOnce(&mut Failed)) -> StepFailure {
         let retry = error.retry();
         let mut failed = Failed {
             reason: error.reason(),
@@ -305,7 +311,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let spec = &ks.spec;
 
     // Health expressions are configuration: check them before doing any work.
-    let exprs = health::cel::compile(&spec.health_check_exprs).map_err(|e| pass.fail(e, |_| ()))?;
+    let exprs = health::cel::compile(&spec.health_check_exprs).map_err(|e| pass.fail(e))?;
 
     // Resolve the source and its artifact.
     let access = SourceAccess {
@@ -314,7 +320,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     };
     let resolved = get_artifact(&ctx.client, &ks, access)
         .await
-        .map_err(|e| pass.fail(e, |_| ()))?;
+        .map_err(|e| pass.fail(e))?;
     let artifact = resolved.artifact;
     pass.revision = Some(artifact.revision.clone());
     pass.origin_revision = artifact.origin_revision().map(str::to_string);
@@ -343,7 +349,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     if new_work {
         write_status(ctx, &ks, &pass.status)
             .await
-            .map_err(|e| pass.fail(e, |_| ()))?;
+            .map_err(|e| pass.fail(e))?;
     }
 
     // Fetch.
@@ -351,7 +357,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let download_failed = matches!(fetched, Err(SourceError::Download { .. }));
     let download_retry = ctx.download_retry(&super::object_key(&pass.ks), download_failed);
     let tree = fetched.map_err(|e| {
-        let mut failure = pass.fail(e, |_| ());
+        let mut failure = pass.fail(e);
         if let Some(after) = download_retry {
             tracing::info!(retry_in = %duration::format(after), "artifact download failed, retrying");
             failure.requeue = Some(after);
@@ -359,7 +365,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         }
         failure
     })?;
-    let dir = resolve_path(tree.root(), spec.path.as_deref()).map_err(|e| pass.fail(e, |_| ()))?;
+    let dir = resolve_path(tree.root(), spec.path.as_deref()).map_err(|e| pass.fail(e))?;
     pass.status.last_attempted_revision = Some(artifact.revision.clone());
     pass.step(Progress::Building);
 
@@ -368,20 +374,20 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         .identities
         .for_kustomization(&ks)
         .await
-        .map_err(|e| pass.fail(e, |_| ()))?;
+        .map_err(|e| pass.fail(e))?;
 
     // Build (CPU-bound: off the async workers).
     let vars = substitution_vars(&ctx.client, &ks)
         .await
-        .map_err(|e| pass.fail(e, |_| ()))?;
+        .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let built = tokio::task::spawn_blocking(move || {
         flux::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
     })
     .await
-    .map_err(|e| pass.fail(BuildPanicked(e), |_| ()))?
-    .map_err(|e| pass.fail(e, |_| ()))?;
+    .map_err(|e| pass.fail(BuildPanicked(e)))?
+    .map_err(|e| pass.fail(e))?;
     drop(tree);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.
     if pass.old.last_applied_revision.as_deref() != Some(artifact.revision.as_str()) {
@@ -411,7 +417,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     pass.stamp.now = Timestamp::now();
     let changes = applied_changes.map_err(|e| {
         let build = pass.built(&built_revision);
-        pass.fail(e, |f| f.build = Some(build))
+        pass.fail_with(e, |f| f.build = Some(build))
     })?;
     record_changes(pass, ctx, &changes);
 
@@ -429,7 +435,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
                     inventory.entries.extend(pending.iter().cloned());
                 }
                 let build = pass.built(&built_revision);
-                return Err(pass.fail(error, |f| {
+                return Err(pass.fail_with(error, |f| {
                     f.build = Some(build);
                     f.inventory = Some(inventory);
                 }));
@@ -461,7 +467,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
             let build = pass.built(&built_revision);
             let unhealthy = !matches!(error, HealthError::Canceled);
             let inventory = std::mem::take(&mut inventory);
-            return Err(pass.fail(error, |f| {
+            return Err(pass.fail_with(error, |f| {
                 f.unhealthy = unhealthy;
                 f.build = Some(build);
                 f.inventory = Some(inventory);
@@ -497,7 +503,7 @@ fn record_changes(pass: &mut Pass, ctx: &Context, changes: &ChangeSet) {
 /// Dependencies not ready are announced with a Normal event that says when the next try is.
 fn dependency_failure(pass: &mut Pass, error: DependencyError) -> StepFailure {
     let terminal = error.is_terminal();
-    let mut failure = pass.fail(error, |_| ());
+    let mut failure = pass.fail(error);
     if !terminal {
         let message = format!(
             "Dependencies do not meet ready condition, retrying in {}",
