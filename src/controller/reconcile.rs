@@ -91,11 +91,14 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     .instrument(span)
     .await
     .map_err(|e| ReconcileError::Finalizer(Box::new(e)));
-    let (result_label, failed) = match &result {
-        Ok(_) => (ReconcileResult::Success, false),
-        Err(_) => (ReconcileResult::Failure, true),
+    let result_label = match &result {
+        // A pass that returns no error ends the backoff; `error_policy` counts the failures.
+        Ok(_) => {
+            ctx.failure_count(&key, false);
+            ReconcileResult::Success
+        }
+        Err(_) => ReconcileResult::Failure,
     };
-    ctx.failure_count(&key, failed);
     ctx.metrics
         .record_reconcile(&labels, started.elapsed(), result_label);
     result
