@@ -11,4 +11,5 @@ pub mod health;
 pub mod kube_ext;
 pub mod kustomize;
 pub mod source;
+pub mod sops;
 pub mod telemetry;

@@ -29,6 +29,7 @@ use crate::error::{Retry, StepError};
 use crate::flux;
 use crate::health::{self, HealthError};
 use crate::kustomize::{BuildOptions, packed};
+use crate::sops;
 use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
 use crate::telemetry::{ObjectLabels, ReconcileResult};
 
@@ -383,10 +384,15 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let vars = substitution_vars(&ctx.client, &ks)
         .await
         .map_err(|e| pass.fail(e))?;
+    // SOPS keys from spec.decryption's Secret.
+    let keys = sops::secret::load_keys(&ctx.client, &ks)
+        .await
+        .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let built = tokio::task::spawn_blocking(move || {
-        flux::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
+        let options = BuildOptions::new();
+        flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys.as_ref())
     })
     .await
     .map_err(|e| pass.fail(BuildPanicked(e)))?
@@ -406,11 +412,15 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     };
     pass.step(Progress::DetectingDrift);
 
-    // Apply.
+    // Apply: never a Secret still SOPS-encrypted.
+    let objects = packed::values(&built.objects);
+    if let Some(refusal) = sops::refusal(&objects) {
+        return Err(pass.fail(sops::Refused(refusal)));
+    }
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
     let request = ApplyRequest {
         owner: owner.clone(),
-        objects: packed::values(&built.objects),
+        objects,
         force: spec.force,
         ignore: &spec.ignore,
         revision: &artifact.revision,
@@ -418,9 +428,13 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     };
     let applied_changes = tools.applier.apply(request).await;
     pass.stamp.now = Timestamp::now();
-    let changes = applied_changes.map_err(|e| {
+    let changes = applied_changes.map_err(|error| {
         let build = pass.built(&built_revision);
-        pass.fail_with(e, |f| f.build = Some(build))
+        let masked = sops::Masked {
+            error,
+            secrets: built.masks.clone(),
+        };
+        pass.fail_with(masked, |f| f.build = Some(build))
     })?;
     record_changes(pass, ctx, &changes);
 

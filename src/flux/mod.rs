@@ -21,7 +21,8 @@ pub(crate) use substitute::{SubstituteOptions, merge_vars};
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
-use crate::error::StepError;
+use crate::error::{Retry, StepError};
+use crate::sops;
 use crate::kustomize::packed::Packed;
 use crate::kustomize::resmap::split_api_version;
 use crate::kustomize::{self, BuildError, BuildOptions};
@@ -36,6 +37,8 @@ pub struct Built {
     pub(crate) digest: String,
     /// What kustomize accepts but is probably a mistake (see [`kustomize::Manifests`]).
     pub warnings: Vec<String>,
+    /// Values SOPS decryption revealed: masked wherever a message could echo them.
+    pub(crate) masks: Vec<String>,
 }
 
 /// Why a Flux build failed; every variant maps to the `BuildFailed` reason, with Flux's
@@ -48,6 +51,16 @@ pub enum FluxBuildError {
     Build(#[from] BuildError),
     #[error("post build failed for '{id}': envsubst error: {source}")]
     PostBuild { id: String, source: SubstituteError },
+    #[error("error decrypting sources: {0}")]
+    Sources(#[from] sops::sources::SourceError),
+    #[error("error decrypting sources: {0}")]
+    SourcesCopy(#[from] std::io::Error),
+    #[error("decryption failed for '{id}': failed to decrypt and format {object} data: {source}")]
+    Decrypt {
+        id: String,
+        object: String,
+        source: sops::SopsError,
+    },
 }
 
 /// Flux requeues a failed build after `spec.retryInterval`, without backoff: a new revision
@@ -55,6 +68,15 @@ pub enum FluxBuildError {
 impl StepError for FluxBuildError {
     fn reason(&self) -> &'static str {
         BUILD_FAILED
+    }
+
+    /// A document whose data key only a key service we lack can unwrap stays undecryptable.
+    fn retry(&self) -> Retry {
+        match self {
+            FluxBuildError::Sources(e) if e.source.is_unsupported() => Retry::Terminal,
+            FluxBuildError::Decrypt { source, .. } if source.is_unsupported() => Retry::Terminal,
+            _ => Retry::RetryInterval,
+        }
     }
 }
 
@@ -82,6 +104,48 @@ pub(crate) fn build_with_strictness(
     options: &BuildOptions,
     strict_substitution: bool,
 ) -> Result<Built, FluxBuildError> {
+    build_decrypting(root, dir, spec, vars, options, strict_substitution, None)
+}
+
+/// [`build_with_strictness`] decrypting SOPS documents with `keys` (given exactly when
+/// `spec.decryption` is set): first the generator sources, in a private copy of the tree,
+/// then each built object.
+pub(crate) fn build_decrypting(
+    root: &Path,
+    dir: &Path,
+    spec: &KustomizationSpec,
+    vars: &BTreeMap<String, String>,
+    options: &BuildOptions,
+    strict_substitution: bool,
+    keys: Option<&sops::Keys>,
+) -> Result<Built, FluxBuildError> {
+    let Some(keys) = keys else {
+        return build_tree(root, dir, spec, vars, options, strict_substitution, None);
+    };
+    let absolute = if dir.is_absolute() { dir.to_path_buf() } else { root.join(dir) };
+    let sources = sops::sources::decrypt_sources(root, &absolute, keys)?;
+    if sources.value.is_empty() {
+        return build_tree(root, dir, spec, vars, options, strict_substitution, Some(keys));
+    }
+    let copy = sops::sources::materialize(root, &sources.value)?;
+    let canonical = root.canonicalize()?;
+    let inner = absolute.canonicalize()?;
+    let copied_dir = copy.path().join(inner.strip_prefix(&canonical).unwrap_or(Path::new("")));
+    let mut built = build_tree(copy.path(), &copied_dir, spec, vars, options, strict_substitution, Some(keys))?;
+    built.masks.extend(sources.secrets);
+    Ok(built)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_tree(
+    root: &Path,
+    dir: &Path,
+    spec: &KustomizationSpec,
+    vars: &BTreeMap<String, String>,
+    options: &BuildOptions,
+    strict_substitution: bool,
+    keys: Option<&sops::Keys>,
+) -> Result<Built, FluxBuildError> {
     let loader = kustomize::loader::Loader::new(root, options.max_file_bytes)?;
     let dir = if dir.is_absolute() {
         dir.to_path_buf()
@@ -102,9 +166,27 @@ pub(crate) fn build_with_strictness(
     // output, then dropped when Flux's decoding would drop it.
     let mut hasher = Sha256::new();
     let mut applicable = Vec::with_capacity(objects.len());
+    let mut masks = Vec::new();
     for (i, packed) in objects.into_iter().enumerate() {
         let mut object = packed.to_value();
         let mut changed = false;
+        if let Some(keys) = keys.filter(|_| !sops::is_disabled(&object)) {
+            let decrypted = sops::decrypt_object(&object, keys).map_err(|source| FluxBuildError::Decrypt {
+                id: resource_id(&object),
+                object: format!(
+                    "'{}/{}' {}",
+                    object["metadata"]["namespace"].as_str().unwrap_or(""),
+                    object["metadata"]["name"].as_str().unwrap_or(""),
+                    object["kind"].as_str().unwrap_or("")
+                ),
+                source,
+            })?;
+            if let Some(decrypted) = decrypted {
+                object = decrypted.value;
+                masks.extend(decrypted.secrets);
+                changed = true;
+            }
+        }
         if let Some(options) = substitute_options {
             object = substitute::substitute(&object, vars, options).map_err(|source| {
                 FluxBuildError::PostBuild {
@@ -132,6 +214,7 @@ pub(crate) fn build_with_strictness(
         objects: applicable,
         digest,
         warnings,
+        masks,
     })
 }
 

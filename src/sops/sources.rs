@@ -1,0 +1,147 @@
+//! The files a kustomization's `secretGenerator` reads (`files`, `envs`) and its patch files,
+//! decrypted before the build when they are SOPS documents, through every local
+//! kustomization the build reaches. Artifact trees are cached and shared, so plaintext is
+//! never written into them: the decrypted files go into a private copy of the tree.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{Decrypted, Format, Keys, SopsError, decrypt_file};
+use crate::kustomize::file::FILE_NAMES;
+
+/// Why a generator source could not be decrypted, naming the file inside the artifact.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {source}")]
+pub struct SourceError {
+    pub file: String,
+    #[source]
+    pub source: SopsError,
+}
+
+/// The decrypted files under `dir`, by path (inside `root`), and their plaintext values.
+pub(crate) fn decrypt_sources(root: &Path, dir: &Path, keys: &Keys) -> Result<Decrypted<Vec<(PathBuf, Vec<u8>)>>, SourceError> {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let mut found = Vec::new();
+    let mut visited = Vec::new();
+    visit(&root, dir, &mut visited, &mut found);
+    let mut files = Vec::new();
+    let mut secrets = Vec::new();
+    for (path, format) in found {
+        let Ok(bytes) = fs::read(&path) else { continue };
+        if !String::from_utf8_lossy(&bytes).contains(format.marker()) {
+            continue;
+        }
+        let shown = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
+        let plain = decrypt_file(&bytes, format, keys).map_err(|source| SourceError { file: shown, source })?;
+        secrets.extend(plain.secrets);
+        if let Ok(text) = std::str::from_utf8(&plain.value) {
+            secrets.push(text.to_string());
+        }
+        files.push((path, plain.value));
+    }
+    Ok(Decrypted { value: files, secrets })
+}
+
+/// A private copy of `root` with `files` (absolute paths inside `root`) replaced.
+pub(crate) fn materialize(root: &Path, files: &[(PathBuf, Vec<u8>)]) -> std::io::Result<tempfile::TempDir> {
+    let root = root.canonicalize()?;
+    let copy = tempfile::tempdir()?;
+    copy_tree(&root, copy.path())?;
+    for (path, bytes) in files {
+        if let Ok(relative) = path.strip_prefix(&root) {
+            fs::write(copy.path().join(relative), bytes)?;
+        }
+    }
+    Ok(copy)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(entry.path())?, target)?;
+        } else {
+            fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Collects the generator sources of the kustomization in `dir` and of the local
+/// kustomizations it refers to; a directory without one is searched below.
+fn visit(root: &Path, dir: &Path, visited: &mut Vec<PathBuf>, found: &mut Vec<(PathBuf, Format)>) {
+    let Some(dir) = inside(root, dir) else { return };
+    if visited.contains(&dir) {
+        return;
+    }
+    visited.push(dir.clone());
+    let Some(file) = FILE_NAMES.iter().map(|n| dir.join(n)).find(|p| p.is_file()) else {
+        if let Ok(entries) = fs::read_dir(&dir) {
+            for entry in entries.flatten().filter(|e| e.path().is_dir()) {
+                visit(root, &entry.path(), visited, found);
+            }
+        }
+        return;
+    };
+    let Some(kustomization) = fs::read_to_string(&file)
+        .ok()
+        .and_then(|t| serde_yaml::from_str::<Value>(&t).ok())
+    else {
+        return;
+    };
+    let mut add = |path: &str, format: Format| {
+        if let Some(path) = inside(root, &dir.join(path)) {
+            if path.is_file() && !found.iter().any(|(p, _)| *p == path) {
+                found.push((path, format));
+            }
+        }
+    };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    for generator in kustomization["secretGenerator"].as_array().into_iter().flatten() {
+        for source in strings(&generator["files"]) {
+            let (key, path) = source.split_once('=').unwrap_or((&source, &source));
+            add(path, Format::for_path(key));
+        }
+        let mut envs = strings(&generator["envs"]);
+        envs.extend(generator["env"].as_str().map(str::to_string));
+        for env in envs {
+            let format = match Format::for_path(&env) {
+                Format::Binary => Format::Dotenv,
+                other => other,
+            };
+            add(&env, format);
+        }
+    }
+    for patch in kustomization["patches"].as_array().into_iter().flatten() {
+        if let Some(path) = patch["path"].as_str().filter(|p| !p.contains("://")) {
+            add(path, Format::for_path(path));
+        }
+    }
+    for field in ["resources", "components", "bases"] {
+        for resource in strings(&kustomization[field]) {
+            if !resource.contains("://") {
+                let path = dir.join(&resource);
+                if path.is_dir() {
+                    visit(root, &path, visited, found);
+                }
+            }
+        }
+    }
+}
+
+/// `path` resolved, when it stays inside `root`.
+fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
+    let resolved = path.canonicalize().ok()?;
+    resolved.starts_with(root).then_some(resolved)
+}
