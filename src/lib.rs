@@ -10,6 +10,6 @@ pub mod flux;
 pub mod health;
 pub mod kube_ext;
 pub mod kustomize;
-pub mod source;
 pub mod sops;
+pub mod source;
 pub mod telemetry;

@@ -22,10 +22,10 @@ use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
 use crate::error::{Retry, StepError};
-use crate::sops;
 use crate::kustomize::packed::Packed;
 use crate::kustomize::resmap::split_api_version;
 use crate::kustomize::{self, BuildError, BuildOptions};
+use crate::sops;
 
 /// The objects as the controller applies them, and the digest of the build output.
 #[derive(Clone, Debug, PartialEq)]
@@ -122,7 +122,11 @@ pub(crate) fn build_decrypting(
     let Some(keys) = keys else {
         return build_tree(root, dir, spec, vars, options, strict_substitution, None);
     };
-    let absolute = if dir.is_absolute() { dir.to_path_buf() } else { root.join(dir) };
+    let absolute = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        root.join(dir)
+    };
     let sources = sops::sources::decrypt_sources(root, &absolute, keys)?;
     if sources.value.is_empty() {
         return build_tree(root, dir, spec, vars, options, strict_substitution, Some(keys));
@@ -130,8 +134,18 @@ pub(crate) fn build_decrypting(
     let copy = sops::sources::materialize(root, &sources.value)?;
     let canonical = root.canonicalize()?;
     let inner = absolute.canonicalize()?;
-    let copied_dir = copy.path().join(inner.strip_prefix(&canonical).unwrap_or(Path::new("")));
-    let mut built = build_tree(copy.path(), &copied_dir, spec, vars, options, strict_substitution, Some(keys))?;
+    let copied_dir = copy
+        .path()
+        .join(inner.strip_prefix(&canonical).unwrap_or(Path::new("")));
+    let mut built = build_tree(
+        copy.path(),
+        &copied_dir,
+        spec,
+        vars,
+        options,
+        strict_substitution,
+        Some(keys),
+    )?;
     built.masks.extend(sources.secrets);
     Ok(built)
 }
@@ -171,16 +185,17 @@ fn build_tree(
         let mut object = packed.to_value();
         let mut changed = false;
         if let Some(keys) = keys.filter(|_| !sops::is_disabled(&object)) {
-            let decrypted = sops::decrypt_object(&object, keys).map_err(|source| FluxBuildError::Decrypt {
-                id: resource_id(&object),
-                object: format!(
-                    "'{}/{}' {}",
-                    object["metadata"]["namespace"].as_str().unwrap_or(""),
-                    object["metadata"]["name"].as_str().unwrap_or(""),
-                    object["kind"].as_str().unwrap_or("")
-                ),
-                source,
-            })?;
+            let decrypted =
+                sops::decrypt_object(&object, keys).map_err(|source| FluxBuildError::Decrypt {
+                    id: resource_id(&object),
+                    object: format!(
+                        "'{}/{}' {}",
+                        object["metadata"]["namespace"].as_str().unwrap_or(""),
+                        object["metadata"]["name"].as_str().unwrap_or(""),
+                        object["kind"].as_str().unwrap_or("")
+                    ),
+                    source,
+                })?;
             if let Some(decrypted) = decrypted {
                 object = decrypted.value;
                 masks.extend(decrypted.secrets);

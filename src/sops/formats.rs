@@ -109,7 +109,8 @@ pub(crate) fn emit(body: Node, format: Format) -> Result<Vec<u8>, SopsError> {
             .map(String::into_bytes)
             .map_err(|e| emit_error(e.to_string())),
         Format::Json => {
-            let mut out = serde_json::to_string_pretty(&to_yaml(body)).map_err(|e| emit_error(e.to_string()))?;
+            let mut out =
+                serde_json::to_string_pretty(&to_yaml(body)).map_err(|e| emit_error(e.to_string()))?;
             out.push('\n');
             Ok(out.into_bytes())
         }
@@ -295,7 +296,10 @@ pub(crate) fn from_yaml(value: serde_yaml::Value) -> Node {
                 .map(|(k, v)| {
                     let key = match k {
                         Y::String(s) => s,
-                        other => serde_yaml::to_string(&other).unwrap_or_default().trim_end().to_string(),
+                        other => serde_yaml::to_string(&other)
+                            .unwrap_or_default()
+                            .trim_end()
+                            .to_string(),
                     };
                     (key, from_yaml(v))
                 })
@@ -314,7 +318,12 @@ pub(crate) fn to_yaml(node: Node) -> serde_yaml::Value {
         Node::Float(f) => Y::Number(f.into()),
         Node::Str(s) => Y::String(s),
         Node::List(items) => Y::Sequence(items.into_iter().map(to_yaml).collect()),
-        Node::Map(entries) => Y::Mapping(entries.into_iter().map(|(k, v)| (Y::String(k), to_yaml(v))).collect()),
+        Node::Map(entries) => Y::Mapping(
+            entries
+                .into_iter()
+                .map(|(k, v)| (Y::String(k), to_yaml(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -325,7 +334,10 @@ mod tests {
     #[test]
     fn flat_metadata_becomes_a_tree() {
         let flat = vec![
-            ("age__list_0__map_recipient".to_string(), Node::Str("age1x".into())),
+            (
+                "age__list_0__map_recipient".to_string(),
+                Node::Str("age1x".into()),
+            ),
             ("age__list_0__map_enc".to_string(), Node::Str("E".into())),
             ("mac".to_string(), Node::Str("M".into())),
         ];

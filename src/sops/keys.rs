@@ -110,7 +110,10 @@ impl Keys {
         Err(SopsError::DataKey(if tried.is_empty() {
             "the document names no age or pgp key".into()
         } else {
-            format!("no key in the decryption Secret unwraps it (tried {})", tried.join(", "))
+            format!(
+                "no key in the decryption Secret unwraps it (tried {})",
+                tried.join(", ")
+            )
         }))
     }
 
@@ -131,10 +134,17 @@ impl Keys {
             let Ok((message, _)) = Message::from_string(enc) else {
                 return None;
             };
-            if let Ok(mut plain) = message.decrypt(&Password::empty(), key) {
-                if let Ok(data) = plain.as_data_vec() {
-                    return data.try_into().ok();
-                }
+            let Ok(plain) = message.decrypt(&Password::empty(), key) else {
+                continue;
+            };
+            // GnuPG compresses what it encrypts.
+            let plain = if plain.is_compressed() {
+                plain.decompress().ok()
+            } else {
+                Some(plain)
+            };
+            if let Some(data) = plain.and_then(|mut p| p.as_data_vec().ok()) {
+                return data.try_into().ok();
             }
         }
         None

@@ -30,7 +30,11 @@ const DECRYPT_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/decrypt";
 #[derive(Debug, Error)]
 pub enum SopsError {
     #[error("failed to import '{entry}' data from sops decryption Secret '{secret}': {reason}")]
-    Import { entry: String, secret: String, reason: String },
+    Import {
+        entry: String,
+        secret: String,
+        reason: String,
+    },
     #[error("failed to load encrypted {format} data: {reason}")]
     Load { format: &'static str, reason: String },
     #[error("failed to load encrypted data: {0}")]
@@ -38,7 +42,9 @@ pub enum SopsError {
     #[error("cannot get sops data key: {0}")]
     DataKey(String),
     /// The data key is held only by a key service (KMS, Vault) this controller cannot call.
-    #[error("cannot get sops data key: the data key is held by {0}, a key service this controller does not support")]
+    #[error(
+        "cannot get sops data key: the data key is held by {0}, a key service this controller does not support"
+    )]
     UnsupportedService(String),
     #[error("error decrypting sops tree: {0}")]
     Value(String),
@@ -67,7 +73,9 @@ pub(crate) fn is_disabled(object: &Value) -> bool {
 pub(crate) fn refusal(objects: &[Value]) -> Option<String> {
     objects
         .iter()
-        .find(|o| o["kind"] == "Secret" && o["apiVersion"] == "v1" && o.get("sops").is_some() && !is_disabled(o))
+        .find(|o| {
+            o["kind"] == "Secret" && o["apiVersion"] == "v1" && o.get("sops").is_some() && !is_disabled(o)
+        })
         .map(|o| {
             let (ns, name) = (
                 o["metadata"]["namespace"].as_str().unwrap_or(""),
@@ -78,7 +86,9 @@ pub(crate) fn refusal(objects: &[Value]) -> Option<String> {
             } else {
                 format!("Secret/{ns}/{name}")
             };
-            format!("{id} is SOPS encrypted, configuring decryption is required for this secret to be reconciled")
+            format!(
+                "{id} is SOPS encrypted, configuring decryption is required for this secret to be reconciled"
+            )
         })
 }
 
@@ -90,7 +100,12 @@ pub(crate) struct Decrypted<T> {
 
 /// Decrypts a document whose body and metadata are split; `check_mac` compares the MAC of
 /// the plaintext with the stored one.
-fn decrypt_document(body: &mut Node, metadata: &Node, keys: &Keys, check_mac: bool) -> Result<Vec<String>, SopsError> {
+fn decrypt_document(
+    body: &mut Node,
+    metadata: &Node,
+    keys: &Keys,
+    check_mac: bool,
+) -> Result<Vec<String>, SopsError> {
     let key = keys.data_key(metadata)?;
     let rules = keys::rules(metadata)?;
     let (mac, secrets) = tree::decrypt_tree(body, &key, &rules)?;
@@ -98,16 +113,26 @@ fn decrypt_document(body: &mut Node, metadata: &Node, keys: &Keys, check_mac: bo
     let modified = keys::field(metadata, "lastmodified").unwrap_or_default();
     let stored = match tree::decrypt_value(&stored, &key, &modified) {
         Ok(Node::Str(mac)) => mac,
-        _ => return Err(SopsError::Mac("the stored MAC does not open with the data key".into())),
+        _ => {
+            return Err(SopsError::Mac(
+                "the stored MAC does not open with the data key".into(),
+            ));
+        }
     };
     if check_mac && stored != mac {
-        return Err(SopsError::Mac("the MAC does not match the decrypted content".into()));
+        return Err(SopsError::Mac(
+            "the MAC does not match the decrypted content".into(),
+        ));
     }
     Ok(secrets)
 }
 
 /// Decrypts a whole file of `format` and writes it back in the same format.
-pub(crate) fn decrypt_file(bytes: &[u8], format: Format, keys: &Keys) -> Result<Decrypted<Vec<u8>>, SopsError> {
+pub(crate) fn decrypt_file(
+    bytes: &[u8],
+    format: Format,
+    keys: &Keys,
+) -> Result<Decrypted<Vec<u8>>, SopsError> {
     let (mut body, metadata) = formats::load(bytes, format)?;
     let secrets = decrypt_document(&mut body, &metadata, keys, true)?;
     Ok(Decrypted {
@@ -126,10 +151,11 @@ pub(crate) fn is_encrypted(object: &Value) -> bool {
 /// `None` when there is nothing to decrypt.
 pub(crate) fn decrypt_object(object: &Value, keys: &Keys) -> Result<Option<Decrypted<Value>>, SopsError> {
     if is_encrypted(object) {
-        let yaml: serde_yaml::Value = serde_json::from_value(object.clone()).map_err(|e| SopsError::Load {
-            format: "JSON",
-            reason: e.to_string(),
-        })?;
+        let yaml: serde_yaml::Value =
+            serde_json::from_value(object.clone()).map_err(|e| SopsError::Load {
+                format: "JSON",
+                reason: e.to_string(),
+            })?;
         let Node::Map(mut entries) = formats::from_yaml(yaml) else {
             unreachable!("an object is a map");
         };
@@ -201,5 +227,4 @@ mod tests {
         let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "sops": {}});
         assert_eq!(refusal(&[config]), None);
     }
-
 }

@@ -21,7 +21,11 @@ pub struct SourceError {
 }
 
 /// The decrypted files under `dir`, by path (inside `root`), and their plaintext values.
-pub(crate) fn decrypt_sources(root: &Path, dir: &Path, keys: &Keys) -> Result<Decrypted<Vec<(PathBuf, Vec<u8>)>>, SourceError> {
+pub(crate) fn decrypt_sources(
+    root: &Path,
+    dir: &Path,
+    keys: &Keys,
+) -> Result<Decrypted<Vec<(PathBuf, Vec<u8>)>>, SourceError> {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let mut found = Vec::new();
     let mut visited = Vec::new();
@@ -34,14 +38,18 @@ pub(crate) fn decrypt_sources(root: &Path, dir: &Path, keys: &Keys) -> Result<De
             continue;
         }
         let shown = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
-        let plain = decrypt_file(&bytes, format, keys).map_err(|source| SourceError { file: shown, source })?;
+        let plain =
+            decrypt_file(&bytes, format, keys).map_err(|source| SourceError { file: shown, source })?;
         secrets.extend(plain.secrets);
         if let Ok(text) = std::str::from_utf8(&plain.value) {
             secrets.push(text.to_string());
         }
         files.push((path, plain.value));
     }
-    Ok(Decrypted { value: files, secrets })
+    Ok(Decrypted {
+        value: files,
+        secrets,
+    })
 }
 
 /// A private copy of `root` with `files` (absolute paths inside `root`) replaced.

@@ -43,8 +43,8 @@ pub(crate) struct Rules {
 /// Written first into the MAC of a `mac_only_encrypted` document, so its MAC never equals
 /// the MAC of the same document without that setting.
 const MAC_ONLY_ENCRYPTED_PREFIX: [u8; 32] = [
-    0x8a, 0x3f, 0xd2, 0xad, 0x54, 0xce, 0x66, 0x52, 0x7b, 0x10, 0x34, 0xf3, 0xd1, 0x47, 0xbe, 0x0b, 0x0b, 0x97,
-    0x5b, 0x3b, 0xf4, 0x4f, 0x72, 0xc6, 0xfd, 0xad, 0xec, 0x81, 0x76, 0xf2, 0x7d, 0x69,
+    0x8a, 0x3f, 0xd2, 0xad, 0x54, 0xce, 0x66, 0x52, 0x7b, 0x10, 0x34, 0xf3, 0xd1, 0x47, 0xbe, 0x0b, 0x0b,
+    0x97, 0x5b, 0x3b, 0xf4, 0x4f, 0x72, 0xc6, 0xfd, 0xad, 0xec, 0x81, 0x76, 0xf2, 0x7d, 0x69,
 ];
 
 impl Rules {
@@ -76,7 +76,11 @@ impl Rules {
 
 /// Decrypts every encrypted leaf of `node` in place and returns the MAC of the plaintext
 /// (upper-case hex) and the plaintext strings that were encrypted (to be masked).
-pub(crate) fn decrypt_tree(node: &mut Node, key: &[u8; 32], rules: &Rules) -> Result<(String, Vec<String>), SopsError> {
+pub(crate) fn decrypt_tree(
+    node: &mut Node,
+    key: &[u8; 32],
+    rules: &Rules,
+) -> Result<(String, Vec<String>), SopsError> {
     let mut hasher = Sha512::new();
     if rules.mac_only_encrypted {
         hasher.update(MAC_ONLY_ENCRYPTED_PREFIX);
@@ -174,7 +178,10 @@ pub(crate) fn decrypt_value(text: &str, key: &[u8; 32], aad: &str) -> Result<Nod
     let sealed = parse_sealed(text)
         .ok_or_else(|| SopsError::Value("Input string <redacted> does not match sops' data format".into()))?;
     if sealed.iv.len() != 32 {
-        return Err(SopsError::Value(format!("unexpected nonce length {}", sealed.iv.len())));
+        return Err(SopsError::Value(format!(
+            "unexpected nonce length {}",
+            sealed.iv.len()
+        )));
     }
     let cipher = AesGcm::<Aes256, U32>::new(key.into());
     let mut sealed_data = sealed.data;
@@ -187,7 +194,11 @@ pub(crate) fn decrypt_value(text: &str, key: &[u8; 32], aad: &str) -> Result<Nod
                 aad: aad.as_bytes(),
             },
         )
-        .map_err(|_| SopsError::Value(format!("could not decrypt the value at '{aad}' with AES_GCM: message authentication failed")))?;
+        .map_err(|_| {
+            SopsError::Value(format!(
+                "could not decrypt the value at '{aad}' with AES_GCM: message authentication failed"
+            ))
+        })?;
     let text = || String::from_utf8_lossy(&plain).into_owned();
     let bad = |kind: &str| SopsError::Value(format!("decrypted value at '{aad}' is not a valid {kind}"));
     Ok(match sealed.kind.as_str() {
@@ -234,17 +245,28 @@ pub(crate) mod tests {
     fn values_open_only_at_their_own_path() {
         let key = [7u8; 32];
         let sealed = seal("42", "int", &key, "spec:replicas:");
-        assert_eq!(decrypt_value(&sealed, &key, "spec:replicas:").unwrap(), Node::Int(42));
+        assert_eq!(
+            decrypt_value(&sealed, &key, "spec:replicas:").unwrap(),
+            Node::Int(42)
+        );
         let moved = decrypt_value(&sealed, &key, "spec:other:").unwrap_err();
-        assert!(moved.to_string().contains("message authentication failed"), "{moved}");
+        assert!(
+            moved.to_string().contains("message authentication failed"),
+            "{moved}"
+        );
         let wrong_key = decrypt_value(&sealed, &[8u8; 32], "spec:replicas:").unwrap_err();
         assert!(wrong_key.to_string().contains("message authentication failed"));
     }
 
     #[test]
     fn a_malformed_value_is_not_echoed() {
-        let error = decrypt_value("hunter2", &[0u8; 32], "a:").unwrap_err().to_string();
-        assert_eq!(error, "Input string <redacted> does not match sops' data format");
+        let error = decrypt_value("hunter2", &[0u8; 32], "a:")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "error decrypting sops tree: Input string <redacted> does not match sops' data format"
+        );
     }
 
     #[test]

@@ -10,4 +10,5 @@ mod foundation;
 mod health;
 mod identity;
 mod ship;
+mod sops;
 mod source;
