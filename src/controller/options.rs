@@ -124,6 +124,10 @@ pub struct RunOptions {
         default_value = "flux-system"
     )]
     pub runtime_namespace: String,
+    /// A Secret in the runtime namespace whose `*.agekey` entries decrypt for every
+    /// Kustomization with `spec.decryption` but no `secretRef`.
+    #[arg(long = "sops-age-secret")]
+    pub sops_age_secret: Option<String>,
 }
 
 /// See [`RunOptions::without_effect`]; [`FlagsWithoutEffect::set`] names those given.
@@ -134,9 +138,7 @@ pub struct FlagsWithoutEffect {
     kube_api_qps: Option<f32>,
     #[arg(long = "kube-api-burst", hide = true)]
     kube_api_burst: Option<u32>,
-    /// SOPS decryption is not supported.
-    #[arg(long = "sops-age-secret", hide = true)]
-    sops_age_secret: Option<String>,
+    /// Vault login allow-lists are not supported (nor is the Vault key service).
     #[arg(long = "sops-vault-configmap", hide = true)]
     sops_vault_configmap: Option<String>,
     #[arg(long = "default-decryption-service-account", hide = true)]
@@ -160,7 +162,6 @@ impl FlagsWithoutEffect {
         [
             ("--kube-api-qps", self.kube_api_qps.is_some()),
             ("--kube-api-burst", self.kube_api_burst.is_some()),
-            ("--sops-age-secret", self.sops_age_secret.is_some()),
             ("--sops-vault-configmap", self.sops_vault_configmap.is_some()),
             (
                 "--default-decryption-service-account",
@@ -324,7 +325,8 @@ mod tests {
         );
         assert_eq!(o.override_managers, ["helm", "argocd"]);
         assert!(o.feature_gates.external_artifact && o.feature_gates.migrate_api_version);
-        assert_eq!(o.without_effect.set().len(), 10);
+        assert_eq!(o.without_effect.set().len(), 9);
+        assert_eq!(o.sops_age_secret.as_deref(), Some("sops-age"));
     }
 
     #[test]

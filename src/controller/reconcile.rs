@@ -385,7 +385,9 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         .await
         .map_err(|e| pass.fail(e))?;
     // SOPS keys from spec.decryption's Secret.
-    let keys = sops::secret::load_keys(&ctx.client, &ks)
+    let age_secret =
+        (ctx.options.sops_age_secret.as_deref()).map(|name| (ctx.options.runtime_namespace.as_str(), name));
+    let keys = sops::secret::load_keys(&ctx.client, &ks, age_secret)
         .await
         .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());

@@ -210,7 +210,10 @@ fn in_field(key: &str, error: SopsError) -> SopsError {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod refusal_tests {
     use super::*;
     use serde_json::json;
 

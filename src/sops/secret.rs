@@ -36,32 +36,41 @@ impl StepError for KeysError {
     }
 }
 
-/// The keys for `ks`, or `None` without `spec.decryption`. Without a `secretRef` only the
-/// controller's `SOPS_AGE_KEY` environment applies.
-pub(crate) async fn load_keys(client: &Client, ks: &Kustomization) -> Result<Option<Keys>, KeysError> {
+/// The keys for `ks`, or `None` without `spec.decryption`. Without a `secretRef` the
+/// controller's global age Secret (`--sops-age-secret`, as `(namespace, name)`) supplies its
+/// `*.agekey` entries; `SOPS_AGE_KEY` in the controller's environment applies when no
+/// age identity was found.
+pub(crate) async fn load_keys(
+    client: &Client,
+    ks: &Kustomization,
+    age_secret: Option<(&str, &str)>,
+) -> Result<Option<Keys>, KeysError> {
     let Some(decryption) = &ks.spec.decryption else {
         return Ok(None);
     };
     let env_age = std::env::var("SOPS_AGE_KEY").ok();
-    let Some(reference) = &decryption.secret_ref else {
-        return Ok(Some(Keys::from_secret("", &BTreeMap::new(), env_age.as_deref())?));
-    };
     let namespace = ks.namespace().unwrap_or_default();
-    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let (namespace, name, age_only) = match (&decryption.secret_ref, age_secret) {
+        (Some(reference), _) => (namespace.as_str(), reference.name.as_str(), false),
+        (None, Some((namespace, name))) => (namespace, name, true),
+        (None, None) => return Ok(Some(Keys::from_secret("", &BTreeMap::new(), env_age.as_deref())?)),
+    };
+    let shown = format!("{namespace}/{name}");
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = api
-        .get_opt(&reference.name)
+        .get_opt(name)
         .await
         .map_err(|source| KeysError::Api {
-            secret: format!("{namespace}/{}", reference.name),
+            secret: shown.clone(),
             source,
         })?
-        .ok_or_else(|| KeysError::NotFound(reference.name.clone()))?;
+        .ok_or_else(|| KeysError::NotFound(name.to_string()))?;
     let data: BTreeMap<String, Vec<u8>> = secret
         .data
         .unwrap_or_default()
         .into_iter()
+        .filter(|(k, _)| !age_only || k.ends_with(".agekey"))
         .map(|(k, v)| (k, v.0))
         .collect();
-    let shown = format!("{namespace}/{}", reference.name);
     Ok(Some(Keys::from_secret(&shown, &data, env_age.as_deref())?))
 }

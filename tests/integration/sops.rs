@@ -423,3 +423,29 @@ async fn sops_values_rejected_by_the_api_stay_masked() {
     assert!(live.is_none());
     s.delete().await;
 }
+
+#[tokio::test]
+async fn sops_age_secret_decrypts_without_a_secret_ref() {
+    let keys = TestKeys::new();
+    let s = Scenario::new("sops-global").await;
+    let encrypted = keys.age(
+        "secret.yaml",
+        &secret_yaml("app", "password", "global-pa55"),
+        DATA_ONLY,
+    );
+    let files = [
+        (
+            "kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [secret.yaml]\n",
+        ),
+        ("secret.yaml", encrypted.as_str()),
+    ];
+    s.publish("repo", "main@sha1:g1", &files).await;
+    // The controller's runtime namespace is the test's namespace.
+    create_key_secret(&s, "global-age", json!({"global.agekey": keys.age_identity})).await;
+    let controller = s.start_controller(&["--sops-age-secret=global-age"]);
+    s.apply("app", json!({"decryption": {"provider": "sops"}})).await;
+    s.wait_applied(&controller, "app", "main@sha1:g1").await;
+    assert_eq!(secret_data(&s, "app").await["password"], "global-pa55");
+    s.delete().await;
+}
