@@ -53,8 +53,6 @@ pub enum FluxBuildError {
     PostBuild { id: String, source: SubstituteError },
     #[error("error decrypting sources: {0}")]
     Sources(#[from] sops::sources::SourceError),
-    #[error("error decrypting sources: {0}")]
-    SourcesCopy(#[from] std::io::Error),
     #[error("decryption failed for '{id}': failed to decrypt and format {object} data: {source}")]
     Decrypt {
         id: String,
@@ -73,7 +71,7 @@ impl StepError for FluxBuildError {
     /// A document whose data key only a key service we lack can unwrap stays undecryptable.
     fn retry(&self) -> Retry {
         match self {
-            FluxBuildError::Sources(e) if e.source.is_unsupported() => Retry::Terminal,
+            FluxBuildError::Sources(e) if e.is_unsupported() => Retry::Terminal,
             FluxBuildError::Decrypt { source, .. } if source.is_unsupported() => Retry::Terminal,
             _ => Retry::RetryInterval,
         }
@@ -119,47 +117,8 @@ pub(crate) fn build_decrypting(
     strict_substitution: bool,
     keys: Option<&sops::Keys>,
 ) -> Result<Built, FluxBuildError> {
-    let Some(keys) = keys else {
-        return build_tree(root, dir, spec, vars, options, strict_substitution, None);
-    };
-    let absolute = if dir.is_absolute() {
-        dir.to_path_buf()
-    } else {
-        root.join(dir)
-    };
-    let sources = sops::sources::decrypt_sources(root, &absolute, keys)?;
-    if sources.value.is_empty() {
-        return build_tree(root, dir, spec, vars, options, strict_substitution, Some(keys));
-    }
-    let copy = sops::sources::materialize(root, &sources.value)?;
-    let canonical = root.canonicalize()?;
-    let inner = absolute.canonicalize()?;
-    let copied_dir = copy
-        .path()
-        .join(inner.strip_prefix(&canonical).unwrap_or(Path::new("")));
-    let mut built = build_tree(
-        copy.path(),
-        &copied_dir,
-        spec,
-        vars,
-        options,
-        strict_substitution,
-        Some(keys),
-    )?;
-    built.masks.extend(sources.secrets);
-    Ok(built)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn build_tree(
-    root: &Path,
-    dir: &Path,
-    spec: &KustomizationSpec,
-    vars: &BTreeMap<String, String>,
-    options: &BuildOptions,
-    strict_substitution: bool,
-    keys: Option<&sops::Keys>,
-) -> Result<Built, FluxBuildError> {
+    let workspace = sops::sources::Workspace::new(root, dir, keys)?;
+    let (root, dir) = (workspace.root.as_path(), workspace.dir.as_path());
     let loader = kustomize::loader::Loader::new(root, options.max_file_bytes)?;
     let dir = if dir.is_absolute() {
         dir.to_path_buf()
@@ -180,7 +139,7 @@ fn build_tree(
     // output, then dropped when Flux's decoding would drop it.
     let mut hasher = Sha256::new();
     let mut applicable = Vec::with_capacity(objects.len());
-    let mut masks = Vec::new();
+    let mut masks = workspace.secrets.clone();
     for (i, packed) in objects.into_iter().enumerate() {
         let mut object = packed.to_value();
         let mut changed = false;

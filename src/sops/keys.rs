@@ -68,11 +68,11 @@ impl Keys {
                 tracing::debug!(entry = %name, "decryption Secret names {service}, which is not supported");
             }
         }
-        if keys.age.is_empty() {
-            if let Some(text) = env_age {
-                keys.age
-                    .extend(parse_age(text).map_err(|reason| import_error("SOPS_AGE_KEY", reason))?);
-            }
+        if keys.age.is_empty()
+            && let Some(text) = env_age
+        {
+            keys.age
+                .extend(parse_age(text).map_err(|reason| import_error("SOPS_AGE_KEY", reason))?);
         }
         Ok(keys)
     }

@@ -221,7 +221,7 @@ mod refusal_tests {
     fn only_a_v1_secret_with_sops_metadata_is_refused() {
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"}, "sops": {"mac": "x"}});
         assert_eq!(
-            refusal(&[secret.clone()]).unwrap(),
+            refusal(std::slice::from_ref(&secret)).unwrap(),
             "Secret/ns/s is SOPS encrypted, configuring decryption is required for this secret to be reconciled"
         );
         let mut disabled = secret.clone();

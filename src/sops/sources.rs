@@ -11,21 +11,75 @@ use serde_json::Value;
 use super::{Decrypted, Format, Keys, SopsError, decrypt_file};
 use crate::kustomize::file::FILE_NAMES;
 
-/// Why a generator source could not be decrypted, naming the file inside the artifact.
+/// Why the generator sources could not be decrypted.
 #[derive(Debug, thiserror::Error)]
-#[error("{file}: {source}")]
-pub struct SourceError {
-    pub file: String,
-    #[source]
-    pub source: SopsError,
+pub enum SourceError {
+    /// Names the file inside the artifact.
+    #[error("{file}: {source}")]
+    Decrypt {
+        file: String,
+        #[source]
+        source: SopsError,
+    },
+    #[error("cannot copy the artifact for its decrypted files: {0}")]
+    Copy(#[from] std::io::Error),
 }
 
+impl SourceError {
+    pub(crate) fn is_unsupported(&self) -> bool {
+        matches!(self, SourceError::Decrypt { source, .. } if source.is_unsupported())
+    }
+}
+
+/// The tree a build reads: the artifact itself, or a private copy holding the decrypted
+/// generator sources (dropped with the workspace).
+pub(crate) struct Workspace {
+    _copy: Option<tempfile::TempDir>,
+    pub(crate) root: PathBuf,
+    pub(crate) dir: PathBuf,
+    /// The plaintext the decrypted sources revealed.
+    pub(crate) secrets: Vec<String>,
+}
+
+impl Workspace {
+    /// The workspace for building `dir` inside `root`; with `keys`, SOPS-encrypted generator
+    /// sources are decrypted into a copy.
+    pub(crate) fn new(root: &Path, dir: &Path, keys: Option<&Keys>) -> Result<Workspace, SourceError> {
+        let plain = |secrets| Workspace {
+            _copy: None,
+            root: root.to_path_buf(),
+            dir: dir.to_path_buf(),
+            secrets,
+        };
+        let Some(keys) = keys else {
+            return Ok(plain(Vec::new()));
+        };
+        let absolute = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            root.join(dir)
+        };
+        let sources = decrypt_sources(root, &absolute, keys)?;
+        if sources.value.is_empty() {
+            return Ok(plain(Vec::new()));
+        }
+        let copy = materialize(root, &sources.value)?;
+        let inner = absolute.canonicalize()?;
+        let relative = inner.strip_prefix(root.canonicalize()?).unwrap_or(Path::new(""));
+        Ok(Workspace {
+            root: copy.path().to_path_buf(),
+            dir: copy.path().join(relative),
+            _copy: Some(copy),
+            secrets: sources.secrets,
+        })
+    }
+}
+
+/// Decrypted files: each path (inside the artifact root) with its plaintext content.
+pub(crate) type PlainFiles = Vec<(PathBuf, Vec<u8>)>;
+
 /// The decrypted files under `dir`, by path (inside `root`), and their plaintext values.
-pub(crate) fn decrypt_sources(
-    root: &Path,
-    dir: &Path,
-    keys: &Keys,
-) -> Result<Decrypted<Vec<(PathBuf, Vec<u8>)>>, SourceError> {
+fn decrypt_sources(root: &Path, dir: &Path, keys: &Keys) -> Result<Decrypted<PlainFiles>, SourceError> {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let mut found = Vec::new();
     let mut visited = Vec::new();
@@ -38,8 +92,8 @@ pub(crate) fn decrypt_sources(
             continue;
         }
         let shown = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
-        let plain =
-            decrypt_file(&bytes, format, keys).map_err(|source| SourceError { file: shown, source })?;
+        let plain = decrypt_file(&bytes, format, keys)
+            .map_err(|source| SourceError::Decrypt { file: shown, source })?;
         secrets.extend(plain.secrets);
         if let Ok(text) = std::str::from_utf8(&plain.value) {
             secrets.push(text.to_string());
@@ -53,7 +107,7 @@ pub(crate) fn decrypt_sources(
 }
 
 /// A private copy of `root` with `files` (absolute paths inside `root`) replaced.
-pub(crate) fn materialize(root: &Path, files: &[(PathBuf, Vec<u8>)]) -> std::io::Result<tempfile::TempDir> {
+fn materialize(root: &Path, files: &[(PathBuf, Vec<u8>)]) -> std::io::Result<tempfile::TempDir> {
     let root = root.canonicalize()?;
     let copy = tempfile::tempdir()?;
     copy_tree(&root, copy.path())?;
@@ -105,10 +159,11 @@ fn visit(root: &Path, dir: &Path, visited: &mut Vec<PathBuf>, found: &mut Vec<(P
         return;
     };
     let mut add = |path: &str, format: Format| {
-        if let Some(path) = inside(root, &dir.join(path)) {
-            if path.is_file() && !found.iter().any(|(p, _)| *p == path) {
-                found.push((path, format));
-            }
+        if let Some(path) = inside(root, &dir.join(path))
+            && path.is_file()
+            && !found.iter().any(|(p, _)| *p == path)
+        {
+            found.push((path, format));
         }
     };
     let strings = |v: &Value| -> Vec<String> {

@@ -54,18 +54,18 @@ impl Rules {
             return matches!(leaf, Node::Str(s) if s.starts_with("ENC[AES256_GCM,"));
         }
         let mut encrypted = true;
-        if let Some(suffix) = &self.unencrypted_suffix {
-            if path.iter().any(|p| p.ends_with(suffix.as_str())) {
-                encrypted = false;
-            }
+        if let Some(suffix) = &self.unencrypted_suffix
+            && path.iter().any(|p| p.ends_with(suffix.as_str()))
+        {
+            encrypted = false;
         }
         if let Some(suffix) = &self.encrypted_suffix {
             encrypted = path.iter().any(|p| p.ends_with(suffix.as_str()));
         }
-        if let Some(re) = &self.unencrypted_regex {
-            if path.iter().any(|p| re.is_match(p)) {
-                encrypted = false;
-            }
+        if let Some(re) = &self.unencrypted_regex
+            && path.iter().any(|p| re.is_match(p))
+        {
+            encrypted = false;
         }
         if let Some(re) = &self.encrypted_regex {
             encrypted = path.iter().any(|p| re.is_match(p));
