@@ -89,25 +89,13 @@ pub fn build(
     vars: &BTreeMap<String, String>,
     options: &BuildOptions,
 ) -> Result<Built, FluxBuildError> {
-    build_with_strictness(root, dir, spec, vars, options, true)
+    build_decrypting(root, dir, spec, vars, options, true, None)
 }
 
-/// [`build`] with the `StrictPostBuildSubstitutions` feature gate given: when off, an unset
-/// variable expands to "" instead of failing.
-pub(crate) fn build_with_strictness(
-    root: &Path,
-    dir: &Path,
-    spec: &KustomizationSpec,
-    vars: &BTreeMap<String, String>,
-    options: &BuildOptions,
-    strict_substitution: bool,
-) -> Result<Built, FluxBuildError> {
-    build_decrypting(root, dir, spec, vars, options, strict_substitution, None)
-}
-
-/// [`build_with_strictness`] decrypting SOPS documents with `keys` (given exactly when
-/// `spec.decryption` is set): first the generator sources, in a private copy of the tree,
-/// then each built object.
+/// [`build`] with the `StrictPostBuildSubstitutions` feature gate given (when off, an unset
+/// variable expands to "" instead of failing), decrypting SOPS documents with `keys` (given
+/// exactly when `spec.decryption` is set): first the generator sources, in a private copy
+/// of the tree, then each built object.
 pub(crate) fn build_decrypting(
     root: &Path,
     dir: &Path,

@@ -417,13 +417,14 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
     );
     assert_eq!((err.reason(), err.retry()), ("BuildFailed", Retry::RetryInterval));
     // With the strict gate off, the unset variable expands to nothing (YAML null).
-    let lenient = build_with_strictness(
+    let lenient = build_decrypting(
         tmp.path(),
         Path::new("app"),
         &spec,
         &vars,
         &BuildOptions::default(),
         false,
+        None,
     )
     .unwrap();
     assert_eq!(packed::values(&lenient.objects)[0]["data"]["a"], Value::Null);
