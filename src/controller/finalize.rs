@@ -1,7 +1,9 @@
 //! Deletion of a Kustomization (finalizer `finalizers.fluxcd.io`): delete or orphan what it
-//! applied according to `deletionPolicy`, then let it go. Deletion always finishes when the
-//! objects cannot be reached with the configured identity (ServiceAccount or kubeconfig Secret
-//! gone): the objects are left behind and an event lists them.
+//! applied according to `deletionPolicy`, then let it go. Deletion finishes without deleting when
+//! the objects can never be reached with the configured identity (the ServiceAccount or the
+//! kubeconfig Secret/ConfigMap is gone, or the kubeconfig is refused): the objects are left
+//! behind and an event lists them. Any other failure to reach them keeps the finalizer and is
+//! retried, so a passing API hiccup does not orphan the objects.
 
 use kube::ResourceExt;
 
@@ -13,6 +15,8 @@ use crate::telemetry::ObjectLabels;
 
 use super::Context;
 use super::events::{self, Notice};
+use super::identity::IdentityError;
+use crate::error::{Retry, StepError};
 use super::status;
 
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +24,18 @@ pub enum FinalizeError {
     /// Some objects could not be deleted; the finalizer stays and deletion is retried.
     #[error("pruning for deleted resource failed: {0}")]
     Prune(#[source] PruneError),
+    /// The impersonated ServiceAccount could not be looked up; retried.
+    #[error("unable to look up the ServiceAccount to impersonate: {0}")]
+    ServiceAccount(#[source] kube::Error),
+    /// The client could not be built for a reason that may pass; retried.
+    #[error("{0}")]
+    Client(String),
+}
+
+/// Whether deletion gives up on the objects rather than retrying: the identity that could
+/// delete them is gone or can never be built.
+fn unreachable_for_good(error: &IdentityError) -> bool {
+    error.reference_gone() || error.retry() == Retry::Terminal
 }
 
 /// Whether the policy deletes the inventory: `MirrorPrune` (the default) follows `spec.prune`,
@@ -76,19 +92,28 @@ pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), Fin
         return Ok(());
     }
 
-    let sa_exists = ctx.identities.service_account_exists(ks).await.unwrap_or(true);
+    let sa_exists = ctx
+        .identities
+        .service_account_exists(ks)
+        .await
+        .map_err(FinalizeError::ServiceAccount)?;
     let tools = match ctx.identities.for_kustomization(ks).await {
-        Ok(tools) if sa_exists => tools,
-        outcome => {
-            if let Err(error) = outcome {
-                tracing::warn!(%error, "cannot reach the objects of a deleted Kustomization");
-            }
-            let message = format!("unable to prune objects: \n{}", inventory_lines(&inventory));
-            ctx.notifier
-                .emit(ks, &Notice::error(&reason, message, metadata))
-                .await;
-            return Ok(());
+        Ok(tools) if sa_exists => Some(tools),
+        Ok(_) => None,
+        Err(error) if unreachable_for_good(&error) => {
+            tracing::warn!(%error, "cannot reach the objects of a deleted Kustomization");
+            None
         }
+        Err(error) => {
+            return Err(FinalizeError::Client(error.condition_message(std::time::Duration::ZERO)));
+        }
+    };
+    let Some(tools) = tools else {
+        let message = format!("unable to prune objects: \n{}", inventory_lines(&inventory));
+        ctx.notifier
+            .emit(ks, &Notice::error(&reason, message, metadata))
+            .await;
+        return Ok(());
     };
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
     let policy = ks.spec.deletion_policy();

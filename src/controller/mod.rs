@@ -9,11 +9,13 @@ pub mod events;
 pub mod finalize;
 pub mod gates;
 pub mod identity;
+mod kubeconfig;
 pub mod leader;
 pub mod options;
 pub mod reconcile;
 pub mod status;
 mod vars;
+mod workload;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -177,6 +179,10 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
             config,
             counts,
             &options.default_service_account,
+            kubeconfig::KubeconfigPolicy {
+                allow_exec: options.insecure_kubeconfig_exec,
+                allow_insecure_tls: options.insecure_kubeconfig_tls,
+            },
             applier_options(&options),
         ),
         notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),

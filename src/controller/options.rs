@@ -46,6 +46,12 @@ pub struct RunOptions {
     /// Refuse remote kustomize bases; only files from the source artifact are built.
     #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_remote_bases: bool,
+    /// Let a remote kubeconfig run its `user.exec` credential plugin on the controller's host.
+    #[arg(long = "insecure-kubeconfig-exec", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
+    pub insecure_kubeconfig_exec: bool,
+    /// Let a remote kubeconfig turn off TLS verification (`insecure-skip-tls-verify`).
+    #[arg(long = "insecure-kubeconfig-tls", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
+    pub insecure_kubeconfig_tls: bool,
     /// ServiceAccount impersonated by Kustomizations that name none.
     #[arg(long = "default-service-account", default_value = "")]
     pub default_service_account: String,
@@ -144,10 +150,6 @@ pub struct FlagsWithoutEffect {
     /// Workload identity for remote clusters is not supported.
     #[arg(long = "default-kubeconfig-service-account", hide = true)]
     default_kubeconfig_service_account: Option<String>,
-    #[arg(long = "insecure-kubeconfig-exec", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
-    insecure_kubeconfig_exec: Option<bool>,
-    #[arg(long = "insecure-kubeconfig-tls", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
-    insecure_kubeconfig_tls: Option<bool>,
     #[arg(long = "token-cache-max-size", hide = true)]
     token_cache_max_size: Option<u32>,
     #[arg(long = "token-cache-max-duration", hide = true, value_parser = go_duration)]
@@ -169,14 +171,6 @@ impl FlagsWithoutEffect {
             (
                 "--default-kubeconfig-service-account",
                 self.default_kubeconfig_service_account.is_some(),
-            ),
-            (
-                "--insecure-kubeconfig-exec",
-                self.insecure_kubeconfig_exec.is_some(),
-            ),
-            (
-                "--insecure-kubeconfig-tls",
-                self.insecure_kubeconfig_tls.is_some(),
             ),
             ("--token-cache-max-size", self.token_cache_max_size.is_some()),
             (
@@ -324,7 +318,8 @@ mod tests {
         );
         assert_eq!(o.override_managers, ["helm", "argocd"]);
         assert!(o.feature_gates.external_artifact && o.feature_gates.migrate_api_version);
-        assert_eq!(o.without_effect.set().len(), 10);
+        assert_eq!(o.without_effect.set().len(), 8);
+        assert!(o.insecure_kubeconfig_exec && !o.insecure_kubeconfig_tls);
     }
 
     #[test]
