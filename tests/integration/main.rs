@@ -11,3 +11,4 @@ mod health;
 mod identity;
 mod ship;
 mod source;
+mod tenancy_kubeconfig;
