@@ -184,6 +184,34 @@ mod tests {
         }
     }
 
+    /// A read error from an API server that cannot be reached: a passing fault.
+    async fn unreachable_read() -> kube::Error {
+        let client = kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
+        kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, "team-a")
+            .get("remote")
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn deletion_gives_up_only_when_the_identity_is_gone_for_good() {
+        let not_found = || kube::Error::Api(kube::core::Status::failure("not found", "NotFound").with_code(404).boxed());
+        let secret = || "team-a/remote".to_string();
+        let cases = [
+            (IdentityError::ReadSecret(secret(), not_found()), true),
+            (IdentityError::ReadConfigMap(secret(), not_found()), true),
+            (IdentityError::MissingKey(secret(), "value".into()), true),
+            (IdentityError::UnsupportedProvider(secret(), "aws".into()), true),
+            (IdentityError::ReadSecret(secret(), unreachable_read().await), false),
+            (IdentityError::ReadConfigMap(secret(), unreachable_read().await), false),
+            (IdentityError::TokenRequest(secret(), unreachable_read().await), false),
+            (IdentityError::Build(unreachable_read().await), false),
+        ];
+        for (error, gives_up) in cases {
+            assert_eq!(unreachable_for_good(&error), gives_up, "{error}");
+        }
+    }
+
     #[test]
     fn left_behind_objects_are_listed_by_subject() {
         let inventory = ResourceInventory {
