@@ -7,6 +7,8 @@ CARGO ?= cargo
 # `make test` runs its own control plane, separate from a developer's `make cluster-up`.
 TEST_STATE := $(CURDIR)/.e2e-test
 DEV_STATE := $(CURDIR)/.e2e
+# A second control plane that trusts the first one's ServiceAccount tokens (remote-cluster tests).
+TEST_REMOTE_STATE := $(CURDIR)/.e2e-test-remote
 # Integration tests mostly wait on the API server, so run more of them than there are cores.
 TEST_THREADS ?= 8
 
@@ -32,11 +34,14 @@ test: tools
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
 	@E2E_STATE=$(TEST_STATE) e2e/cluster.sh up
+	@E2E_STATE=$(TEST_REMOTE_STATE) E2E_TRUST_STATE=$(TEST_STATE) e2e/cluster.sh up
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
+	export E2E_REMOTE_KUBECONFIG=$(TEST_REMOTE_STATE)/admin.kubeconfig; \
 	$(CARGO) test --locked --lib --bins || status=$$?; \
 	$(CARGO) test --locked --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \
+	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
 

@@ -12,3 +12,4 @@ mod identity;
 mod ship;
 mod source;
 mod tenancy_kubeconfig;
+mod tenancy_remote;

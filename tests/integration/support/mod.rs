@@ -134,4 +134,5 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
 }
 pub mod applier;
 pub mod controller;
+pub mod remote;
 pub mod tls;
