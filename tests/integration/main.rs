@@ -11,5 +11,6 @@ mod health;
 mod identity;
 mod ship;
 mod source;
+mod tenancy_health;
 mod tenancy_kubeconfig;
 mod tenancy_remote;
