@@ -74,9 +74,14 @@ async fn a_tenant_kubeconfig_never_sends_the_controllers_credentials() {
         kubeconfig_secret(&s, name, value).await;
         s.apply(name, json!({"kubeConfig": {"secretRef": {"name": name}}})).await;
     }
+    s.apply("missing", json!({"kubeConfig": {"secretRef": {"name": "absent"}}})).await;
     for (name, _, _) in &cases {
         s.wait_ready(&controller, name, "False", "").await;
     }
+    // A client that cannot be built is a failed reconcile, never Ready=Unknown.
+    let missing = format!("failed to build kube client: unable to read KubeConfig secret '{}/absent'", s.namespace());
+    let ks = s.wait_ready(&controller, "missing", "False", &missing).await;
+    assert_eq!(condition(&ks, "Ready").unwrap().reason, "ReconciliationFailed");
 
     let heads = server.heads();
     assert!(
@@ -101,8 +106,12 @@ async fn a_tenant_kubeconfig_never_sends_the_controllers_credentials() {
         let Some(field) = field else { continue };
         let ks = s.get(name).await.unwrap();
         let ready = condition(&ks, "Ready").unwrap();
-        let expected = format!("the kubeconfig in secret '{}/{name}' sets '{field}'", s.namespace());
-        assert!(ready.message.contains(&expected), "{name}: {}", ready.message);
+        let expected = format!(
+            "failed to build kube client: the kubeconfig in secret '{}/{name}' sets '{field}'",
+            s.namespace()
+        );
+        assert!(ready.message.starts_with(&expected), "{name}: {}", ready.message);
+        assert_eq!(ready.reason, "ReconciliationFailed", "{name}");
         assert!(
             !ready.message.contains(CONTROLLER_TOKEN)
                 && !ready.message.contains(TENANT_TOKEN)
