@@ -12,5 +12,6 @@ mod identity;
 mod ship;
 mod source;
 mod tenancy_health;
+mod tenancy_install;
 mod tenancy_kubeconfig;
 mod tenancy_remote;
