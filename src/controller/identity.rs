@@ -445,6 +445,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn tools_with_an_expiring_token_are_dropped_when_it_expires() {
+        let identities = identities("");
+        let remote = |n: &str| Identity::Remote {
+            kubeconfig: n.into(),
+            user: None,
+        };
+        let tools = identities.own.clone();
+        identities.keep(remote("expired"), tools.clone(), Some(Instant::now()));
+        identities.keep(remote("valid"), tools.clone(), Some(Instant::now() + IDLE));
+        identities.keep(remote("no-token"), tools, None);
+        assert!(identities.cached(&remote("expired")).is_none());
+        assert!(identities.cached(&remote("valid")).is_some());
+        assert!(identities.cached(&remote("no-token")).is_some());
+        assert_eq!(identities.cached_identities(), 2);
+    }
+
+    #[tokio::test]
     async fn refusals_name_the_secret_and_the_field() {
         let exec = r#"
 apiVersion: v1
