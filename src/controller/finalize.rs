@@ -1,6 +1,6 @@
 //! Deletion of a Kustomization (finalizer `finalizers.fluxcd.io`): delete or orphan what it
 //! applied according to `deletionPolicy`, then let it go. Deletion finishes without deleting when
-//! the objects can never be reached with the configured identity (the ServiceAccount or the
+//! the objects can never be reached with the configured identity (a ServiceAccount or the
 //! kubeconfig Secret/ConfigMap is gone, or the kubeconfig is refused): the objects are left
 //! behind and an event lists them. Any other failure to reach them keeps the finalizer and is
 //! retried, so a passing API hiccup does not orphan the objects.
@@ -200,6 +200,7 @@ mod tests {
         let cases = [
             (IdentityError::ReadSecret(secret(), not_found()), true),
             (IdentityError::ReadConfigMap(secret(), not_found()), true),
+            (IdentityError::TokenRequest(secret(), not_found()), true),
             (IdentityError::MissingKey(secret(), "value".into()), true),
             (IdentityError::UnsupportedProvider(secret(), "aws".into()), true),
             (IdentityError::ReadSecret(secret(), unreachable_read().await), false),

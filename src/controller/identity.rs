@@ -69,11 +69,11 @@ pub(crate) enum IdentityError {
 }
 
 impl IdentityError {
-    /// The kubeconfig Secret or ConfigMap does not exist: the remote cluster cannot be reached
-    /// until someone recreates it.
+    /// The kubeconfig Secret or ConfigMap, or the ServiceAccount a ConfigMap names, does not
+    /// exist: the remote cluster cannot be reached until someone recreates it.
     pub(crate) fn reference_gone(&self) -> bool {
         match self {
-            Self::ReadSecret(_, e) | Self::ReadConfigMap(_, e) => {
+            Self::ReadSecret(_, e) | Self::ReadConfigMap(_, e) | Self::TokenRequest(_, e) => {
                 matches!(e, kube::Error::Api(s) if s.code == 404)
             }
             _ => false,
