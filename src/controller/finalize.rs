@@ -16,8 +16,8 @@ use crate::telemetry::ObjectLabels;
 use super::Context;
 use super::events::{self, Notice};
 use super::identity::IdentityError;
-use crate::error::{Retry, StepError};
 use super::status;
+use crate::error::{Retry, StepError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizeError {
@@ -105,7 +105,9 @@ pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), Fin
             None
         }
         Err(error) => {
-            return Err(FinalizeError::Client(error.condition_message(std::time::Duration::ZERO)));
+            return Err(FinalizeError::Client(
+                error.condition_message(std::time::Duration::ZERO),
+            ));
         }
     };
     let Some(tools) = tools else {
@@ -186,7 +188,8 @@ mod tests {
 
     /// A read error from an API server that cannot be reached: a passing fault.
     async fn unreachable_read() -> kube::Error {
-        let client = kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
         kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, "team-a")
             .get("remote")
             .await
@@ -195,7 +198,13 @@ mod tests {
 
     #[tokio::test]
     async fn deletion_gives_up_only_when_the_identity_is_gone_for_good() {
-        let not_found = || kube::Error::Api(kube::core::Status::failure("not found", "NotFound").with_code(404).boxed());
+        let not_found = || {
+            kube::Error::Api(
+                kube::core::Status::failure("not found", "NotFound")
+                    .with_code(404)
+                    .boxed(),
+            )
+        };
         let secret = || "team-a/remote".to_string();
         let cases = [
             (IdentityError::ReadSecret(secret(), not_found()), true),
@@ -203,9 +212,18 @@ mod tests {
             (IdentityError::TokenRequest(secret(), not_found()), true),
             (IdentityError::MissingKey(secret(), "value".into()), true),
             (IdentityError::UnsupportedProvider(secret(), "aws".into()), true),
-            (IdentityError::ReadSecret(secret(), unreachable_read().await), false),
-            (IdentityError::ReadConfigMap(secret(), unreachable_read().await), false),
-            (IdentityError::TokenRequest(secret(), unreachable_read().await), false),
+            (
+                IdentityError::ReadSecret(secret(), unreachable_read().await),
+                false,
+            ),
+            (
+                IdentityError::ReadConfigMap(secret(), unreachable_read().await),
+                false,
+            ),
+            (
+                IdentityError::TokenRequest(secret(), unreachable_read().await),
+                false,
+            ),
             (IdentityError::Build(unreachable_read().await), false),
         ];
         for (error, gives_up) in cases {

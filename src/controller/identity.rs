@@ -146,8 +146,14 @@ struct Cached {
 
 /// Where a remote cluster's client comes from.
 enum Remote {
-    Kubeconfig { secret: String, bytes: Vec<u8> },
-    Workload { config_map: String, cluster: WorkloadCluster },
+    Kubeconfig {
+        secret: String,
+        bytes: Vec<u8>,
+    },
+    Workload {
+        config_map: String,
+        cluster: WorkloadCluster,
+    },
 }
 
 impl Remote {
@@ -214,7 +220,9 @@ impl Identities {
             return Ok(tools);
         }
         let (mut config, expires) = match &remote {
-            Some(Remote::Kubeconfig { secret, bytes }) => (remote_config(secret, bytes, self.policy).await?, None),
+            Some(Remote::Kubeconfig { secret, bytes }) => {
+                (remote_config(secret, bytes, self.policy).await?, None)
+            }
             Some(Remote::Workload { config_map, cluster }) => {
                 let (token, valid) = cluster.token(self.own.client(), &namespace).await?;
                 // Renewed well before it expires: a pass may run for a while with these tools.
@@ -336,7 +344,11 @@ fn impersonated_user(namespace: &str, service_account: &str) -> String {
 }
 
 /// A remote cluster's config from a kubeconfig the tenant wrote; see [`kubeconfig::checked`].
-async fn remote_config(secret_name: &str, bytes: &[u8], policy: KubeconfigPolicy) -> Result<Config, IdentityError> {
+async fn remote_config(
+    secret_name: &str,
+    bytes: &[u8],
+    policy: KubeconfigPolicy,
+) -> Result<Config, IdentityError> {
     let kubeconfig =
         kubeconfig::checked(bytes, policy).map_err(|e| IdentityError::Refused(secret_name.to_string(), e))?;
     // What can fail here is decoding the inline data or the server URL; kube's messages name
@@ -472,7 +484,9 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 "#;
         let strict = KubeconfigPolicy::default();
-        let err = remote_config("team-a/remote", exec.as_bytes(), strict).await.unwrap_err();
+        let err = remote_config("team-a/remote", exec.as_bytes(), strict)
+            .await
+            .unwrap_err();
         let message = err.to_string();
         assert!(
             message.starts_with("the kubeconfig in secret 'team-a/remote' sets 'exec'"),
@@ -480,7 +494,9 @@ current-context: x
         );
         assert!(!message.contains("/bin/steal"), "{message}");
         assert_eq!(err.retry(), Retry::Terminal);
-        let err = remote_config("team-a/remote", b"{not yaml", strict).await.unwrap_err();
+        let err = remote_config("team-a/remote", b"{not yaml", strict)
+            .await
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "the kubeconfig in secret 'team-a/remote' is not a valid kubeconfig"
@@ -489,6 +505,10 @@ current-context: x
             allow_exec: true,
             ..strict
         };
-        assert!(remote_config("team-a/remote", exec.as_bytes(), allowed).await.is_ok());
+        assert!(
+            remote_config("team-a/remote", exec.as_bytes(), allowed)
+                .await
+                .is_ok()
+        );
     }
 }

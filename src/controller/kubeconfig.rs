@@ -60,7 +60,10 @@ pub(crate) fn checked(bytes: &[u8], policy: KubeconfigPolicy) -> Result<Kubeconf
         .find(|c| c.name == context.cluster)
         .cloned()
         .ok_or(Refusal::Missing("cluster"))?;
-    let cluster = named_cluster.cluster.as_ref().ok_or(Refusal::Missing("cluster"))?;
+    let cluster = named_cluster
+        .cluster
+        .as_ref()
+        .ok_or(Refusal::Missing("cluster"))?;
     check_cluster(cluster, policy)?;
     let user = match context.user.as_deref() {
         Some(name) => Some(
@@ -132,7 +135,9 @@ fn why_user_field(field: &str) -> &'static str {
     match field {
         "tokenFile" | "client-certificate" | "client-key" => HOST_FILE,
         "auth-provider" => RUNS_COMMAND,
-        "exec" => "exec credential plugins run a command on the controller's host and need --insecure-kubeconfig-exec",
+        "exec" => {
+            "exec credential plugins run a command on the controller's host and need --insecure-kubeconfig-exec"
+        }
         _ => "impersonation is set by spec.serviceAccountName, not by the kubeconfig",
     }
 }
@@ -179,17 +184,52 @@ current-context: x
         let exec_plugin = ", exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}";
         let cases: [(&str, &str, KubeconfigPolicy, Option<&str>); 16] = [
             ("", "", strict, None),
-            (", tls-server-name: api", ", username: a, password: b", strict, None),
+            (
+                ", tls-server-name: api",
+                ", username: a, password: b",
+                strict,
+                None,
+            ),
             (", proxy-url: \"http://proxy:3128\"", "", strict, None),
-            ("", ", client-certificate-data: Q0U=, client-key-data: S0U=", strict, None),
-            ("", ", tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token", strict, Some("tokenFile")),
-            ("", ", client-certificate: /etc/admin.crt", strict, Some("client-certificate")),
+            (
+                "",
+                ", client-certificate-data: Q0U=, client-key-data: S0U=",
+                strict,
+                None,
+            ),
+            (
+                "",
+                ", tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+                strict,
+                Some("tokenFile"),
+            ),
+            (
+                "",
+                ", client-certificate: /etc/admin.crt",
+                strict,
+                Some("client-certificate"),
+            ),
             ("", ", client-key: /etc/admin.key", strict, Some("client-key")),
-            (", certificate-authority: /etc/ca.crt", "", strict, Some("certificate-authority")),
-            ("", ", auth-provider: {name: oidc, config: {cmd-path: /bin/sh}}", strict, Some("auth-provider")),
+            (
+                ", certificate-authority: /etc/ca.crt",
+                "",
+                strict,
+                Some("certificate-authority"),
+            ),
+            (
+                "",
+                ", auth-provider: {name: oidc, config: {cmd-path: /bin/sh}}",
+                strict,
+                Some("auth-provider"),
+            ),
             ("", exec_plugin, strict, Some("exec")),
             ("", exec_plugin, exec, None),
-            (", insecure-skip-tls-verify: true", "", strict, Some("insecure-skip-tls-verify")),
+            (
+                ", insecure-skip-tls-verify: true",
+                "",
+                strict,
+                Some("insecure-skip-tls-verify"),
+            ),
             (", insecure-skip-tls-verify: true", "", tls, None),
             (", insecure-skip-tls-verify: false", "", strict, None),
             ("", ", as: admin", strict, Some("as")),
@@ -236,6 +276,9 @@ current-context: x
         )
         .unwrap_err()
         .to_string();
-        assert!(!refusal.contains("/var/run/token") && !refusal.contains(TOKEN), "{refusal}");
+        assert!(
+            !refusal.contains("/var/run/token") && !refusal.contains(TOKEN),
+            "{refusal}"
+        );
     }
 }

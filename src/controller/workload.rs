@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
 use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
 use kube::{Client, Config};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -57,7 +57,13 @@ pub(crate) fn from_config_map(
         .ok_or_else(|| missing("serviceAccountName"))?
         .to_string();
     let mut audiences: Vec<String> = get("audiences")
-        .map(|a| a.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
+        .map(|a| {
+            a.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default();
     if audiences.is_empty() {
         audiences.push(address.clone());
@@ -74,7 +80,11 @@ impl WorkloadCluster {
     /// What makes the client: a changed ConfigMap is a new identity.
     pub fn digest(&self) -> String {
         let mut hash = Sha256::new();
-        for part in [&self.address, self.ca.as_deref().unwrap_or(""), &self.service_account] {
+        for part in [
+            &self.address,
+            self.ca.as_deref().unwrap_or(""),
+            &self.service_account,
+        ] {
             hash.update(part.as_bytes());
             hash.update([0]);
         }
@@ -98,8 +108,8 @@ impl WorkloadCluster {
                 .ok_or_else(|| invalid("ca.crt"))?;
             config.root_cert = Some(roots);
         }
-        config.auth_info = serde_json::from_value(serde_json::json!({ "token": token }))
-            .expect("a user with a token");
+        config.auth_info =
+            serde_json::from_value(serde_json::json!({ "token": token })).expect("a user with a token");
         Ok(config)
     }
 
@@ -126,7 +136,10 @@ mod tests {
     use super::*;
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -162,20 +175,39 @@ mod tests {
         for provider in ["aws", "azure", "gcp", "spiffe"] {
             let err = from_config_map(
                 "team-a/remote",
-                &data(&[("provider", provider), ("address", "https://x"), ("serviceAccountName", "d")]),
+                &data(&[
+                    ("provider", provider),
+                    ("address", "https://x"),
+                    ("serviceAccountName", "d"),
+                ]),
             )
             .unwrap_err();
-            assert!(matches!(&err, IdentityError::UnsupportedProvider(_, p) if p == provider), "{err}");
+            assert!(
+                matches!(&err, IdentityError::UnsupportedProvider(_, p) if p == provider),
+                "{err}"
+            );
             assert!(err.to_string().contains(&format!("'{provider}'")), "{err}");
         }
         let cases = [
-            (vec![("address", "https://x"), ("serviceAccountName", "d")], "provider"),
-            (vec![("provider", "generic"), ("serviceAccountName", "d")], "address"),
-            (vec![("provider", "generic"), ("address", "https://x")], "serviceAccountName"),
+            (
+                vec![("address", "https://x"), ("serviceAccountName", "d")],
+                "provider",
+            ),
+            (
+                vec![("provider", "generic"), ("serviceAccountName", "d")],
+                "address",
+            ),
+            (
+                vec![("provider", "generic"), ("address", "https://x")],
+                "serviceAccountName",
+            ),
         ];
         for (pairs, key) in cases {
             let err = from_config_map("team-a/remote", &data(&pairs)).unwrap_err();
-            assert!(matches!(err, IdentityError::ConfigMapKey(_, k) if k == key), "{key}");
+            assert!(
+                matches!(err, IdentityError::ConfigMapKey(_, k) if k == key),
+                "{key}"
+            );
         }
     }
 }

@@ -50,7 +50,11 @@ async fn a_tenant_kubeconfig_never_sends_the_controllers_credentials() {
     );
     // (Kustomization and Secret name, kubeconfig, the field it is refused for)
     let cases = [
-        ("allowed", kubeconfig(server.port, &ca, &format!("token: {TENANT_TOKEN}")), None),
+        (
+            "allowed",
+            kubeconfig(server.port, &ca, &format!("token: {TENANT_TOKEN}")),
+            None,
+        ),
         (
             "token-file",
             kubeconfig(server.port, &ca, &format!("tokenFile: {}", token_file.display())),
@@ -58,7 +62,11 @@ async fn a_tenant_kubeconfig_never_sends_the_controllers_credentials() {
         ),
         (
             "skip-tls",
-            kubeconfig(server.port, ", insecure-skip-tls-verify: true", &format!("token: {TENANT_TOKEN}-insecure")),
+            kubeconfig(
+                server.port,
+                ", insecure-skip-tls-verify: true",
+                &format!("token: {TENANT_TOKEN}-insecure"),
+            ),
             Some("insecure-skip-tls-verify"),
         ),
         ("exec", kubeconfig(server.port, &ca, &exec), Some("exec")),
@@ -72,26 +80,37 @@ async fn a_tenant_kubeconfig_never_sends_the_controllers_credentials() {
     let controller = s.start_controller(&[]);
     for (name, value, _) in &cases {
         kubeconfig_secret(&s, name, value).await;
-        s.apply(name, json!({"kubeConfig": {"secretRef": {"name": name}}})).await;
+        s.apply(name, json!({"kubeConfig": {"secretRef": {"name": name}}}))
+            .await;
     }
-    s.apply("missing", json!({"kubeConfig": {"secretRef": {"name": "absent"}}})).await;
+    s.apply(
+        "missing",
+        json!({"kubeConfig": {"secretRef": {"name": "absent"}}}),
+    )
+    .await;
     for (name, _, _) in &cases {
         s.wait_ready(&controller, name, "False", "").await;
     }
     // A client that cannot be built is a failed reconcile, never Ready=Unknown.
-    let missing = format!("failed to build kube client: unable to read KubeConfig secret '{}/absent'", s.namespace());
+    let missing = format!(
+        "failed to build kube client: unable to read KubeConfig secret '{}/absent'",
+        s.namespace()
+    );
     let ks = s.wait_ready(&controller, "missing", "False", &missing).await;
     assert_eq!(condition(&ks, "Ready").unwrap().reason, "ReconciliationFailed");
 
     let heads = server.heads();
     assert!(
-        heads
-            .iter()
-            .any(|h| h.to_lowercase().contains(&format!("authorization: bearer {TENANT_TOKEN}\r\n"))),
+        heads.iter().any(|h| h
+            .to_lowercase()
+            .contains(&format!("authorization: bearer {TENANT_TOKEN}\r\n"))),
         "the accepted kubeconfig reached the listener with its own token: {heads:?}"
     );
     for head in &heads {
-        assert!(!head.contains(CONTROLLER_TOKEN), "the controller's token left the host: {head}");
+        assert!(
+            !head.contains(CONTROLLER_TOKEN),
+            "the controller's token left the host: {head}"
+        );
         let authorizations: Vec<&str> = head
             .lines()
             .filter(|l| l.to_lowercase().starts_with("authorization:"))
@@ -119,7 +138,11 @@ async fn a_tenant_kubeconfig_never_sends_the_controllers_credentials() {
             "{name}: the message quotes the kubeconfig: {}",
             ready.message
         );
-        assert_eq!(condition(&ks, "Stalled").map(|c| c.status).as_deref(), Some("True"), "{name}");
+        assert_eq!(
+            condition(&ks, "Stalled").map(|c| c.status).as_deref(),
+            Some("True"),
+            "{name}"
+        );
     }
     s.delete().await;
 }

@@ -27,9 +27,14 @@ async fn config_map_ref_applies_to_the_remote_cluster_as_the_named_service_accou
         Api::<Role>::namespaced(remote.client.clone(), ns),
         Api::<RoleBinding>::namespaced(remote.client.clone(), ns),
     );
-    apply(&roles, "deployer", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+    apply(
+        &roles,
+        "deployer",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "deployer"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]})).await;
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]}),
+    )
+    .await;
     apply(&bindings, "deployer", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "deployer"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "deployer"},
@@ -43,9 +48,14 @@ async fn config_map_ref_applies_to_the_remote_cluster_as_the_named_service_accou
     .await;
     let config_maps = Api::<ConfigMap>::namespaced(s.client.clone(), ns);
     for (name, provider) in [("remote", "generic"), ("cloud", "aws")] {
-        apply(&config_maps, name, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+        apply(
+            &config_maps,
+            name,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
             "data": {"provider": provider, "address": remote.address, "ca.crt": remote.ca_pem,
-                "serviceAccountName": "deployer"}})).await;
+                "serviceAccountName": "deployer"}}),
+        )
+        .await;
     }
     s.publish_objects(
         "repo",
@@ -54,8 +64,16 @@ async fn config_map_ref_applies_to_the_remote_cluster_as_the_named_service_accou
     )
     .await;
     let controller = s.start_controller(&[]);
-    s.apply("remote", json!({"kubeConfig": {"configMapRef": {"name": "remote"}}})).await;
-    s.apply("cloud", json!({"kubeConfig": {"configMapRef": {"name": "cloud"}}})).await;
+    s.apply(
+        "remote",
+        json!({"kubeConfig": {"configMapRef": {"name": "remote"}}}),
+    )
+    .await;
+    s.apply(
+        "cloud",
+        json!({"kubeConfig": {"configMapRef": {"name": "cloud"}}}),
+    )
+    .await;
 
     s.wait_applied(&controller, "remote", REV1).await;
     let shipped = Api::<ConfigMap>::namespaced(remote.client.clone(), ns)

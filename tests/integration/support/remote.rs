@@ -45,7 +45,11 @@ pub async fn apply<K>(api: &Api<K>, name: &str, object: serde_json::Value)
 where
     K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
-    api.patch(name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(object))
-        .await
-        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+    api.patch(
+        name,
+        &PatchParams::apply("e2e-tests").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply {name}: {e}"));
 }

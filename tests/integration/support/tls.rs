@@ -25,7 +25,11 @@ fn openssl(dir: &Path, args: &[&str]) {
         .current_dir(dir)
         .output()
         .expect("openssl is required");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl RecordingServer {
@@ -33,19 +37,96 @@ impl RecordingServer {
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        openssl(d, &["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key"]);
-        openssl(d, &["req", "-x509", "-new", "-key", "ca.key", "-sha256", "-days", "1", "-subj", "/CN=recorder-ca",
-            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", "-out", "ca.crt"]);
-        openssl(d, &["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "leaf.ec"]);
-        openssl(d, &["pkcs8", "-topk8", "-nocrypt", "-in", "leaf.ec", "-out", "leaf.key"]);
-        openssl(d, &["req", "-new", "-key", "leaf.key", "-subj", "/CN=recorder", "-out", "leaf.csr"]);
+        openssl(
+            d,
+            &[
+                "ecparam",
+                "-name",
+                "prime256v1",
+                "-genkey",
+                "-noout",
+                "-out",
+                "ca.key",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "req",
+                "-x509",
+                "-new",
+                "-key",
+                "ca.key",
+                "-sha256",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=recorder-ca",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign",
+                "-out",
+                "ca.crt",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "ecparam",
+                "-name",
+                "prime256v1",
+                "-genkey",
+                "-noout",
+                "-out",
+                "leaf.ec",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "pkcs8", "-topk8", "-nocrypt", "-in", "leaf.ec", "-out", "leaf.key",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "req",
+                "-new",
+                "-key",
+                "leaf.key",
+                "-subj",
+                "/CN=recorder",
+                "-out",
+                "leaf.csr",
+            ],
+        );
         std::fs::write(
             d.join("leaf.ext"),
             "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
         )
         .unwrap();
-        openssl(d, &["x509", "-req", "-in", "leaf.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "1", "-sha256", "-extfile", "leaf.ext", "-out", "leaf.crt"]);
+        openssl(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "leaf.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-sha256",
+                "-extfile",
+                "leaf.ext",
+                "-out",
+                "leaf.crt",
+            ],
+        );
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(d.join("leaf.crt"))
             .unwrap()
             .collect::<Result<_, _>>()
@@ -66,7 +147,9 @@ impl RecordingServer {
             for stream in listener.incoming().flatten() {
                 let (config, recorded) = (config.clone(), recorded.clone());
                 std::thread::spawn(move || {
-                    let Ok(conn) = rustls::ServerConnection::new(config) else { return };
+                    let Ok(conn) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
                     let mut tls = rustls::StreamOwned::new(conn, stream);
                     let mut head = Vec::new();
                     let mut byte = [0u8; 1];
@@ -76,8 +159,13 @@ impl RecordingServer {
                             _ => return,
                         }
                     }
-                    recorded.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
-                    let _ = tls.write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    recorded
+                        .lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&head).into_owned());
+                    let _ = tls.write_all(
+                        b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
                     let _ = tls.flush();
                 });
             }
