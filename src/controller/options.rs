@@ -106,7 +106,7 @@ pub struct RunOptions {
     #[arg(long = "override-manager")]
     pub override_managers: Vec<String>,
     /// Flux's flags this controller accepts so that Flux's Deployment arguments start it, but
-    /// that change nothing here (client-side throttling, SOPS, workload identity, token cache).
+    /// that change nothing here (client-side throttling, SOPS, default workload identities, token cache).
     #[command(flatten)]
     pub without_effect: FlagsWithoutEffect,
     /// Largest artifact accepted, in bytes.
@@ -147,7 +147,7 @@ pub struct FlagsWithoutEffect {
     sops_vault_configmap: Option<String>,
     #[arg(long = "default-decryption-service-account", hide = true)]
     default_decryption_service_account: Option<String>,
-    /// Workload identity for remote clusters is not supported.
+    /// A kubeconfig ConfigMap must name its ServiceAccount (`serviceAccountName`); no default.
     #[arg(long = "default-kubeconfig-service-account", hide = true)]
     default_kubeconfig_service_account: Option<String>,
     #[arg(long = "token-cache-max-size", hide = true)]
