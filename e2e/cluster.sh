@@ -63,7 +63,7 @@ start() { # name, command...: own process group, so down (or a crashed run) can 
 }
 
 up() {
-  if [ -f "$state/admin.kubeconfig" ] && kubectl_ready; then
+  if [ -f "$state/admin.kubeconfig" ] && kubectl_ready && trusts_current_issuer; then
     log "already running ($state)"; return 0
   fi
   down_quiet
@@ -125,9 +125,17 @@ KC
 }
 
 # The trusted cluster's issuer is its API server URL (see --service-account-issuer above).
+trusted_issuer() { sed -n 's/.*server: "\([^"]*\)".*/\1/p' "$E2E_TRUST_STATE/admin.kubeconfig" 2>/dev/null; }
+
+# A running remote cluster is reused only if it trusts the trusted cluster running now.
+trusts_current_issuer() {
+  [ -z "${E2E_TRUST_STATE:-}" ] && return 0
+  grep -qxF "    url: $(trusted_issuer)" "$state/authentication.yaml" 2>/dev/null
+}
+
 trust_issuer() { # bin, this cluster's API port
   local bin=$1 port=$2 trusted=$E2E_TRUST_STATE issuer
-  issuer=$(sed -n 's/.*server: "\([^"]*\)".*/\1/p' "$trusted/admin.kubeconfig")
+  issuer=$(trusted_issuer)
   [ -n "$issuer" ] || { log "no cluster is running in $trusted"; return 1; }
   "$bin/kubectl" --kubeconfig="$trusted/admin.kubeconfig" apply -f - >/dev/null <<RB
 apiVersion: rbac.authorization.k8s.io/v1
