@@ -11,6 +11,7 @@ mod health;
 mod identity;
 mod ship;
 mod source;
+mod tenancy_finalize;
 mod tenancy_health;
 mod tenancy_install;
 mod tenancy_kubeconfig;

@@ -40,10 +40,28 @@ impl ControllerProcess {
 
     /// Starts a replica with its own identity (`POD_NAME`), for leader election.
     pub fn start_as(namespace: &str, identity: &str, extra_args: &[&str]) -> Self {
+        Self::spawn(namespace, identity, extra_args, None)
+    }
+
+    /// Starts the controller with its own credentials, from `kubeconfig` instead of `KUBECONFIG`.
+    pub fn start_with_kubeconfig(namespace: &str, kubeconfig: &std::path::Path, extra_args: &[&str]) -> Self {
+        Self::spawn(namespace, "kc-test", extra_args, Some(kubeconfig))
+    }
+
+    fn spawn(
+        namespace: &str,
+        identity: &str,
+        extra_args: &[&str],
+        kubeconfig: Option<&std::path::Path>,
+    ) -> Self {
         let metrics_port = free_port();
         let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
         let log_file = std::fs::File::create(&log).expect("controller log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"));
+        if let Some(kubeconfig) = kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        let child = command
             .arg("run")
             .arg("--watch-all-namespaces=false")
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
