@@ -19,9 +19,11 @@ pub struct RecordingServer {
     _dir: tempfile::TempDir,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
+/// Runs openssl in `dir` with `args`, split at whitespace (no argument contains any).
+fn openssl(dir: &Path, args: &str) {
+    let args: Vec<&str> = args.split_whitespace().collect();
     let out = Command::new("openssl")
-        .args(args)
+        .args(&args)
         .current_dir(dir)
         .output()
         .expect("openssl is required");
@@ -37,70 +39,15 @@ impl RecordingServer {
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
+        openssl(d, "ecparam -name prime256v1 -genkey -noout -out ca.key");
         openssl(
             d,
-            &[
-                "ecparam",
-                "-name",
-                "prime256v1",
-                "-genkey",
-                "-noout",
-                "-out",
-                "ca.key",
-            ],
+            "req -x509 -new -key ca.key -sha256 -days 1 -subj /CN=recorder-ca \
+             -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign -out ca.crt",
         );
-        openssl(
-            d,
-            &[
-                "req",
-                "-x509",
-                "-new",
-                "-key",
-                "ca.key",
-                "-sha256",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=recorder-ca",
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign",
-                "-out",
-                "ca.crt",
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "ecparam",
-                "-name",
-                "prime256v1",
-                "-genkey",
-                "-noout",
-                "-out",
-                "leaf.ec",
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "pkcs8", "-topk8", "-nocrypt", "-in", "leaf.ec", "-out", "leaf.key",
-            ],
-        );
-        openssl(
-            d,
-            &[
-                "req",
-                "-new",
-                "-key",
-                "leaf.key",
-                "-subj",
-                "/CN=recorder",
-                "-out",
-                "leaf.csr",
-            ],
-        );
+        openssl(d, "ecparam -name prime256v1 -genkey -noout -out leaf.ec");
+        openssl(d, "pkcs8 -topk8 -nocrypt -in leaf.ec -out leaf.key");
+        openssl(d, "req -new -key leaf.key -subj /CN=recorder -out leaf.csr");
         std::fs::write(
             d.join("leaf.ext"),
             "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
@@ -108,24 +55,8 @@ impl RecordingServer {
         .unwrap();
         openssl(
             d,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "leaf.csr",
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "1",
-                "-sha256",
-                "-extfile",
-                "leaf.ext",
-                "-out",
-                "leaf.crt",
-            ],
+            "x509 -req -in leaf.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 -sha256 \
+             -extfile leaf.ext -out leaf.crt",
         );
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(d.join("leaf.crt"))
             .unwrap()
