@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kustomize_controller::api::kustomization::SourceKind;
 use serde::Deserialize as _;
 use sha2::Digest as _;
@@ -170,13 +170,21 @@ fn source_crds_manifest() -> Vec<CustomResourceDefinition> {
         .collect()
 }
 
-/// Installs the four source CRDs, once per test binary.
+/// Creates the four source CRDs where none exist yet, once per test binary. An existing source
+/// CRD is left alone: the tests against the real source-controller install its own CRDs on the
+/// same control plane, and the stand-ins' objects fit those too.
 pub async fn source_crds(client: &Client) {
     static INSTALLED: OnceCell<()> = OnceCell::const_new();
     INSTALLED
         .get_or_init(|| async {
+            let crds = Api::<CustomResourceDefinition>::all(client.clone());
             for crd in source_crds_manifest() {
-                super::install_crd(client, &crd).await;
+                match crds.create(&PostParams::default(), &crd).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => panic!("create source CRD: {e}"),
+                }
+                super::wait_established(client, crd.metadata.name.as_deref().expect("CRD name")).await;
             }
         })
         .await;
@@ -186,13 +194,26 @@ fn source_api(client: &Client, kind: SourceKind, namespace: &str) -> Api<Dynamic
     Api::namespaced_with(client.clone(), namespace, &kind.api_resource())
 }
 
+/// A spec that source-controller's own CRDs accept, so these stand-ins work whichever source
+/// CRDs the shared control plane has installed.
+fn stand_in_spec(kind: SourceKind) -> serde_json::Value {
+    match kind {
+        SourceKind::GitRepository => serde_json::json!({"interval": "1m", "url": "https://example.invalid/repo"}),
+        SourceKind::OCIRepository => serde_json::json!({"interval": "1m", "url": "oci://example.invalid/repo"}),
+        SourceKind::Bucket => {
+            serde_json::json!({"interval": "1m", "bucketName": "repo", "endpoint": "example.invalid"})
+        }
+        SourceKind::ExternalArtifact => serde_json::json!({}),
+    }
+}
+
 /// Creates (or updates) a source object with no status.
 pub async fn create_source(client: &Client, kind: SourceKind, namespace: &str, name: &str) {
     let resource = kind.api_resource();
     let object = serde_json::json!({
         "apiVersion": resource.api_version, "kind": resource.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"interval": "1m", "url": "https://example.invalid/repo"},
+        "spec": stand_in_spec(kind),
     });
     source_api(client, kind, namespace)
         .patch(

@@ -25,7 +25,7 @@ pub struct ControllerProcess {
     pub log: std::path::PathBuf,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -40,16 +40,20 @@ impl ControllerProcess {
 
     /// Starts a replica with its own identity (`POD_NAME`), for leader election.
     pub fn start_as(namespace: &str, identity: &str, extra_args: &[&str]) -> Self {
+        let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
+        args.extend(extra_args.iter().map(|a| a.to_string()));
+        Self::start_with(namespace, identity, &args)
+    }
+
+    /// Starts the binary with exactly `args`, plus free loopback metrics and health ports.
+    pub fn start_with(namespace: &str, identity: &str, args: &[String]) -> Self {
         let metrics_port = free_port();
         let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
         let log_file = std::fs::File::create(&log).expect("controller log file");
         let child = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-            .arg("run")
-            .arg("--watch-all-namespaces=false")
+            .args(args)
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
             .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
-            .arg("--requeue-dependency=2s")
-            .args(extra_args)
             .env("RUNTIME_NAMESPACE", namespace)
             .env("POD_NAME", identity)
             .env("RUST_LOG", "info,kustomize_controller=debug")
