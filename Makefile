@@ -23,7 +23,7 @@ help:
 tools:
 	@command -v go >/dev/null || { echo "Go is required (see README: Requirements)"; exit 1; }
 	@command -v $(CARGO) >/dev/null || { echo "Rust (cargo) is required (see README: Requirements)"; exit 1; }
-	@for t in openssl curl python3 flock setsid; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
+	@for t in openssl curl python3 flock setsid git; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
 
 .PHONY: test
 test: tools

@@ -213,6 +213,16 @@ pub async fn wait_ready(
     }
 }
 
+/// The `value` key of ConfigMap `namespace/name`, or `None` when the ConfigMap (or key) is
+/// missing.
+pub async fn config_map_value(client: &Client, namespace: &str, name: &str) -> Option<String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .unwrap()?;
+    cm.data?.get("value").cloned()
+}
+
 /// events.k8s.io Events about `name` in `namespace`, as (type, reason, note, annotations).
 pub async fn events_about(
     client: &Client,
@@ -342,11 +352,7 @@ impl Scenario {
 
     /// The `value` key of ConfigMap `name`, or `None` when the ConfigMap (or key) is missing.
     pub async fn config_map_value(&self, name: &str) -> Option<String> {
-        let cm = Api::<ConfigMap>::namespaced(self.client.clone(), self.namespace())
-            .get_opt(name)
-            .await
-            .unwrap()?;
-        cm.data?.get("value").cloned()
+        config_map_value(&self.client, self.namespace(), name).await
     }
 
     /// The Events about Kustomization `name`, as [`events_about`] gives them.

@@ -13,10 +13,11 @@ use serde::Deserialize as _;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kustomize_controller::api::Kustomization;
 
-use super::controller::{ControllerProcess, apply_kustomization, condition, free_port, get_kustomization};
+use super::controller::{
+    ControllerProcess, apply_kustomization, condition, config_map_value, free_port, get_kustomization,
+};
 use super::{TestNamespace, eventually};
 
 /// The directory e2e/flux/build.sh printed. Unset fails the test: nothing here is optional.
@@ -363,11 +364,7 @@ impl GitOps {
 
     /// The `value` key of ConfigMap `name`, `None` when it is missing.
     pub async fn config_map_value(&self, name: &str) -> Option<String> {
-        let cm = Api::<ConfigMap>::namespaced(self.client.clone(), self.namespace())
-            .get_opt(name)
-            .await
-            .unwrap()?;
-        cm.data?.get("value").cloned()
+        config_map_value(&self.client, self.namespace(), name).await
     }
 
     /// Runs `flux` with `args` in this namespace.
