@@ -31,6 +31,17 @@ fn row<'a>(text: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no row for {name} in:\n{text}"))
 }
 
+/// Column `header` of the row for `name` in a `flux get` table; only the columns before
+/// MESSAGE, which hold no spaces.
+fn cell<'a>(text: &'a str, name: &str, header: &str) -> &'a str {
+    let headers = text.lines().find(|l| l.starts_with("NAME")).unwrap_or_else(|| panic!("no header in:\n{text}"));
+    let index = headers
+        .split_whitespace()
+        .position(|h| h == header)
+        .unwrap_or_else(|| panic!("no {header} column in:\n{text}"));
+    row(text, name).split_whitespace().nth(index).unwrap_or_default()
+}
+
 #[tokio::test]
 async fn flux_get_reconcile_suspend_resume_tree_events_and_delete() {
     // source-controller polls rarely: only `--with-source` brings the second commit in.
@@ -44,9 +55,9 @@ async fn flux_get_reconcile_suspend_resume_tree_events_and_delete() {
     let ns = g.namespace().to_string();
 
     let text = succeeded("get ks", g.flux(&["get", "ks"]));
-    let app = row(&text, "app");
-    assert!(app.contains(&main_revision(&first)), "revision in `flux get ks`: {app}");
-    assert!(app.split_whitespace().any(|c| c == "True"), "Ready in `flux get ks`: {app}");
+    assert_eq!(cell(&text, "app", "REVISION"), main_revision(&first), "{text}");
+    assert_eq!(cell(&text, "app", "READY"), "True", "{text}");
+    assert_eq!(cell(&text, "app", "SUSPENDED"), "False", "{text}");
 
     let second = g.repo.commit(&[
         ("kustomization.yaml", KUSTOMIZATION),
@@ -61,7 +72,7 @@ async fn flux_get_reconcile_suspend_resume_tree_events_and_delete() {
     succeeded("suspend ks", g.flux(&["suspend", "ks", "app"]));
     assert_eq!(suspended(&g).await, Some(true));
     let text = succeeded("get ks", g.flux(&["get", "ks"]));
-    assert!(row(&text, "app").split_whitespace().any(|c| c == "True"), "SUSPENDED column:\n{text}");
+    assert_eq!(cell(&text, "app", "SUSPENDED"), "True", "{text}");
     // resume waits for the reconcile it requests.
     let text = succeeded("resume ks", g.flux(&["resume", "ks", "app"]));
     assert_eq!(suspended(&g).await, Some(false));
@@ -82,7 +93,7 @@ async fn flux_get_reconcile_suspend_resume_tree_events_and_delete() {
 
     let text = succeeded("get all", g.flux(&["get", "all"]));
     assert!(text.contains("gitrepository/repo"), "the source in `flux get all`:\n{text}");
-    assert!(row(&text, "kustomization/app").contains(&main_revision(&second)), "{text}");
+    assert_eq!(cell(&text, "kustomization/app", "REVISION"), main_revision(&second), "{text}");
 
     succeeded("delete ks --silent", g.flux(&["delete", "ks", "app", "--silent"]));
     let config_maps = Api::<ConfigMap>::namespaced(g.client.clone(), &ns);
