@@ -161,7 +161,7 @@ pub const ALL_SOURCE_KINDS: [SourceKind; 4] = [
     SourceKind::ExternalArtifact,
 ];
 
-/// The minimal source CRDs of e2e/source-crds.yaml (shared with the demo): any spec, any
+/// The minimal source CRDs of e2e/source-crds.yaml: any spec, any
 /// status, with the status subresource so artifacts are published as source-controller does.
 fn source_crds_manifest() -> Vec<CustomResourceDefinition> {
     let text = include_str!("../../../e2e/source-crds.yaml");
