@@ -25,7 +25,11 @@ fn shown_revision(commit: &str) -> String {
 /// The command's output; panics with it unless the command exited 0.
 fn succeeded(what: &str, out: Output) -> String {
     let text = flux_text(&out);
-    assert!(out.status.success(), "`flux {what}` failed ({}):\n{text}", out.status);
+    assert!(
+        out.status.success(),
+        "`flux {what}` failed ({}):\n{text}",
+        out.status
+    );
     text
 }
 
@@ -39,7 +43,10 @@ fn row<'a>(text: &'a str, name: &str) -> &'a str {
 /// Column `header` of the row for `name` in a `flux get` table; only the columns before
 /// MESSAGE, which hold no spaces.
 fn cell<'a>(text: &'a str, name: &str, header: &str) -> &'a str {
-    let headers = text.lines().find(|l| l.starts_with("NAME")).unwrap_or_else(|| panic!("no header in:\n{text}"));
+    let headers = text
+        .lines()
+        .find(|l| l.starts_with("NAME"))
+        .unwrap_or_else(|| panic!("no header in:\n{text}"));
     let index = headers
         .split_whitespace()
         .position(|h| h == header)
@@ -68,10 +75,19 @@ async fn flux_get_reconcile_suspend_resume_tree_events_and_delete() {
         ("kustomization.yaml", KUSTOMIZATION),
         ("objects.yaml", &config_map("a", "two")),
     ]);
-    let text = succeeded("reconcile ks --with-source", g.flux(&["reconcile", "ks", "app", "--with-source"]));
-    assert!(text.contains(&main_revision(&second)), "new revision reported:\n{text}");
+    let text = succeeded(
+        "reconcile ks --with-source",
+        g.flux(&["reconcile", "ks", "app", "--with-source"]),
+    );
+    assert!(
+        text.contains(&main_revision(&second)),
+        "new revision reported:\n{text}"
+    );
     let ks = g.wait_ready("app", "True", &main_revision(&second)).await;
-    assert_eq!(ks.status.unwrap().last_applied_revision, Some(main_revision(&second)));
+    assert_eq!(
+        ks.status.unwrap().last_applied_revision,
+        Some(main_revision(&second))
+    );
     assert_eq!(g.config_map_value("a").await.as_deref(), Some("two"));
 
     succeeded("suspend ks", g.flux(&["suspend", "ks", "app"]));
@@ -81,41 +97,74 @@ async fn flux_get_reconcile_suspend_resume_tree_events_and_delete() {
     // resume waits for the reconcile it requests.
     let text = succeeded("resume ks", g.flux(&["resume", "ks", "app"]));
     assert_eq!(suspended(&g).await, Some(false));
-    assert!(text.contains(&main_revision(&second)), "resume reports the applied revision:\n{text}");
+    assert!(
+        text.contains(&main_revision(&second)),
+        "resume reports the applied revision:\n{text}"
+    );
 
     let text = succeeded("tree ks", g.flux(&["tree", "ks", "app"]));
-    assert!(text.contains(&format!("ConfigMap/{ns}/a")), "the inventory in `flux tree ks`:\n{text}");
+    assert!(
+        text.contains(&format!("ConfigMap/{ns}/a")),
+        "the inventory in `flux tree ks`:\n{text}"
+    );
 
     let text = succeeded("events", g.flux(&["events", "--for", "Kustomization/app"]));
     let ours = events_about(&g.client, &ns, "app").await;
     assert!(!ours.is_empty(), "our controller recorded events");
     for (_, reason, note, _) in &ours {
-        assert!(text.contains(reason.as_str()), "reason {reason} in `flux events`:\n{text}");
+        assert!(
+            text.contains(reason.as_str()),
+            "reason {reason} in `flux events`:\n{text}"
+        );
         let first_line = note.lines().next().unwrap_or_default();
-        assert!(text.contains(first_line), "event {first_line:?} in `flux events`:\n{text}");
+        assert!(
+            text.contains(first_line),
+            "event {first_line:?} in `flux events`:\n{text}"
+        );
     }
     assert!(text.contains("Kustomization/app"), "{text}");
 
     let text = succeeded("get all", g.flux(&["get", "all"]));
-    assert!(text.contains("gitrepository/repo"), "the source in `flux get all`:\n{text}");
-    assert_eq!(cell(&text, "kustomization/app", "REVISION"), shown_revision(&second), "{text}");
+    assert!(
+        text.contains("gitrepository/repo"),
+        "the source in `flux get all`:\n{text}"
+    );
+    assert_eq!(
+        cell(&text, "kustomization/app", "REVISION"),
+        shown_revision(&second),
+        "{text}"
+    );
 
     succeeded("delete ks --silent", g.flux(&["delete", "ks", "app", "--silent"]));
     let config_maps = Api::<ConfigMap>::namespaced(g.client.clone(), &ns);
-    eventually("ConfigMap a pruned on delete", std::time::Duration::from_secs(60), || async {
-        config_maps.get_opt("a").await.unwrap().is_none().then_some(())
-    })
+    eventually(
+        "ConfigMap a pruned on delete",
+        std::time::Duration::from_secs(60),
+        || async { config_maps.get_opt("a").await.unwrap().is_none().then_some(()) },
+    )
     .await;
     let kustomizations = Api::<Kustomization>::namespaced(g.client.clone(), &ns);
-    eventually("Kustomization app gone", std::time::Duration::from_secs(60), || async {
-        kustomizations.get_opt("app").await.unwrap().is_none().then_some(())
-    })
+    eventually(
+        "Kustomization app gone",
+        std::time::Duration::from_secs(60),
+        || async {
+            kustomizations
+                .get_opt("app")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
     .await;
     g.delete().await;
 }
 
 async fn suspended(g: &GitOps) -> Option<bool> {
-    let ks = Api::<Kustomization>::namespaced(g.client.clone(), g.namespace()).get("app").await.unwrap();
+    let ks = Api::<Kustomization>::namespaced(g.client.clone(), g.namespace())
+        .get("app")
+        .await
+        .unwrap();
     Some(ks.spec.suspend)
 }
 

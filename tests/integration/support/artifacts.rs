@@ -1,4 +1,4 @@
-//! Source-controller stand-ins: an HTTP artifact server, minimal source CRDs, and publishing an
+//! Source-controller stand-ins: an HTTP artifact server, and publishing an
 //! artifact by patching a source object's status, as source-controller does.
 
 use std::collections::HashMap;
@@ -6,15 +6,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kustomize_controller::api::kustomization::SourceKind;
-use serde::Deserialize as _;
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OnceCell;
 
 #[path = "../../../src/source/test_archive.rs"]
 pub mod test_archive;
@@ -161,41 +158,18 @@ pub const ALL_SOURCE_KINDS: [SourceKind; 4] = [
     SourceKind::ExternalArtifact,
 ];
 
-/// The minimal source CRDs of e2e/source-crds.yaml: any spec, any
-/// status, with the status subresource so artifacts are published as source-controller does.
-fn source_crds_manifest() -> Vec<CustomResourceDefinition> {
-    let text = include_str!("../../../e2e/source-crds.yaml");
-    serde_yaml::Deserializer::from_str(text)
-        .map(|doc| CustomResourceDefinition::deserialize(doc).expect("e2e/source-crds.yaml holds CRDs"))
-        .collect()
-}
-
-/// Creates the four source CRDs where none exist yet, once per test binary. An existing source
-/// CRD is left alone: the tests against the real source-controller install its own CRDs on the
-/// same control plane, and the stand-ins' objects fit those too.
+/// Installs the source CRDs, once per test binary: source-controller's own (see
+/// [`super::flux::source_controller_crds`]), so every test sees the schema the real
+/// source-controller tests run against and none changes it halfway through a run.
 pub async fn source_crds(client: &Client) {
-    static INSTALLED: OnceCell<()> = OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            let crds = Api::<CustomResourceDefinition>::all(client.clone());
-            for crd in source_crds_manifest() {
-                match crds.create(&PostParams::default(), &crd).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 409 => {}
-                    Err(e) => panic!("create source CRD: {e}"),
-                }
-                super::wait_established(client, crd.metadata.name.as_deref().expect("CRD name")).await;
-            }
-        })
-        .await;
+    super::flux::source_controller_crds(client).await;
 }
 
 fn source_api(client: &Client, kind: SourceKind, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), namespace, &kind.api_resource())
 }
 
-/// A spec that source-controller's own CRDs accept, so these stand-ins work whichever source
-/// CRDs the shared control plane has installed.
+/// A spec that source-controller's own CRDs accept.
 fn stand_in_spec(kind: SourceKind) -> serde_json::Value {
     match kind {
         SourceKind::GitRepository => serde_json::json!({"interval": "1m", "url": "https://example.invalid/repo"}),

@@ -162,7 +162,16 @@ impl GitServer {
     /// A new repository `name` on the server with a working clone to commit from.
     pub fn repository(&self, name: &str) -> GitRepo {
         let bare = self.root.path().join(format!("{name}.git"));
-        git(self.root.path(), &["init", "--quiet", "--bare", "--initial-branch=main", &path_arg(&bare)]);
+        git(
+            self.root.path(),
+            &[
+                "init",
+                "--quiet",
+                "--bare",
+                "--initial-branch=main",
+                &path_arg(&bare),
+            ],
+        );
         let work = tempfile::tempdir().unwrap();
         git(work.path(), &["init", "--quiet", "--initial-branch=main"]);
         git(work.path(), &["remote", "add", "origin", &path_arg(&bare)]);
@@ -185,7 +194,14 @@ fn path_arg(path: &Path) -> String {
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .current_dir(dir)
-        .args(["-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=e2e",
+            "-c",
+            "user.email=e2e@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -209,7 +225,10 @@ impl GitRepo {
     /// Commits exactly `files` (everything else is removed), pushes main and returns the commit.
     pub fn commit(&self, files: &[(&str, &str)]) -> String {
         self.write_tree(files);
-        git(self.work.path(), &["commit", "--quiet", "--allow-empty", "-m", "e2e commit"]);
+        git(
+            self.work.path(),
+            &["commit", "--quiet", "--allow-empty", "-m", "e2e commit"],
+        );
         git(self.work.path(), &["push", "--quiet", "origin", "main"]);
         git(self.work.path(), &["rev-parse", "HEAD"])
     }
@@ -217,8 +236,14 @@ impl GitRepo {
     /// Replaces the last commit with one holding `files` and force-pushes it.
     pub fn amend_and_force_push(&self, files: &[(&str, &str)]) -> String {
         self.write_tree(files);
-        git(self.work.path(), &["commit", "--quiet", "--amend", "-m", "e2e rewritten commit"]);
-        git(self.work.path(), &["push", "--quiet", "--force", "origin", "main"]);
+        git(
+            self.work.path(),
+            &["commit", "--quiet", "--amend", "-m", "e2e rewritten commit"],
+        );
+        git(
+            self.work.path(),
+            &["push", "--quiet", "--force", "origin", "main"],
+        );
         git(self.work.path(), &["rev-parse", "HEAD"])
     }
 
@@ -253,7 +278,11 @@ pub async fn apply_git_repository(client: &Client, namespace: &str, name: &str, 
         "spec": {"url": url, "interval": interval, "ref": {"branch": "main"}},
     });
     Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
-        .patch(name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(object))
+        .patch(
+            name,
+            &PatchParams::apply("e2e-tests").force(),
+            &Patch::Apply(object),
+        )
         .await
         .unwrap_or_else(|e| panic!("apply GitRepository {namespace}/{name}: {e}"));
 }
@@ -335,7 +364,8 @@ impl GitOps {
         let found = tokio::time::timeout(Duration::from_secs(90), async {
             loop {
                 if let Some(ks) = get_kustomization(&self.client, self.namespace(), name).await
-                    && condition(&ks, "Ready").is_some_and(|c| c.status == status && c.message.contains(message))
+                    && condition(&ks, "Ready")
+                        .is_some_and(|c| c.status == status && c.message.contains(message))
                 {
                     return ks;
                 }
@@ -346,7 +376,9 @@ impl GitOps {
         if let Ok(ks) = found {
             return ks;
         }
-        let last = get_kustomization(&self.client, self.namespace(), name).await.and_then(|k| k.status);
+        let last = get_kustomization(&self.client, self.namespace(), name)
+            .await
+            .and_then(|k| k.status);
         panic!(
             "timed out waiting for {what}; last status: {last:?}\nGitRepository status: {}\n\
              our log:\n{}\nsource-controller log:\n{}\ngit-http log:\n{}",
@@ -358,7 +390,15 @@ impl GitOps {
     }
 
     fn git_repository_status(&self) -> String {
-        let out = super::kubectl(&["-n", self.namespace(), "get", "gitrepository", "repo", "-o", "jsonpath={.status}"]);
+        let out = super::kubectl(&[
+            "-n",
+            self.namespace(),
+            "get",
+            "gitrepository",
+            "repo",
+            "-o",
+            "jsonpath={.status}",
+        ]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
