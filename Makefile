@@ -25,11 +25,12 @@ help:
 tools:
 	@command -v go >/dev/null || { echo "Go is required (see README: Requirements)"; exit 1; }
 	@command -v $(CARGO) >/dev/null || { echo "Rust (cargo) is required (see README: Requirements)"; exit 1; }
-	@for t in openssl curl python3 flock setsid; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
+	@for t in openssl curl python3 flock setsid git; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
 
 .PHONY: test
 test: tools
 	@e2e/controlplane/build.sh >/dev/null
+	@e2e/flux/build.sh >/dev/null
 	@$(CARGO) build --locked --all-targets
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
@@ -38,6 +39,7 @@ test: tools
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
 	export E2E_REMOTE_KUBECONFIG=$(TEST_REMOTE_STATE)/admin.kubeconfig; \
+	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
 	$(CARGO) test --locked --lib --bins || status=$$?; \
 	$(CARGO) test --locked --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \

@@ -5,6 +5,8 @@ mod support;
 
 mod applier;
 mod controller;
+mod flux_cli;
+mod flux_gitops;
 mod flux_build_cli;
 mod foundation;
 mod health;

@@ -25,7 +25,7 @@ pub struct ControllerProcess {
     pub log: std::path::PathBuf,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -40,20 +40,24 @@ impl ControllerProcess {
 
     /// Starts a replica with its own identity (`POD_NAME`), for leader election.
     pub fn start_as(namespace: &str, identity: &str, extra_args: &[&str]) -> Self {
-        Self::spawn(namespace, identity, extra_args, None)
+        let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
+        args.extend(extra_args.iter().map(|a| a.to_string()));
+        Self::spawn(namespace, identity, &args, None)
     }
 
     /// Starts the controller with its own credentials, from `kubeconfig` instead of `KUBECONFIG`.
     pub fn start_with_kubeconfig(namespace: &str, kubeconfig: &std::path::Path, extra_args: &[&str]) -> Self {
-        Self::spawn(namespace, "kc-test", extra_args, Some(kubeconfig))
+        let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
+        args.extend(extra_args.iter().map(|a| a.to_string()));
+        Self::spawn(namespace, "kc-test", &args, Some(kubeconfig))
     }
 
-    fn spawn(
-        namespace: &str,
-        identity: &str,
-        extra_args: &[&str],
-        kubeconfig: Option<&std::path::Path>,
-    ) -> Self {
+    /// Starts the binary with exactly `args`, plus free loopback metrics and health ports.
+    pub fn start_with(namespace: &str, identity: &str, args: &[String]) -> Self {
+        Self::spawn(namespace, identity, args, None)
+    }
+
+    fn spawn(namespace: &str, identity: &str, args: &[String], kubeconfig: Option<&std::path::Path>) -> Self {
         let metrics_port = free_port();
         let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
         let log_file = std::fs::File::create(&log).expect("controller log file");
@@ -62,12 +66,9 @@ impl ControllerProcess {
             command.env("KUBECONFIG", kubeconfig);
         }
         let child = command
-            .arg("run")
-            .arg("--watch-all-namespaces=false")
+            .args(args)
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
             .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
-            .arg("--requeue-dependency=2s")
-            .args(extra_args)
             .env("RUNTIME_NAMESPACE", namespace)
             .env("POD_NAME", identity)
             .env("RUST_LOG", "info,kustomize_controller=debug")
@@ -227,6 +228,16 @@ pub async fn wait_ready(
     }
 }
 
+/// The `value` key of ConfigMap `namespace/name`, or `None` when the ConfigMap (or key) is
+/// missing.
+pub async fn config_map_value(client: &Client, namespace: &str, name: &str) -> Option<String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .unwrap()?;
+    cm.data?.get("value").cloned()
+}
+
 /// events.k8s.io Events about `name` in `namespace`, as (type, reason, note, annotations).
 pub async fn events_about(
     client: &Client,
@@ -356,11 +367,7 @@ impl Scenario {
 
     /// The `value` key of ConfigMap `name`, or `None` when the ConfigMap (or key) is missing.
     pub async fn config_map_value(&self, name: &str) -> Option<String> {
-        let cm = Api::<ConfigMap>::namespaced(self.client.clone(), self.namespace())
-            .get_opt(name)
-            .await
-            .unwrap()?;
-        cm.data?.get("value").cloned()
+        config_map_value(&self.client, self.namespace(), name).await
     }
 
     /// The Events about Kustomization `name`, as [`events_about`] gives them.
