@@ -25,6 +25,8 @@ use tokio::net::TcpListener;
 
 use crate::kube_ext::RequestCounts;
 
+pub(crate) mod logs;
+
 /// Log output format, as Flux's `--log-encoding`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogEncoding {
@@ -32,27 +34,28 @@ pub enum LogEncoding {
     Console,
 }
 
-/// Installs the global subscriber. Span fields (namespace, name, revision of the
-/// Kustomization being reconciled) are carried into every JSON line.
-pub(crate) fn init_logs(level: &str, encoding: LogEncoding) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn"))
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match encoding {
-        Encoding::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .try_init(),
-        Encoding::Console => builder.try_init(),
+/// The filter for Flux's `--log-level`: `trace`, `debug`, `info` or `error`; anything else is
+/// `info`, as Flux ignores a level it does not know. Libraries log their warnings only.
+pub(crate) fn log_filter(level: &str) -> String {
+    let level = match level {
+        "trace" | "debug" | "info" | "error" => level,
+        _ => "info",
     };
+    let libraries = if level == "error" { "error" } else { "warn" };
+    format!("{level},kube={libraries},hyper={libraries},tower={libraries},rustls={libraries}")
 }
 
-use LogEncoding as Encoding;
+/// Installs the global subscriber: Flux's line shape on stderr (see [`logs`]). `RUST_LOG`
+/// overrides the filter.
+pub(crate) fn init_logs(level: &str, encoding: LogEncoding) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(level)));
+    let subscriber = tracing_subscriber::registry()
+        .with(filter)
+        .with(logs::FluxLayer::new(encoding, std::io::stderr));
+    let _ = tracing::subscriber::set_global_default(subscriber);
+}
 
 /// Labels Flux puts on per-object reconcile metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

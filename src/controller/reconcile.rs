@@ -70,8 +70,7 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     let namespace = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
     let key = super::object_key(&ks);
-    // `kustomization`, not `name`: the JSON formatter writes the span's own name under `name`.
-    let span = tracing::info_span!("reconcile", namespace = %namespace, kustomization = %name, revision = tracing::field::Empty);
+    let span = crate::telemetry::logs::reconcile_span(&namespace, &name);
     let labels = ObjectLabels {
         kind: "Kustomization".into(),
         name: name.clone(),
