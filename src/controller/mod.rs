@@ -138,6 +138,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
 
     let mut metrics = Metrics::default();
     metrics.register_api_requests(counts.clone());
+    metrics.runtime.set_max_concurrent(options.concurrent);
     let metrics = Arc::new(metrics);
     let readiness = Readiness::default();
     serve_http(&options.metrics_addr, Some(metrics.clone()), readiness.clone()).await?;
@@ -465,6 +466,7 @@ fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context
         return Action::await_change();
     }
     let failures = ctx.failure_count(&object_key(&ks), true);
+    ctx.metrics.runtime.record_retry();
     tracing::error!(%error, "Reconciler error");
     Action::requeue(backoff(
         failures,
