@@ -28,12 +28,14 @@ tools:
 .PHONY: test
 test: tools
 	@e2e/controlplane/build.sh >/dev/null
+	@e2e/fluxpeer/build.sh >/dev/null
 	@$(CARGO) build --locked --all-targets
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
 	@E2E_STATE=$(TEST_STATE) e2e/cluster.sh up
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
+	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
 	$(CARGO) test --locked --lib --bins || status=$$?; \
 	$(CARGO) test --locked --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \

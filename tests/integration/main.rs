@@ -5,6 +5,7 @@ mod support;
 
 mod applier;
 mod controller;
+mod dropin;
 mod flux_build_cli;
 mod foundation;
 mod health;

@@ -22,10 +22,11 @@ use super::{TestNamespace, eventually};
 pub struct ControllerProcess {
     child: Child,
     pub metrics_port: u16,
+    pub health_port: u16,
     pub log: std::path::PathBuf,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -40,19 +41,27 @@ impl ControllerProcess {
 
     /// Starts a replica with its own identity (`POD_NAME`), for leader election.
     pub fn start_as(namespace: &str, identity: &str, extra_args: &[&str]) -> Self {
-        let metrics_port = free_port();
-        let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
-        let log_file = std::fs::File::create(&log).expect("controller log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+        let (metrics_port, health_port) = (free_port(), free_port());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"));
+        command
             .arg("run")
             .arg("--watch-all-namespaces=false")
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
-            .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
             .arg("--requeue-dependency=2s")
             .args(extra_args)
             .env("RUNTIME_NAMESPACE", namespace)
             .env("POD_NAME", identity)
-            .env("RUST_LOG", "info,kustomize_controller=debug")
+            .env("RUST_LOG", "info,kustomize_controller=debug");
+        Self::spawn(command, namespace, metrics_port, health_port)
+    }
+
+    /// Spawns `command` (our binary, with its arguments) with stderr to a log file; the
+    /// command listens for /metrics on `metrics_port` and for the probes on `health_port`.
+    pub fn spawn(mut command: Command, namespace: &str, metrics_port: u16, health_port: u16) -> Self {
+        let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
+        let log_file = std::fs::File::create(&log).expect("controller log file");
+        let child = command
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()
@@ -60,8 +69,15 @@ impl ControllerProcess {
         Self {
             child,
             metrics_port,
+            health_port,
             log,
         }
+    }
+
+    /// The HTTP status line of a probe (`/readyz`, `/healthz`) on the health port.
+    pub async fn probe(&self, path: &str) -> Option<String> {
+        let response = http_get(self.health_port, path).await?;
+        response.lines().next().map(str::to_string)
     }
 
     pub fn pid(&self) -> u32 {

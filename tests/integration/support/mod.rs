@@ -134,3 +134,4 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
 }
 pub mod applier;
 pub mod controller;
+pub mod flux_deployment;
