@@ -231,9 +231,10 @@ impl Metrics {
     }
 }
 
-/// `kustomize_controller_api_requests_total{verb,resource}`, read from the counting client
-/// layer at scrape time. `resource` is the plural with its group (`deployments.apps`), empty
-/// for discovery.
+/// `kustomize_controller_api_requests_total{verb,resource}` and client-go's
+/// `rest_client_requests_total{code,host,method}`, read from the counting client layer at
+/// scrape time. `resource` is the plural with its group (`deployments.apps`), empty for
+/// discovery.
 #[derive(Debug)]
 struct ApiRequests(RequestCounts);
 
@@ -249,6 +250,23 @@ impl Collector for ApiRequests {
             let labels = [
                 ("verb".to_string(), key.verb),
                 ("resource".to_string(), key.resource),
+            ];
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&count, None)?;
+        }
+        // client-go's, which Flux's dashboards read.
+        let mut metric = encoder.encode_descriptor(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (key, count) in self.0.responses() {
+            let labels = [
+                ("code".to_string(), key.code),
+                ("host".to_string(), key.host),
+                ("method".to_string(), key.method),
             ];
             metric
                 .encode_family(&labels)?

@@ -157,6 +157,8 @@ async fn started_with_fluxs_deployment_it_leads_reconciles_logs_and_forwards_eve
         r#"workqueue_longest_running_processor_seconds{name="kustomization",controller="kustomization"} "#,
         r#"gotk_reconcile_duration_seconds_bucket{le="1799.99"#,
         "kustomize_controller_reconciles_total",
+        r#"rest_client_requests_total{code="200",host="#,
+        r#"rest_client_requests_total{code="201",host="#,
     ] {
         assert!(text.contains(series), "{series} not in /metrics:\n{text}");
     }
