@@ -31,6 +31,7 @@ tools:
 test: tools
 	@e2e/controlplane/build.sh >/dev/null
 	@e2e/flux/build.sh >/dev/null
+	@e2e/fluxpeer/build.sh >/dev/null
 	@$(CARGO) build --locked --all-targets
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
@@ -40,6 +41,7 @@ test: tools
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
 	export E2E_REMOTE_KUBECONFIG=$(TEST_REMOTE_STATE)/admin.kubeconfig; \
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
+	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
 	$(CARGO) test --locked --lib --bins || status=$$?; \
 	$(CARGO) test --locked --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \

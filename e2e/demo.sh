@@ -71,7 +71,7 @@ up() {
     --metrics-addr="127.0.0.1:$(free_port)" --health-addr="127.0.0.1:$(free_port)"
   # Flux's Deployment args for kustomize-controller; the loopback ports keep it off :8080/:9440.
   RUNTIME_NAMESPACE=flux-system POD_NAME=kustomize-controller-demo daemon controller \
-    "$root/target/debug/kustomize-controller" run \
+    "$root/target/debug/kustomize-controller" \
     --watch-all-namespaces --log-level=info --log-encoding=json --enable-leader-election \
     --metrics-addr="127.0.0.1:$(free_port)" --health-addr="127.0.0.1:$(free_port)"
 

@@ -6,8 +6,14 @@ use super::gates::{self, FeatureGates};
 use crate::api::duration;
 use crate::telemetry::LogEncoding;
 
+/// A duration flag as Go's `time.ParseDuration` reads the values people write: `1m0s`, `90s`,
+/// `1.5h`, a leading `+`, and a bare `0`.
 fn go_duration(text: &str) -> Result<Duration, String> {
-    duration::parse(text).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m, 1h)"))
+    let unsigned = text.strip_prefix('+').unwrap_or(text);
+    if unsigned == "0" {
+        return Ok(Duration::ZERO);
+    }
+    duration::parse(unsigned).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m, 1h)"))
 }
 
 /// A boolean flag as Go's flag package reads it: bare (`--flag`) means true, else
@@ -154,6 +160,10 @@ pub struct FlagsWithoutEffect {
     token_cache_max_size: Option<u32>,
     #[arg(long = "token-cache-max-duration", hide = true, value_parser = go_duration)]
     token_cache_max_duration: Option<Duration>,
+    /// Nothing is taken over before the dry-run here; `--override-manager` managers are
+    /// taken over when applying.
+    #[arg(long = "override-manager-before-dry-run", hide = true)]
+    override_managers_before_dry_run: Vec<String>,
 }
 
 impl FlagsWithoutEffect {
@@ -176,6 +186,10 @@ impl FlagsWithoutEffect {
             (
                 "--token-cache-max-duration",
                 self.token_cache_max_duration.is_some(),
+            ),
+            (
+                "--override-manager-before-dry-run",
+                !self.override_managers_before_dry_run.is_empty(),
             ),
         ]
         .into_iter()
@@ -214,6 +228,7 @@ mod tests {
     use super::*;
 
     #[derive(Parser)]
+    #[command(args_override_self = true)]
     struct Cli {
         #[command(flatten)]
         run: RunOptions,
@@ -320,6 +335,42 @@ mod tests {
         assert!(o.feature_gates.external_artifact && o.feature_gates.migrate_api_version);
         assert_eq!(o.without_effect.set().len(), 8);
         assert!(o.insecure_kubeconfig_exec && !o.insecure_kubeconfig_tls);
+    }
+
+    #[test]
+    fn values_parse_the_ways_pflag_accepts_them() {
+        let o = parse(&[
+            // A value as the next argument.
+            "--events-addr",
+            "http://receiver/",
+            "--concurrent",
+            "6",
+            // Go's Duration.String() output and a bare zero.
+            "--leader-election-lease-duration=1m0s",
+            "--requeue-dependency=0",
+            "--max-retry-delay=+1h30m",
+            // Repeated scalar flags: the last one wins.
+            "--log-level=debug",
+            "--log-level=error",
+            // Bools: strconv.ParseBool spellings.
+            "--watch-all-namespaces=F",
+            "--no-remote-bases=1",
+            "--override-manager-before-dry-run=kubectl",
+            // An empty value.
+            "--default-service-account=",
+        ]);
+        assert_eq!(o.events_addr, "http://receiver/");
+        assert_eq!(o.concurrent, 6);
+        assert_eq!(o.leader_election_lease_duration, Duration::from_secs(60));
+        assert_eq!(o.requeue_dependency, Duration::ZERO);
+        assert_eq!(o.max_retry_delay, Duration::from_secs(5400));
+        assert_eq!(o.log_level, "error");
+        assert!(!o.watch_all_namespaces && o.no_remote_bases);
+        assert_eq!(o.default_service_account, "");
+        assert_eq!(
+            o.without_effect.set(),
+            ["--override-manager-before-dry-run"]
+        );
     }
 
     #[test]

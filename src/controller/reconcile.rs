@@ -70,14 +70,14 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     let namespace = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
     let key = super::object_key(&ks);
-    // `kustomization`, not `name`: the JSON formatter writes the span's own name under `name`.
-    let span = tracing::info_span!("reconcile", namespace = %namespace, kustomization = %name, revision = tracing::field::Empty);
+    let span = crate::telemetry::logs::reconcile_span(&namespace, &name);
     let labels = ObjectLabels {
         kind: "Kustomization".into(),
         name: name.clone(),
         namespace: namespace.clone(),
     };
     let started = Instant::now();
+    let worker = ctx.metrics.runtime.start();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, keys::FINALIZER, ks, |event| async {
         match event {
@@ -101,6 +101,11 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     };
     ctx.metrics
         .record_reconcile(&labels, started.elapsed(), result_label);
+    worker.finish(match &result {
+        Err(_) => crate::telemetry::Outcome::Error,
+        Ok(action) if *action == Action::await_change() => crate::telemetry::Outcome::Success,
+        Ok(_) => crate::telemetry::Outcome::RequeueAfter,
+    });
     result
 }
 
@@ -281,7 +286,12 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
             )))
         }
         Err(failure) => {
-            tracing::info!(reason = failure.failed.reason, message = %failure.failed.message, "reconciliation failed");
+            let elapsed = duration::format(pass.started.elapsed());
+            let failed = match failure.requeue {
+                Some(after) => format!("Reconciliation failed after {elapsed}, next try in {}", duration::format(after)),
+                None => format!("Reconciliation failed after {elapsed}"),
+            };
+            tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");
             if ready_changed(&pass.old, &pass.status) {
                 if let Some(notice) = failure.notice {
                     ctx.notifier.emit(&ks, &notice).await;

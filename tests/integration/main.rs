@@ -7,6 +7,7 @@ mod applier;
 mod controller;
 mod flux_cli;
 mod flux_gitops;
+mod dropin;
 mod flux_build_cli;
 mod foundation;
 mod health;

@@ -22,7 +22,15 @@ use super::{TestNamespace, eventually};
 pub struct ControllerProcess {
     child: Child,
     pub metrics_port: u16,
+    pub health_port: u16,
     pub log: std::path::PathBuf,
+}
+
+/// The arguments most tests start the controller with: one namespace, quick dependency requeues.
+fn test_args(extra_args: &[&str]) -> Vec<String> {
+    let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
+    args.extend(extra_args.iter().map(|a| a.to_string()));
+    args
 }
 
 pub fn free_port() -> u16 {
@@ -40,38 +48,36 @@ impl ControllerProcess {
 
     /// Starts a replica with its own identity (`POD_NAME`), for leader election.
     pub fn start_as(namespace: &str, identity: &str, extra_args: &[&str]) -> Self {
-        let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
-        args.extend(extra_args.iter().map(|a| a.to_string()));
-        Self::spawn(namespace, identity, &args, None)
+        Self::launch(namespace, identity, &test_args(extra_args), None)
     }
 
     /// Starts the controller with its own credentials, from `kubeconfig` instead of `KUBECONFIG`.
     pub fn start_with_kubeconfig(namespace: &str, kubeconfig: &std::path::Path, extra_args: &[&str]) -> Self {
-        let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
-        args.extend(extra_args.iter().map(|a| a.to_string()));
-        Self::spawn(namespace, "kc-test", &args, Some(kubeconfig))
+        Self::launch(namespace, "kc-test", &test_args(extra_args), Some(kubeconfig))
     }
 
-    /// Starts the binary with exactly `args`, plus free loopback metrics and health ports.
-    pub fn start_with(namespace: &str, identity: &str, args: &[String]) -> Self {
-        Self::spawn(namespace, identity, args, None)
-    }
-
-    fn spawn(namespace: &str, identity: &str, args: &[String], kubeconfig: Option<&std::path::Path>) -> Self {
-        let metrics_port = free_port();
-        let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
-        let log_file = std::fs::File::create(&log).expect("controller log file");
+    fn launch(namespace: &str, identity: &str, args: &[String], kubeconfig: Option<&std::path::Path>) -> Self {
+        let (metrics_port, health_port) = (free_port(), free_port());
         let mut command = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"));
         if let Some(kubeconfig) = kubeconfig {
             command.env("KUBECONFIG", kubeconfig);
         }
-        let child = command
+        command
             .args(args)
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
-            .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
             .env("RUNTIME_NAMESPACE", namespace)
             .env("POD_NAME", identity)
-            .env("RUST_LOG", "info,kustomize_controller=debug")
+            .env("RUST_LOG", "info,kustomize_controller=debug");
+        Self::spawn(command, namespace, metrics_port, health_port)
+    }
+
+    /// Spawns `command` (our binary, with its arguments) with stderr to a log file; the
+    /// command listens for /metrics on `metrics_port` and for the probes on `health_port`.
+    pub fn spawn(mut command: Command, namespace: &str, metrics_port: u16, health_port: u16) -> Self {
+        let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
+        let log_file = std::fs::File::create(&log).expect("controller log file");
+        let child = command
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()
@@ -79,8 +85,15 @@ impl ControllerProcess {
         Self {
             child,
             metrics_port,
+            health_port,
             log,
         }
+    }
+
+    /// The HTTP status line of a probe (`/readyz`, `/healthz`) on the health port.
+    pub async fn probe(&self, path: &str) -> Option<String> {
+        let response = http_get(self.health_port, path).await?;
+        response.lines().next().map(str::to_string)
     }
 
     pub fn pid(&self) -> u32 {

@@ -115,24 +115,11 @@ impl SourceController {
     }
 }
 
-/// Our controller's arguments, the way Flux's Deployment passes them, scoped to the test's
-/// namespace (RUNTIME_NAMESPACE) instead of watching all. The one place to change when the
-/// binary's invocation changes.
-pub fn flux_deployment_args() -> Vec<String> {
-    [
-        "run",
-        "--watch-all-namespaces=false",
-        "--log-level=info",
-        "--log-encoding=json",
-        "--enable-leader-election",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
-/// Our controller, started as Flux starts kustomize-controller, watching `namespace`.
+/// Our controller, started with exactly Flux's Deployment arguments and environment, scoped
+/// to the test's namespace: a repeated flag keeps its last value, as pflag's do, so the added
+/// `--watch-all-namespaces=false` keeps other tests' Kustomizations out of its sight.
 pub fn start_our_controller(namespace: &str) -> ControllerProcess {
-    ControllerProcess::start_with(namespace, "kustomize-controller-0", &flux_deployment_args())
+    super::flux_deployment::start_as_flux(namespace, "kustomize-controller-0", &["--watch-all-namespaces=false".to_string()])
 }
 
 /// A Git smart-HTTP server (`git http-backend`) over a temporary directory of bare repositories.

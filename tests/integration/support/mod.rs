@@ -143,3 +143,4 @@ pub mod controller;
 pub mod flux;
 pub mod remote;
 pub mod tls;
+pub mod flux_deployment;
