@@ -8,6 +8,7 @@ mod controller;
 mod flux_build_cli;
 mod foundation;
 mod health;
+mod hostile_input;
 mod identity;
 mod ship;
 mod source;
