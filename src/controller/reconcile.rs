@@ -116,14 +116,34 @@ struct StepFailure {
     error: Option<ReconcileError>,
 }
 
-/// The build ran on the blocking pool and panicked there.
+/// The build on the blocking pool did not return a result.
 #[derive(Debug, thiserror::Error)]
-#[error("build panicked: {0}")]
-struct BuildPanicked(#[from] tokio::task::JoinError);
+enum BuildStopped {
+    #[error("build panicked: {0}")]
+    Panicked(#[from] tokio::task::JoinError),
+    /// Not finished within spec.timeout, counted from the start of the pass.
+    #[error("build timed out: not finished within spec.timeout ({})", duration::format(*.0))]
+    TimedOut(Duration),
+}
 
-impl StepError for BuildPanicked {
+impl StepError for BuildStopped {
     fn reason(&self) -> &'static str {
         reason::BUILD_FAILED
+    }
+}
+
+/// Runs `build` on the blocking pool (it is CPU-bound) for at most `budget`, what is left of
+/// `timeout`. A blocking thread cannot be stopped, so one that runs over finishes unobserved
+/// (its input is bounded by the engine's limits) while the pass fails before anything is
+/// applied or pruned.
+async fn build_within<T: Send + 'static>(
+    budget: Duration,
+    timeout: Duration,
+    build: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, BuildStopped> {
+    match tokio::time::timeout(budget, tokio::task::spawn_blocking(build)).await {
+        Ok(joined) => Ok(joined?),
+        Err(_) => Err(BuildStopped::TimedOut(timeout)),
     }
 }
 
@@ -385,11 +405,13 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
-    let built = tokio::task::spawn_blocking(move || {
+    let timeout = spec.timeout();
+    let budget = timeout.saturating_sub(pass.started.elapsed());
+    let built = build_within(budget, timeout, move || {
         flux::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
     })
     .await
-    .map_err(|e| pass.fail(BuildPanicked(e)))?
+    .map_err(|e| pass.fail(e))?
     .map_err(|e| pass.fail(e))?;
     drop(tree);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.
@@ -570,5 +592,29 @@ impl StepError for StatusWriteError {
 
     fn retry(&self) -> Retry {
         Retry::Backoff
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{BuildStopped, build_within};
+    use crate::error::StepError;
+
+    #[tokio::test]
+    async fn a_build_past_its_budget_is_abandoned_with_the_timeout_named() {
+        let started = std::time::Instant::now();
+        let slow = build_within(Duration::from_millis(50), Duration::from_secs(30), || {
+            std::thread::sleep(Duration::from_secs(1));
+        });
+        let err = slow.await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_millis(500), "not waited for");
+        assert!(matches!(err, BuildStopped::TimedOut(_)));
+        assert_eq!(err.reason(), "BuildFailed");
+        assert_eq!(err.to_string(), "build timed out: not finished within spec.timeout (30s)");
+
+        let quick = build_within(Duration::from_secs(5), Duration::from_secs(30), || 7);
+        assert_eq!(quick.await.unwrap(), 7);
     }
 }
