@@ -23,6 +23,7 @@ use tracing::Instrument;
 use crate::api::conditions::{READY, keys, reason};
 use crate::api::kustomization::KustomizationStatus;
 use crate::api::{Kustomization, duration};
+use crate::applier::handover;
 use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{Action as ChangeAction, ApplyRequest, ChangeSet, Owner, PruneError};
 use crate::error::{Retry, StepError};
@@ -450,7 +451,21 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let previous = pass.old.inventory.clone().unwrap_or_default();
     let mut inventory = inventory_of(&changes);
     let stale_entries = stale(&previous, &inventory);
-    if spec.prune && !stale_entries.is_empty() {
+    let behind = if spec.prune && !stale_entries.is_empty() {
+        siblings_behind(ctx, &ks, &artifact.revision).await
+    } else {
+        Vec::new()
+    };
+    if !behind.is_empty() {
+        // A sibling may still take over what this revision dropped: release, do not delete.
+        tracing::info!(
+            siblings = %behind.join(", "),
+            "stale objects released, not deleted, until the siblings of this source apply this revision"
+        );
+        inventory
+            .entries
+            .extend(tools.applier.release(&owner, &stale_entries).await);
+    } else if spec.prune && !stale_entries.is_empty() {
         match tools.applier.prune(&owner, &stale_entries).await {
             Ok(pruned) => record_changes(pass, ctx, &pruned),
             Err(error) => {
@@ -511,6 +526,17 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     };
     status::mark_applied(&mut pass.status, &pass.stamp, &applied);
     Ok(())
+}
+
+/// The Kustomizations of `ks`'s namespace and source that have not applied `revision` yet
+/// (read with the controller's identity, as dependsOn is). A failed list counts as one behind:
+/// deleting is what cannot be undone.
+async fn siblings_behind(ctx: &Context, ks: &Kustomization, revision: &str) -> Vec<String> {
+    let api = Api::<Kustomization>::namespaced(ctx.client.clone(), &ks.namespace().unwrap_or_default());
+    match api.list(&Default::default()).await {
+        Ok(list) => handover::lagging_siblings(ks, &list.items, revision),
+        Err(error) => vec![format!("(Kustomizations not listed: {error})")],
+    }
 }
 
 fn record_changes(pass: &mut Pass, ctx: &Context, changes: &ChangeSet) {

@@ -7,6 +7,7 @@ mod applier;
 mod controller;
 mod flux_build_cli;
 mod foundation;
+mod handover;
 mod health;
 mod hostile_input;
 mod identity;
