@@ -42,11 +42,22 @@ pub(crate) enum Claim {
 
 /// `claimer` (applying `revision`, its own Kustomization object `mine` when readable) meets
 /// `live`, labelled as owned by `other`.
-pub(crate) fn claim(live: &Value, other: &Value, mine: Option<&Value>, claimer: &Owner, revision: &str, id: &str) -> Claim {
+pub(crate) fn claim(
+    live: &Value,
+    other: &Value,
+    mine: Option<&Value>,
+    claimer: &Owner,
+    revision: &str,
+    id: &str,
+) -> Claim {
     let listed = other
         .pointer("/status/inventory/entries")
         .and_then(Value::as_array)
-        .is_some_and(|entries| entries.iter().any(|e| e.get("id").and_then(Value::as_str) == Some(id)));
+        .is_some_and(|entries| {
+            entries
+                .iter()
+                .any(|e| e.get("id").and_then(Value::as_str) == Some(id))
+        });
     if !listed || other.pointer("/metadata/deletionTimestamp").is_some() {
         return Claim::TakeOver;
     }
@@ -58,7 +69,9 @@ pub(crate) fn claim(live: &Value, other: &Value, mine: Option<&Value>, claimer: 
     if released == Some(other_key.as_str()) {
         return Claim::TakeOver;
     }
-    let applied = other.pointer("/status/lastAppliedRevision").and_then(Value::as_str);
+    let applied = other
+        .pointer("/status/lastAppliedRevision")
+        .and_then(Value::as_str);
     if mine.is_some_and(|mine| same_source(mine, other)) && applied != Some(revision) {
         return Claim::TakeOver;
     }
@@ -71,7 +84,11 @@ pub(crate) fn claim(live: &Value, other: &Value, mine: Option<&Value>, claimer: 
 
 /// `namespace/name` of a Kustomization object.
 fn key_of(ks: &Value) -> String {
-    let meta = |f: &str| ks.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).unwrap_or_default();
+    let meta = |f: &str| {
+        ks.pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     format!("{}/{}", meta("namespace"), meta("name"))
 }
 
@@ -81,7 +98,12 @@ fn source_of(ks: &Value) -> Option<String> {
     let source = ks.pointer("/spec/sourceRef")?;
     let field = |f: &str| source.get(f).and_then(Value::as_str);
     let own = ks.pointer("/metadata/namespace").and_then(Value::as_str);
-    Some(format!("{}/{}/{}", field("kind")?, field("namespace").or(own)?, field("name")?))
+    Some(format!(
+        "{}/{}/{}",
+        field("kind")?,
+        field("namespace").or(own)?,
+        field("name")?
+    ))
 }
 
 fn same_source(a: &Value, b: &Value) -> bool {
@@ -143,7 +165,10 @@ impl Applier {
         if decide(&live, owner) == PruneDecision::Skip {
             return false;
         }
-        let marked = live.pointer("/metadata/annotations").and_then(|a| a.get(RELEASED_BY)).and_then(Value::as_str);
+        let marked = live
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(RELEASED_BY))
+            .and_then(Value::as_str);
         if marked != Some(key) {
             let patch = json!({"metadata": {"annotations": {RELEASED_BY: key}}});
             if let Err(error) = merge_patch(self.client(), &url, &obj.name, &patch).await {
@@ -167,7 +192,11 @@ mod tests {
     const ID: &str = "apps_cm__ConfigMap";
 
     fn kustomization(name: &str, source: &str, applied: &str, listed: bool) -> Value {
-        let entries: Vec<Value> = if listed { vec![json!({"id": ID, "v": "v1"})] } else { vec![] };
+        let entries: Vec<Value> = if listed {
+            vec![json!({"id": ID, "v": "v1"})]
+        } else {
+            vec![]
+        };
         json!({
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
             "metadata": {"name": name, "namespace": "flux-system"},
@@ -191,18 +220,61 @@ mod tests {
         let mine = kustomization("b", "repo", R1, false);
         let take = |live: &Value, other: &Value, mine: Option<&Value>| claim(live, other, mine, &b, R2, ID);
         let cases = [
-            ("A does not list it", live(None), kustomization("a", "repo", R2, false), Some(&mine), true),
-            ("A released it", live(Some("flux-system/a")), kustomization("a", "repo", R2, true), Some(&mine), true),
-            ("A has not applied R2", live(None), kustomization("a", "repo", R1, true), Some(&mine), true),
-            ("A applied R2 and lists it", live(None), kustomization("a", "repo", R2, true), Some(&mine), false),
-            ("released by a third one", live(Some("flux-system/c")), kustomization("a", "repo", R2, true), Some(&mine), false),
-            ("another source", live(None), kustomization("a", "other", R1, true), Some(&mine), false),
-            ("own Kustomization unreadable", live(None), kustomization("a", "repo", R1, true), None, false),
+            (
+                "A does not list it",
+                live(None),
+                kustomization("a", "repo", R2, false),
+                Some(&mine),
+                true,
+            ),
+            (
+                "A released it",
+                live(Some("flux-system/a")),
+                kustomization("a", "repo", R2, true),
+                Some(&mine),
+                true,
+            ),
+            (
+                "A has not applied R2",
+                live(None),
+                kustomization("a", "repo", R1, true),
+                Some(&mine),
+                true,
+            ),
+            (
+                "A applied R2 and lists it",
+                live(None),
+                kustomization("a", "repo", R2, true),
+                Some(&mine),
+                false,
+            ),
+            (
+                "released by a third one",
+                live(Some("flux-system/c")),
+                kustomization("a", "repo", R2, true),
+                Some(&mine),
+                false,
+            ),
+            (
+                "another source",
+                live(None),
+                kustomization("a", "other", R1, true),
+                Some(&mine),
+                false,
+            ),
+            (
+                "own Kustomization unreadable",
+                live(None),
+                kustomization("a", "repo", R1, true),
+                None,
+                false,
+            ),
         ];
         for (case, live, other, mine, takes) in cases {
             assert_eq!(take(&live, &other, mine) == Claim::TakeOver, takes, "{case}");
         }
-        let Claim::Conflict(message) = take(&live(None), &kustomization("a", "repo", R2, true), Some(&mine)) else {
+        let Claim::Conflict(message) = take(&live(None), &kustomization("a", "repo", R2, true), Some(&mine))
+        else {
             panic!("a conflict")
         };
         assert!(

@@ -103,7 +103,12 @@ pub(super) async fn json_patch(
 }
 
 /// Sends a JSON merge patch as our field manager.
-pub(super) async fn merge_patch(client: &Client, url: &str, name: &str, patch: &Value) -> Result<Value, kube::Error> {
+pub(super) async fn merge_patch(
+    client: &Client,
+    url: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<Value, kube::Error> {
     let params = PatchParams {
         field_manager: Some(keys::APPLY_FIELD_MANAGER.into()),
         ..Default::default()

@@ -13,8 +13,8 @@ use kube::Resource;
 use serde_json::Value;
 
 use super::diff::{IgnoreRules, has_drifted};
-use super::handover::{self, Claim};
 use super::fingerprint::{ObjectPrint, desired_print, live_print};
+use super::handover::{self, Claim};
 use super::http::{
     api_message, api_url, dry_run_create, get, json_patch, list_objects, server_side_apply, status_of,
 };

@@ -638,7 +638,10 @@ mod tests {
         assert!(started.elapsed() < Duration::from_millis(500), "not waited for");
         assert!(matches!(err, BuildStopped::TimedOut(_)));
         assert_eq!(err.reason(), "BuildFailed");
-        assert_eq!(err.to_string(), "build timed out: not finished within spec.timeout (30s)");
+        assert_eq!(
+            err.to_string(),
+            "build timed out: not finished within spec.timeout (30s)"
+        );
 
         let quick = build_within(Duration::from_secs(5), Duration::from_secs(30), || 7);
         assert_eq!(quick.await.unwrap(), 7);

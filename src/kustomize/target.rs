@@ -371,8 +371,15 @@ mod tests {
     fn chain_of_bases(len: usize) -> Vec<(String, String)> {
         let mut files: Vec<(String, String)> = (0..len)
             .map(|i| {
-                let next = if i + 1 < len { format!("../d{}", i + 1) } else { "cm.yaml".into() };
-                (format!("d{i}/kustomization.yaml"), format!("resources: [{next}]\n"))
+                let next = if i + 1 < len {
+                    format!("../d{}", i + 1)
+                } else {
+                    "cm.yaml".into()
+                };
+                (
+                    format!("d{i}/kustomization.yaml"),
+                    format!("resources: [{next}]\n"),
+                )
             })
             .collect();
         files.push((

@@ -588,12 +588,20 @@ mod tests {
     #[test]
     fn alias_expansion_beyond_the_budget_is_refused_naming_the_file() {
         // 600 aliases of a 500-item list: 300,000 nodes from a file of about 4 KB.
-        let bomb = format!("a: &a [{}]\nb:\n{}", vec!["x"; 500].join(","), "- *a\n".repeat(600));
+        let bomb = format!(
+            "a: &a [{}]\nb:\n{}",
+            vec!["x"; 500].join(","),
+            "- *a\n".repeat(600)
+        );
         let err = parse_documents(&bomb, "bomb.yaml").unwrap_err().to_string();
         assert!(err.starts_with("bomb.yaml:"), "{err}");
         assert!(err.contains("aliases expand to more than 100000 nodes"), "{err}");
         // A quarter of it is an ordinary, if generous, use of anchors.
-        let fine = format!("a: &a [{}]\nb:\n{}", vec!["x"; 500].join(","), "- *a\n".repeat(150));
+        let fine = format!(
+            "a: &a [{}]\nb:\n{}",
+            vec!["x"; 500].join(","),
+            "- *a\n".repeat(150)
+        );
         let docs = parse_documents(&fine, "fine.yaml").unwrap();
         assert_eq!(docs[0]["b"].as_array().map(Vec::len), Some(150));
     }

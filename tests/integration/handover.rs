@@ -31,7 +31,10 @@ fn own_objects(namespace: &str, name: &str) -> String {
 /// to `who`'s spec.
 fn spec_of(s: &Scenario, who: &str, extra: Value) -> Value {
     let mut overrides = json!({"path": format!("./{who}"), "targetNamespace": null});
-    overrides.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+    overrides
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
     s.spec(overrides)
 }
 
@@ -100,7 +103,9 @@ impl Move {
             .await
             .unwrap()
             .filter(|cm| cm.metadata.deletion_timestamp.is_none());
-        let owner = cm.as_ref().and_then(|cm| cm.metadata.labels.as_ref()?.get(NAME_LABEL).cloned());
+        let owner = cm
+            .as_ref()
+            .and_then(|cm| cm.metadata.labels.as_ref()?.get(NAME_LABEL).cloned());
         (
             ns.and_then(|ns| ns.metadata.uid),
             cm.and_then(|cm| cm.metadata.uid),
@@ -129,7 +134,11 @@ async fn an_object_moved_out_first_is_kept_and_taken_over() {
     m.publish(REV2, "b").await;
     m.s.wait_applied(&m.controller, "a", REV2).await;
     let (ns_now, cm_now, owner) = m.live().await;
-    assert_eq!((&ns_now, &cm_now), (&ns_uid, &cm_uid), "not deleted while b may take them");
+    assert_eq!(
+        (&ns_now, &cm_now),
+        (&ns_uid, &cm_uid),
+        "not deleted while b may take them"
+    );
     assert_eq!(owner.as_deref(), Some("a"));
 
     // b runs REV2 and takes them over.
@@ -141,11 +150,15 @@ async fn an_object_moved_out_first_is_kept_and_taken_over() {
 
     // a's next run leaves them to b.
     m.apply("a", json!({"interval": "9m"})).await;
-    let a = crate::support::eventually("a's run of the new generation", Duration::from_secs(60), || async {
-        let a = m.s.get("a").await?;
-        let applied = a.status.as_ref()?.observed_generation == a.metadata.generation?;
-        applied.then_some(a)
-    })
+    let a = crate::support::eventually(
+        "a's run of the new generation",
+        Duration::from_secs(60),
+        || async {
+            let a = m.s.get("a").await?;
+            let applied = a.status.as_ref()?.observed_generation == a.metadata.generation?;
+            applied.then_some(a)
+        },
+    )
     .await;
     let inventory = a.status.and_then(|s| s.inventory).unwrap_or_default();
     assert_eq!(inventory.entries.len(), 1, "only a-own: {inventory:?}");
@@ -163,7 +176,11 @@ async fn an_object_moved_in_first_is_taken_over_and_kept() {
     m.publish(REV2, "b").await;
     m.s.wait_applied(&m.controller, "b", REV2).await;
     let (ns_now, cm_now, owner) = m.live().await;
-    assert_eq!((&ns_now, &cm_now), (&ns_uid, &cm_uid), "taken over, not recreated");
+    assert_eq!(
+        (&ns_now, &cm_now),
+        (&ns_uid, &cm_uid),
+        "taken over, not recreated"
+    );
     assert_eq!(owner.as_deref(), Some("b"));
 
     // a runs REV2: the objects are b's now, not pruned.
@@ -198,7 +215,13 @@ async fn two_kustomizations_claiming_one_object_conflict_naming_both() {
         "{}",
         ready.message
     );
-    let live = Api::<ConfigMap>::namespaced(s.client.clone(), n).get("shared").await.unwrap();
-    assert_eq!(live.metadata.labels.unwrap().get(NAME_LABEL).map(String::as_str), Some("a"));
+    let live = Api::<ConfigMap>::namespaced(s.client.clone(), n)
+        .get("shared")
+        .await
+        .unwrap();
+    assert_eq!(
+        live.metadata.labels.unwrap().get(NAME_LABEL).map(String::as_str),
+        Some("a")
+    );
     s.delete().await;
 }

@@ -46,7 +46,10 @@ fn measured_build(root: &Path, dir: &str) -> Measured {
     let figures = report.lines().last().unwrap_or_default();
     let numbers: Vec<f64> = figures
         .split(' ')
-        .map(|n| n.parse().unwrap_or_else(|_| panic!("unexpected GNU time report: {report}")))
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("unexpected GNU time report: {report}"))
+        })
         .collect();
     let [rss, user, system, elapsed] = numbers[..] else {
         panic!("unexpected GNU time report: {report}")
@@ -75,7 +78,11 @@ fn assert_refused_within_bounds(m: &Measured, mentions: &[&str]) {
         m.stderr
     );
     for text in mentions {
-        assert!(m.stderr.contains(text), "the error should mention {text:?}: {}", m.stderr);
+        assert!(
+            m.stderr.contains(text),
+            "the error should mention {text:?}: {}",
+            m.stderr
+        );
     }
     assert!(
         m.max_rss_kb < MAX_RSS_KB,
@@ -97,10 +104,18 @@ fn an_alias_bomb_is_refused_in_little_memory_naming_the_file() {
     bomb.push_str(&vec!["x"; 10_000].join(", "));
     bomb.push_str("]\nb:\n");
     bomb.push_str(&"- *a\n".repeat(10_000));
-    assert!(bomb.len() < 100_000, "the attack is a small file: {} bytes", bomb.len());
+    assert!(
+        bomb.len() < 100_000,
+        "the attack is a small file: {} bytes",
+        bomb.len()
+    );
     std::fs::create_dir(tmp.path().join("app")).unwrap();
     std::fs::write(tmp.path().join("app/bomb.yaml"), bomb).unwrap();
-    std::fs::write(tmp.path().join("app/kustomization.yaml"), "resources: [bomb.yaml]\n").unwrap();
+    std::fs::write(
+        tmp.path().join("app/kustomization.yaml"),
+        "resources: [bomb.yaml]\n",
+    )
+    .unwrap();
 
     let measured = measured_build(tmp.path(), "app");
     assert_refused_within_bounds(&measured, &["bomb.yaml", "aliases expand"]);
