@@ -30,7 +30,7 @@ use crate::api::inventory::ResourceRef;
 
 /// Annotation a Kustomization sets (to its `namespace/name`) on an object it no longer builds
 /// but has not deleted yet, so that a sibling may take the object over.
-pub const RELEASED_BY: &str = "kustomize.toolkit.fluxcd.io/released-by";
+pub(crate) const RELEASED_BY: &str = "kustomize.toolkit.fluxcd.io/released-by";
 
 /// What a Kustomization does with an object labelled as another's (pure).
 #[derive(Debug, PartialEq, Eq)]
@@ -112,7 +112,7 @@ fn same_source(a: &Value, b: &Value) -> bool {
 
 /// The siblings of `ks` (same namespace and source, not suspended, not being deleted) that have
 /// not applied `revision` yet: they may still take over what `ks` stopped building (pure).
-pub fn lagging_siblings(ks: &Kustomization, all: &[Kustomization], revision: &str) -> Vec<String> {
+pub(crate) fn lagging_siblings(ks: &Kustomization, all: &[Kustomization], revision: &str) -> Vec<String> {
     let value = |k: &Kustomization| serde_json::to_value(k).unwrap_or(Value::Null);
     let mine = value(ks);
     all.iter()
@@ -129,7 +129,7 @@ impl Applier {
     /// them, and returns their entries, to keep in the inventory until a later prune. Objects
     /// gone or labelled as someone else's are dropped; one that cannot be read or marked is
     /// kept (the next pass tries again).
-    pub async fn release(&self, owner: &Owner, stale: &[ResourceRef]) -> Vec<ResourceRef> {
+    pub(crate) async fn release(&self, owner: &Owner, stale: &[ResourceRef]) -> Vec<ResourceRef> {
         let key = owner.key();
         let key = key.as_str();
         let kept = stream::iter(stale.iter().cloned())

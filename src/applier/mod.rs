@@ -27,7 +27,7 @@
 mod apply;
 mod diff;
 mod fingerprint;
-pub mod handover;
+pub(crate) mod handover;
 mod http;
 pub mod inventory;
 mod managed;
