@@ -748,8 +748,14 @@ mod tests {
     fn nesting_is_bounded_and_patterns_match_in_polynomial_time() {
         let nested = |levels: usize| format!("{}x{}", "${a:=".repeat(levels), "}".repeat(levels));
         assert_eq!(expand(&nested(64), &BTreeMap::new(), true).as_deref(), Ok("x"));
-        assert_eq!(expand(&nested(65), &BTreeMap::new(), true), Err(EnvsubstError::TooDeep));
-        assert_eq!(expand(&nested(100_000), &BTreeMap::new(), true), Err(EnvsubstError::TooDeep));
+        assert_eq!(
+            expand(&nested(65), &BTreeMap::new(), true),
+            Err(EnvsubstError::TooDeep)
+        );
+        assert_eq!(
+            expand(&nested(100_000), &BTreeMap::new(), true),
+            Err(EnvsubstError::TooDeep)
+        );
 
         // Trying every split of 12 stars over 30 characters, for each of 30 prefixes, takes
         // minutes; matching with one backtrack point takes microseconds.
@@ -758,7 +764,11 @@ mod tests {
         let text = format!("${{v#{}b}}", "*a".repeat(12));
         let started = std::time::Instant::now();
         assert_eq!(expand(&text, &vars, true), Ok(value));
-        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
