@@ -57,6 +57,7 @@ fn for_each_document(
             });
         }
     }
+    refuse_deep_flow(text, origin)?;
     let mut index = 0;
     let nodes = NodeBudget {
         left: Cell::new(text.len().saturating_add(ALIAS_NODE_BUDGET)),
@@ -72,6 +73,33 @@ fn for_each_document(
         if !json.is_null() {
             index += 1;
             each(index, json)?;
+        }
+    }
+    Ok(())
+}
+
+/// How deep `[`/`{` may nest. The YAML scanner takes time quadratic in this depth (a 400 KB
+/// file of brackets ran for minutes) and the deserializer refuses anything past 128 levels
+/// anyway; brackets inside strings count too, which no real manifest piles up this high.
+const MAX_FLOW_DEPTH: usize = 1000;
+
+/// Refuses `text` before parsing when its flow collections nest deeper than [`MAX_FLOW_DEPTH`].
+fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildError> {
+    let mut depth = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        for b in line.bytes() {
+            match b {
+                b'[' | b'{' => depth += 1,
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => continue,
+            }
+            if depth > MAX_FLOW_DEPTH {
+                return Err(BuildError::Yaml {
+                    file: origin.to_string(),
+                    line: n + 1,
+                    message: format!("flow collections nested deeper than {MAX_FLOW_DEPTH} levels"),
+                });
+            }
         }
     }
     Ok(())
@@ -604,6 +632,31 @@ mod tests {
         );
         let docs = parse_documents(&fine, "fine.yaml").unwrap();
         assert_eq!(docs[0]["b"].as_array().map(Vec::len), Some(150));
+    }
+
+    #[test]
+    fn flow_collections_nested_past_the_limit_are_refused_before_parsing() {
+        let nested = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let err = parse_documents(&nested(1001), "deep.yaml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "deep.yaml:1: malformed YAML: flow collections nested deeper than 1000 levels"
+        );
+        // A deep file is refused before the scanner, whose time grows with the square of the depth.
+        let started = std::time::Instant::now();
+        assert!(parse_documents(&nested(200_000), "deep.yaml").is_err());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        // Shallow nesting is the parser's business as before.
+        assert_eq!(
+            parse_documents(&nested(3), "ok.yaml").unwrap()[0]["a"],
+            serde_json::json!([[[]]])
+        );
     }
 
     #[test]

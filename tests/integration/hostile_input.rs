@@ -146,3 +146,25 @@ fn a_chain_of_thirty_thousand_bases_is_refused_naming_the_path() {
     // The error names the kustomization where the limit was reached: 100 bases below d0.
     assert_refused_within_bounds(&measured, &["d100", "nested deeper than 100"]);
 }
+
+#[test]
+fn deeply_nested_brackets_are_refused_before_the_scanner_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 400 KB of brackets: the YAML scanner alone takes minutes over it.
+    let depth = 200_000;
+    let deep = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\ndata: {}{}\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    std::fs::create_dir(tmp.path().join("app")).unwrap();
+    std::fs::write(tmp.path().join("app/deep.yaml"), deep).unwrap();
+    std::fs::write(
+        tmp.path().join("app/kustomization.yaml"),
+        "resources: [deep.yaml]\n",
+    )
+    .unwrap();
+
+    let measured = measured_build(tmp.path(), "app");
+    assert_refused_within_bounds(&measured, &["deep.yaml", "nested deeper than 1000"]);
+}
