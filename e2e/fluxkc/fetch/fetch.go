@@ -24,7 +24,7 @@ var ErrFileNotFound = errors.New("artifact not found")
 type ArchiveFetcher struct {
 	retries           int
 	maxDownloadSize   int
-	untar             []tar.TarOption
+	untar             []tar.Option
 	hostnameOverwrite string
 	log               logr.Logger
 }
@@ -32,11 +32,13 @@ type ArchiveFetcher struct {
 // Option configures an ArchiveFetcher.
 type Option func(*ArchiveFetcher)
 
-func WithRetries(n int) Option                 { return func(f *ArchiveFetcher) { f.retries = n } }
-func WithMaxDownloadSize(n int) Option         { return func(f *ArchiveFetcher) { f.maxDownloadSize = n } }
-func WithUntar(opts ...tar.TarOption) Option   { return func(f *ArchiveFetcher) { f.untar = opts } }
-func WithHostnameOverwrite(host string) Option { return func(f *ArchiveFetcher) { f.hostnameOverwrite = host } }
-func WithLogger(log logr.Logger) Option        { return func(f *ArchiveFetcher) { f.log = log } }
+func WithRetries(n int) Option            { return func(f *ArchiveFetcher) { f.retries = n } }
+func WithMaxDownloadSize(n int) Option    { return func(f *ArchiveFetcher) { f.maxDownloadSize = n } }
+func WithUntar(opts ...tar.Option) Option { return func(f *ArchiveFetcher) { f.untar = opts } }
+func WithHostnameOverwrite(host string) Option {
+	return func(f *ArchiveFetcher) { f.hostnameOverwrite = host }
+}
+func WithLogger(log logr.Logger) Option { return func(f *ArchiveFetcher) { f.log = log } }
 
 // New returns a fetcher with the given options.
 func New(opts ...Option) *ArchiveFetcher {
