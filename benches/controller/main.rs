@@ -281,8 +281,9 @@ fn served_requests(metrics: &str) -> f64 {
                     .to_string()
             };
             let resource = label("resource");
-            !CONTROL_PLANE_RESOURCES.contains(&resource.as_str())
-                && !(resource == "deployments" && label("subresource") == "status")
+            let control_plane = CONTROL_PLANE_RESOURCES.contains(&resource.as_str())
+                || (resource == "deployments" && label("subresource") == "status");
+            !control_plane
         })
         .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
         .sum()
