@@ -38,13 +38,13 @@ const SUPPORTED: &[&str] = &[
     "generatorOptions",
     "sortOptions",
     "buildMetadata",
+    "configurations",
 ];
 
 /// Fields kustomize knows that this engine refuses when they are non-empty.
 const UNSUPPORTED: &[&str] = &[
     "replacements",
     "vars",
-    "configurations",
     "crds",
     "openapi",
     "generators",
@@ -89,6 +89,7 @@ pub(crate) struct KustomizationFile {
     pub(crate) sort_options: Option<SortOptions>,
     pub(crate) build_metadata: Vec<String>,
     pub(crate) metadata: Option<Value>,
+    pub(crate) configurations: Vec<String>,
 }
 
 /// One `labels` entry.

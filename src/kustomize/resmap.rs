@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::BuildError;
+use super::configurations::Config;
 use super::packed::Packed;
 
 /// A resource id: group/version/kind plus name and namespace.
@@ -318,6 +319,8 @@ pub(crate) struct ResMap {
     /// Accepted as kustomize accepts it, yet probably a mistake (a patch target that
     /// selects nothing); each names its file.
     pub(crate) warnings: Vec<String>,
+    /// The `configurations` of the kustomizations accumulated so far.
+    pub(crate) config: Config,
 }
 
 impl ResMap {
@@ -326,7 +329,7 @@ impl ResMap {
         self.append_all(
             ResMap {
                 resources: vec![res],
-                warnings: Vec::new(),
+                ..ResMap::default()
             },
             file,
         )
@@ -373,6 +376,12 @@ impl ResMap {
         if let Some(id) = first_duplicate(&ids) {
             return Err(duplicate(file, id));
         }
+        self.config
+            .merge(&other.config)
+            .map_err(|message| BuildError::Kustomization {
+                file: file.to_string(),
+                message,
+            })?;
         self.resources.extend(other.resources);
         self.warnings.extend(other.warnings);
         Ok(())

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::BuildError;
+use super::configurations::{self, Config};
 use super::file::{FILE_NAMES, Kind, KustomizationFile};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
@@ -240,7 +241,7 @@ fn accumulate_body(
             })?;
             let loaded = ResMap {
                 resources,
-                warnings: Vec::new(),
+                ..ResMap::default()
             };
             map.append_all(loaded, &origin)?;
         } else if loader.is_dir(&path) {
@@ -258,6 +259,11 @@ fn accumulate_body(
             loader.resolve(&path, file)?;
         }
     }
+    let config = Config::load(loader, dir, file, &k.configurations)?;
+    map.config.merge(&config).map_err(|message| BuildError::Kustomization {
+        file: shown.to_string(),
+        message,
+    })?;
     let ctx = generators::Context { loader, dir, file };
     for args in &k.config_map_generator {
         generators::run(&ctx, map, GenKind::ConfigMap, args, k.generator_options.as_ref())?;
@@ -289,49 +295,54 @@ fn run_transformers(
 ) -> Result<(), BuildError> {
     patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
     patches::patches(patch_ctx, map, &k.patches)?;
+    let config = map.config.clone();
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
+        configurations::namespace(map, ns, &config.namespace);
         // Renaming Namespace objects (or moving objects) may make two ids collide.
         map.check_unique(file)?;
     }
-    transform::names::apply(
-        map,
+    let (prefix, suffix) = (
         k.name_prefix.as_deref().unwrap_or(""),
         k.name_suffix.as_deref().unwrap_or(""),
     );
+    configurations::prefix_suffix(map, prefix, suffix, &config);
+    transform::names::apply(map, prefix, suffix);
+    let common_labels = configurations::with_builtin(fieldspecs::common_labels(), &config.common_labels, file)?;
+    let template_labels =
+        configurations::with_builtin(fieldspecs::template_labels(), &config.template_labels, file)?;
     for label in &k.labels {
-        let mut specs = if label.include_selectors {
-            fieldspecs::common_labels()
+        let mut specs = configurations::with_builtin(label.fields.clone(), &config.labels, file)?;
+        specs = if label.include_selectors {
+            configurations::with_builtin(specs, &common_labels, file)?
         } else if label.include_templates {
-            let mut s = fieldspecs::metadata_labels();
-            s.extend(fieldspecs::template_labels());
-            s
+            let s = configurations::with_builtin(specs, &template_labels, file)?;
+            configurations::with_builtin(s, &fieldspecs::metadata_labels(), file)?
         } else {
-            fieldspecs::metadata_labels()
+            configurations::with_builtin(specs, &fieldspecs::metadata_labels(), file)?
         };
-        specs.extend(label.fields.iter().cloned());
         transform::labels::apply(map, &label.pairs, &specs, file, "labels")?;
     }
     transform::labels::apply(
         map,
         &k.common_labels,
-        &fieldspecs::common_labels(),
+        &common_labels,
         file,
         "commonLabels",
     )?;
     transform::labels::apply(
         map,
         &k.common_annotations,
-        &fieldspecs::common_annotations(),
+        &configurations::with_builtin(fieldspecs::common_annotations(), &config.common_annotations, file)?,
         file,
         "commonAnnotations",
     )?;
     patches::json6902(patch_ctx, map, &k.patches_json6902)?;
     for replica in &k.replicas {
-        transform::replicas::apply(map, replica, file)?;
+        transform::replicas::apply(map, replica, file, &config.replicas)?;
     }
     for image in &k.images {
-        transform::images::apply(map, image, file)?;
+        transform::images::apply(map, image, file, &config.images)?;
     }
     Ok(())
 }
