@@ -39,11 +39,11 @@ const SUPPORTED: &[&str] = &[
     "sortOptions",
     "buildMetadata",
     "configurations",
+    "replacements",
 ];
 
 /// Fields kustomize knows that this engine refuses when they are non-empty.
 const UNSUPPORTED: &[&str] = &[
-    "replacements",
     "vars",
     "crds",
     "openapi",
@@ -90,6 +90,7 @@ pub(crate) struct KustomizationFile {
     pub(crate) build_metadata: Vec<String>,
     pub(crate) metadata: Option<Value>,
     pub(crate) configurations: Vec<String>,
+    pub(crate) replacements: Vec<super::replacements::ReplacementField>,
 }
 
 /// One `labels` entry.

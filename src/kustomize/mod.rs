@@ -19,6 +19,7 @@ pub(crate) mod loader;
 pub(crate) mod nameref;
 pub mod packed;
 pub(crate) mod patch;
+pub(crate) mod replacements;
 pub(crate) mod resmap;
 pub mod selector;
 pub(crate) mod sort;

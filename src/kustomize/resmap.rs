@@ -99,6 +99,22 @@ pub(crate) fn str_at<'a>(obj: &'a Map<String, Value>, path: &[&str]) -> &'a str 
     ""
 }
 
+/// kustomize rewrites `metadata.annotations` as a string map when it removes its index
+/// annotations after a filter over the whole build (JSON6902 patches, replacements).
+pub(crate) fn annotations_as_strings(meta: &mut Map<String, Value>) {
+    if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
+        for v in annotations.values_mut() {
+            if !v.is_string() {
+                *v = Value::String(if v.is_null() {
+                    "null".into()
+                } else {
+                    super::yaml::scalar_text(v)
+                });
+            }
+        }
+    }
+}
+
 /// Kinds the Kubernetes 1.21.2 schema (kustomize's builtin) knows as cluster-scoped.
 /// Anything else, CRD kinds included, is treated as namespaced, as kustomize does.
 pub(crate) fn is_cluster_scoped(group: &str, kind: &str) -> bool {

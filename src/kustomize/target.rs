@@ -13,7 +13,7 @@ use super::loader::Loader;
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, yaml};
+use super::{nameref, replacements, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -344,7 +344,8 @@ fn run_transformers(
     for image in &k.images {
         transform::images::apply(map, image, file, &config.images)?;
     }
-    Ok(())
+    let found = replacements::load(patch_ctx.loader, patch_ctx.dir, patch_ctx.file, file, &k.replacements)?;
+    replacements::apply(map, &found, file)
 }
 
 #[cfg(test)]
