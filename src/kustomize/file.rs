@@ -40,11 +40,11 @@ const SUPPORTED: &[&str] = &[
     "buildMetadata",
     "configurations",
     "replacements",
+    "vars",
 ];
 
 /// Fields kustomize knows that this engine refuses when they are non-empty.
 const UNSUPPORTED: &[&str] = &[
-    "vars",
     "crds",
     "openapi",
     "generators",
@@ -91,6 +91,7 @@ pub(crate) struct KustomizationFile {
     pub(crate) metadata: Option<Value>,
     pub(crate) configurations: Vec<String>,
     pub(crate) replacements: Vec<super::replacements::ReplacementField>,
+    pub(crate) vars: Vec<Value>,
 }
 
 /// One `labels` entry.

@@ -25,6 +25,7 @@ pub mod selector;
 pub(crate) mod sort;
 pub(crate) mod target;
 pub(crate) mod transform;
+pub(crate) mod vars;
 pub mod yaml;
 
 /// Default for [`BuildOptions::max_file_bytes`]: 16 MiB.

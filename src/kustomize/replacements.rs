@@ -592,7 +592,7 @@ fn walk(
 }
 
 /// A source field, as kyaml's lookup reads it: `[name=value]` matches exactly here.
-fn lookup<'a>(node: &'a Value, path: &[String]) -> Option<&'a Value> {
+pub(crate) fn lookup<'a>(node: &'a Value, path: &[String]) -> Option<&'a Value> {
     let Some((first, rest)) = path.split_first() else {
         return Some(node);
     };

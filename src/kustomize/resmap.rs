@@ -337,6 +337,8 @@ pub(crate) struct ResMap {
     pub(crate) warnings: Vec<String>,
     /// The `configurations` of the kustomizations accumulated so far.
     pub(crate) config: Config,
+    /// The `vars` of the kustomizations accumulated so far.
+    pub(crate) vars: Vec<super::vars::Var>,
 }
 
 impl ResMap {
@@ -398,6 +400,10 @@ impl ResMap {
                 file: file.to_string(),
                 message,
             })?;
+        super::vars::add_all(&mut self.vars, other.vars).map_err(|message| BuildError::Kustomization {
+            file: file.to_string(),
+            message,
+        })?;
         self.resources.extend(other.resources);
         self.warnings.extend(other.warnings);
         Ok(())

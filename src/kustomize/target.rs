@@ -13,7 +13,7 @@ use super::loader::Loader;
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, replacements, yaml};
+use super::{nameref, replacements, vars, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -49,6 +49,7 @@ pub(crate) fn build_root(
         }
     });
     nameref::fix(&mut map)?;
+    vars::resolve(&mut map)?;
     let root = root_kustomization(loader, &dir, override_text)?;
     if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
         super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
@@ -283,7 +284,8 @@ fn accumulate_body(
         accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
     }
     let patch_ctx = patches::Context { loader, dir, file };
-    run_transformers(k, &patch_ctx, shown, map)
+    run_transformers(k, &patch_ctx, shown, map)?;
+    vars::merge(map, &vars::parse(&k.vars, shown)?, shown)
 }
 
 /// kustomize's builtin transformer order.
