@@ -48,7 +48,12 @@ pub(crate) struct NameBackReference {
 
 impl Config {
     /// Reads and merges the `configurations` files of one kustomization.
-    pub(crate) fn load(loader: &Loader, dir: &Path, file: &Path, paths: &[String]) -> Result<Config, BuildError> {
+    pub(crate) fn load(
+        loader: &Loader,
+        dir: &Path,
+        file: &Path,
+        paths: &[String],
+    ) -> Result<Config, BuildError> {
         let mut out = Config::default();
         for entry in paths {
             let path = dir.join(entry);
@@ -61,10 +66,8 @@ impl Config {
                     field: "configurations".into(),
                     message: e.to_string(),
                 })?;
-            out.merge(&config).map_err(|message| BuildError::Kustomization {
-                file: shown,
-                message,
-            })?;
+            out.merge(&config)
+                .map_err(|message| BuildError::Kustomization { file: shown, message })?;
         }
         Ok(out)
     }
@@ -78,7 +81,10 @@ impl Config {
             (&mut self.common_labels, &other.common_labels),
             (&mut self.labels, &other.labels),
             (&mut self.template_labels, &other.template_labels),
-            (&mut self.volume_claim_template_labels, &other.volume_claim_template_labels),
+            (
+                &mut self.volume_claim_template_labels,
+                &other.volume_claim_template_labels,
+            ),
             (&mut self.common_annotations, &other.common_annotations),
             (&mut self.var_reference, &other.var_reference),
             (&mut self.images, &other.images),
@@ -120,7 +126,11 @@ pub(crate) fn merge_specs(into: &mut Vec<FieldSpec>, incoming: &[FieldSpec]) -> 
 }
 
 /// The builtin table `builtin` extended by `extra`.
-pub(crate) fn with_builtin(mut builtin: Vec<FieldSpec>, extra: &[FieldSpec], file: &str) -> Result<Vec<FieldSpec>, BuildError> {
+pub(crate) fn with_builtin(
+    mut builtin: Vec<FieldSpec>,
+    extra: &[FieldSpec],
+    file: &str,
+) -> Result<Vec<FieldSpec>, BuildError> {
     merge_specs(&mut builtin, extra).map_err(|message| BuildError::Kustomization {
         file: file.into(),
         message,
@@ -131,17 +141,23 @@ pub(crate) fn with_builtin(mut builtin: Vec<FieldSpec>, extra: &[FieldSpec], fil
 /// Writes `value(old)` into every string at `spec` of `res` (created when the spec says so).
 fn set_strings(res: &mut Resource, spec: &FieldSpec, value: &dyn Fn(&str) -> Option<String>) {
     res.edit(|obj| {
-        let _ = visit_path::<()>(obj, &path_segments(&spec.path), spec.create, &|| Value::Null, &mut |v| {
-            let old = match v {
-                Value::String(s) => s.clone(),
-                Value::Null => String::new(),
-                _ => return Ok(()),
-            };
-            if let Some(new) = value(&old) {
-                *v = Value::String(new);
-            }
-            Ok(())
-        });
+        let _ = visit_path::<()>(
+            obj,
+            &path_segments(&spec.path),
+            spec.create,
+            &|| Value::Null,
+            &mut |v| {
+                let old = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    _ => return Ok(()),
+                };
+                if let Some(new) = value(&old) {
+                    *v = Value::String(new);
+                }
+                Ok(())
+            },
+        );
     });
 }
 
@@ -152,7 +168,10 @@ pub(crate) fn namespace(map: &mut ResMap, namespace: &str, specs: &[FieldSpec]) 
     }
     map.each(|res| {
         let id = res.id();
-        for spec in specs.iter().filter(|s| selects(s, &id) && s.path != "metadata/namespace") {
+        for spec in specs
+            .iter()
+            .filter(|s| selects(s, &id) && s.path != "metadata/namespace")
+        {
             set_strings(res, spec, &|_| Some(namespace.to_string()));
         }
     });
@@ -161,7 +180,10 @@ pub(crate) fn namespace(map: &mut ResMap, namespace: &str, specs: &[FieldSpec]) 
 /// The custom `namePrefix`/`nameSuffix` specs: the name at `metadata/name` is the builtin's
 /// job, other paths get the prefix or suffix added to what they hold.
 pub(crate) fn prefix_suffix(map: &mut ResMap, prefix: &str, suffix: &str, config: &Config) {
-    let jobs = [(prefix, &config.name_prefix, true), (suffix, &config.name_suffix, false)];
+    let jobs = [
+        (prefix, &config.name_prefix, true),
+        (suffix, &config.name_suffix, false),
+    ];
     for (affix, specs, front) in jobs {
         if affix.is_empty() || specs.is_empty() {
             continue;
@@ -171,9 +193,16 @@ pub(crate) fn prefix_suffix(map: &mut ResMap, prefix: &str, suffix: &str, config
             if super::transform::names::skipped(&orig.group, &orig.kind) {
                 return;
             }
-            for spec in specs.iter().filter(|s| selects(s, &orig) && s.path != "metadata/name") {
+            for spec in specs
+                .iter()
+                .filter(|s| selects(s, &orig) && s.path != "metadata/name")
+            {
                 set_strings(res, spec, &|old| {
-                    Some(if front { format!("{affix}{old}") } else { format!("{old}{affix}") })
+                    Some(if front {
+                        format!("{affix}{old}")
+                    } else {
+                        format!("{old}{affix}")
+                    })
                 });
             }
         });
@@ -205,10 +234,16 @@ pub(crate) fn replicas(map: &mut ResMap, name: &str, count: i64, specs: &[FieldS
         for spec in specs.iter().filter(|s| selects(s, &id) && !s.kind.is_empty()) {
             matched = true;
             res.edit(|obj| {
-                let _ = visit_path::<()>(obj, &path_segments(&spec.path), spec.create, &|| Value::Null, &mut |v| {
-                    *v = Value::from(count);
-                    Ok(())
-                });
+                let _ = visit_path::<()>(
+                    obj,
+                    &path_segments(&spec.path),
+                    spec.create,
+                    &|| Value::Null,
+                    &mut |v| {
+                        *v = Value::from(count);
+                        Ok(())
+                    },
+                );
             });
         }
     });
@@ -231,7 +266,14 @@ mod tests {
     #[test]
     fn merging_keeps_one_copy_and_refuses_a_conflicting_create() {
         let mut specs = vec![spec("Database", "spec/labels", true)];
-        merge_specs(&mut specs, &[spec("Database", "spec/labels", true), spec("Cache", "spec/labels", false)]).unwrap();
+        merge_specs(
+            &mut specs,
+            &[
+                spec("Database", "spec/labels", true),
+                spec("Cache", "spec/labels", false),
+            ],
+        )
+        .unwrap();
         assert_eq!(specs.len(), 2);
         let err = merge_specs(&mut specs, &[spec("Cache", "spec/labels", true)]).unwrap_err();
         assert_eq!(err, "conflicting fieldspecs");
@@ -240,9 +282,13 @@ mod tests {
     #[test]
     fn name_references_to_the_same_kind_are_merged() {
         let parse = |text: &str| -> Config {
-            serde_json::from_value(Value::Object(super::super::yaml::parse_object_yaml11(text, "c").unwrap())).unwrap()
+            serde_json::from_value(Value::Object(
+                super::super::yaml::parse_object_yaml11(text, "c").unwrap(),
+            ))
+            .unwrap()
         };
-        let mut config = parse("nameReference:\n- kind: Secret\n  fieldSpecs:\n  - {kind: A, path: spec/s}\n");
+        let mut config =
+            parse("nameReference:\n- kind: Secret\n  fieldSpecs:\n  - {kind: A, path: spec/s}\n");
         config
             .merge(&parse(
                 "nameReference:\n- kind: Secret\n  fieldSpecs:\n  - {kind: B, path: spec/s}\n- kind: Issuer\n  fieldSpecs:\n  - {kind: C, path: spec/i}\n",

@@ -158,7 +158,10 @@ pub(crate) fn load(
             continue;
         }
         if field.source.is_some() || field.targets.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(error(shown, "cannot specify both path and inline replacement".into()));
+            return Err(error(
+                shown,
+                "cannot specify both path and inline replacement".into(),
+            ));
         }
         let path = dir.join(&field.path);
         let text = loader.read_text(&path, file)?;
@@ -202,10 +205,16 @@ pub(crate) fn apply(map: &mut ResMap, replacements: &[Replacement], file: &str) 
     for r in replacements {
         let targets = match (&r.source, &r.source_value, &r.targets) {
             (None, None, _) | (_, _, None) => {
-                return Err(error(file, "replacements must specify a source and at least one target".into()));
+                return Err(error(
+                    file,
+                    "replacements must specify a source and at least one target".into(),
+                ));
             }
             (Some(_), Some(_), _) => {
-                return Err(error(file, "value and resource selectors are mutually exclusive".into()));
+                return Err(error(
+                    file,
+                    "value and resource selectors are mutually exclusive".into(),
+                ));
             }
             (_, _, Some(targets)) => targets,
         };
@@ -223,7 +232,12 @@ pub(crate) fn apply(map: &mut ResMap, replacements: &[Replacement], file: &str) 
     }
     if !replacements.is_empty() {
         map.each(|res| {
-            let needed = res.obj().get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object).is_some_and(|a| a.values().any(|v| !v.is_string()));
+            let needed = res
+                .obj()
+                .get("metadata")
+                .and_then(|m| m.get("annotations"))
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.values().any(|v| !v.is_string()));
             if needed {
                 annotations_as_strings(res.metadata_mut());
             }
@@ -249,7 +263,9 @@ fn source_value(map: &ResMap, source: &Source) -> Result<Payload, String> {
     };
     let mut found = map.resources.iter().filter(|r| r.any_id(selected));
     let shown = describe(source);
-    let res = found.next().ok_or_else(|| format!("nothing selected by {shown}"))?;
+    let res = found
+        .next()
+        .ok_or_else(|| format!("nothing selected by {shown}"))?;
     if found.next().is_some() {
         return Err(format!("multiple matches for selector {shown}"));
     }
@@ -260,8 +276,17 @@ fn source_value(map: &ResMap, source: &Source) -> Result<Payload, String> {
     };
     let obj = Value::Object(res.obj().into_owned());
     let found = lookup(&obj, &split_path(field_path))
-        .filter(|v| !(v.is_null() || v.as_object().is_some_and(Map::is_empty) || v.as_array().is_some_and(Vec::is_empty)))
-        .ok_or_else(|| format!("fieldPath `{field_path}` is missing for replacement source {}", id_text(&wanted)))?;
+        .filter(|v| {
+            !(v.is_null()
+                || v.as_object().is_some_and(Map::is_empty)
+                || v.as_array().is_some_and(Vec::is_empty))
+        })
+        .ok_or_else(|| {
+            format!(
+                "fieldPath `{field_path}` is missing for replacement source {}",
+                id_text(&wanted)
+            )
+        })?;
     let value = Payload::of(found);
     let Some(options) = source.options.as_ref().filter(|o| !o.delimiter.is_empty()) else {
         return Ok(value);
@@ -273,7 +298,12 @@ fn source_value(map: &ResMap, source: &Source) -> Result<Payload, String> {
     let part = usize::try_from(options.index)
         .ok()
         .and_then(|i| parts.get(i))
-        .ok_or_else(|| format!("options.index {} is out of bounds for value {text}", options.index))?;
+        .ok_or_else(|| {
+            format!(
+                "options.index {} is out of bounds for value {text}",
+                options.index
+            )
+        })?;
     Ok(Payload::Scalar {
         text: part.to_string(),
         tag,
@@ -282,7 +312,13 @@ fn source_value(map: &ResMap, source: &Source) -> Result<Payload, String> {
 
 /// kustomize's spelling of a resource id in replacement messages.
 fn id_text(id: &ResId) -> String {
-    let or = |s: &str, empty: &str| if s.is_empty() { empty.to_string() } else { s.to_string() };
+    let or = |s: &str, empty: &str| {
+        if s.is_empty() {
+            empty.to_string()
+        } else {
+            s.to_string()
+        }
+    };
     format!(
         "{}.{}.{}/{}.{}",
         or(&id.kind, "[noKind]"),
@@ -379,7 +415,9 @@ fn apply_target(map: &mut ResMap, value: &Payload, target: &Target) -> Result<()
                         && m.matches(&obj, Namespacing::AsWritten)
                 });
             meta_ok
-                && !rejects.iter().any(|(p, _, _)| !p.is_empty() && all_ids(res).iter().any(|id| p.matches(id)))
+                && !rejects
+                    .iter()
+                    .any(|(p, _, _)| !p.is_empty() && all_ids(res).iter().any(|id| p.matches(id)))
                 && all_ids(res).iter().any(|id| ids.matches(id))
         };
         if !chosen {
@@ -410,7 +448,11 @@ fn copy_to(obj: &mut Value, value: &Payload, path: &str, options: Option<&Option
     let mut set = |field: &mut Value| set_field(field, value, options);
     let found = walk(obj, &split_path(path), create, &mut set)?;
     if found == 0 {
-        let what = if create.is_some() { "find or create" } else { "find" };
+        let what = if create.is_some() {
+            "find or create"
+        } else {
+            "find"
+        };
         return Err(format!("unable to {what} field \"{path}\" in replacement target"));
     }
     Ok(())
@@ -513,7 +555,9 @@ fn walk(
     };
     let leaf = create.unwrap_or(Fresh::Scalar);
     if is_index(first) {
-        let Value::Array(items) = node else { return Err(wrong_kind(node)) };
+        let Value::Array(items) = node else {
+            return Err(wrong_kind(node));
+        };
         let idx: usize = first.parse().map_err(|e| format!("{e}"))?;
         if idx == items.len() && create.is_some() {
             items.push(fresh(rest.first(), leaf));
@@ -526,13 +570,17 @@ fn walk(
     }
     if is_list_index(first) {
         let inner = &first[1..first.len() - 1];
-        let (field, pattern) = inner
-            .split_once('=')
-            .ok_or_else(|| "list path element must contain fieldName=fieldValue for element to match".to_string())?;
+        let (field, pattern) = inner.split_once('=').ok_or_else(|| {
+            "list path element must contain fieldName=fieldValue for element to match".to_string()
+        })?;
         let re = Regex::new(pattern).map_err(|e| e.to_string())?;
-        let Value::Array(_) = node else { return Err(wrong_kind(node)) };
+        let Value::Array(_) = node else {
+            return Err(wrong_kind(node));
+        };
         for attempt in 0..2 {
-            let Value::Array(items) = &mut *node else { unreachable!("checked above") };
+            let Value::Array(items) = &mut *node else {
+                unreachable!("checked above")
+            };
             let mut found = 0;
             for item in items.iter_mut() {
                 if field.is_empty() {
@@ -560,7 +608,9 @@ fn walk(
         return Ok(0);
     }
     if first == "*" {
-        let Value::Array(items) = node else { return Err(wrong_kind(node)) };
+        let Value::Array(items) = node else {
+            return Err(wrong_kind(node));
+        };
         let mut found = 0;
         for item in items {
             found += walk(item, rest, create, set)?;
@@ -601,7 +651,11 @@ pub(crate) fn lookup<'a>(node: &'a Value, path: &[String]) -> Option<&'a Value> 
     } else if is_list_index(first) {
         let (field, value) = first[1..first.len() - 1].split_once('=')?;
         node.as_array()?.iter().find(|item| {
-            let v = if field.is_empty() { Some(*item) } else { item.get(field) };
+            let v = if field.is_empty() {
+                Some(*item)
+            } else {
+                item.get(field)
+            };
             v.is_some_and(|v| match_text(v) == value)
         })?
     } else {
@@ -689,7 +743,10 @@ mod tests {
         copy(&mut obj, json!("9090"), "spec.port", false).unwrap();
         copy(&mut obj, json!(80), "spec.host", false).unwrap();
         copy(&mut obj, json!("443"), "spec.extra.port", true).unwrap();
-        assert_eq!(obj, json!({"spec": {"port": 9090, "host": "80", "extra": {"port": 443}}}));
+        assert_eq!(
+            obj,
+            json!({"spec": {"port": 9090, "host": "80", "extra": {"port": 443}}})
+        );
     }
 
     #[test]

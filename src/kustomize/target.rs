@@ -261,10 +261,12 @@ fn accumulate_body(
         }
     }
     let config = Config::load(loader, dir, file, &k.configurations)?;
-    map.config.merge(&config).map_err(|message| BuildError::Kustomization {
-        file: shown.to_string(),
-        message,
-    })?;
+    map.config
+        .merge(&config)
+        .map_err(|message| BuildError::Kustomization {
+            file: shown.to_string(),
+            message,
+        })?;
     let ctx = generators::Context { loader, dir, file };
     for args in &k.config_map_generator {
         generators::run(&ctx, map, GenKind::ConfigMap, args, k.generator_options.as_ref())?;
@@ -310,7 +312,8 @@ fn run_transformers(
     );
     configurations::prefix_suffix(map, prefix, suffix, &config);
     transform::names::apply(map, prefix, suffix);
-    let common_labels = configurations::with_builtin(fieldspecs::common_labels(), &config.common_labels, file)?;
+    let common_labels =
+        configurations::with_builtin(fieldspecs::common_labels(), &config.common_labels, file)?;
     let template_labels =
         configurations::with_builtin(fieldspecs::template_labels(), &config.template_labels, file)?;
     for label in &k.labels {
@@ -325,13 +328,7 @@ fn run_transformers(
         };
         transform::labels::apply(map, &label.pairs, &specs, file, "labels")?;
     }
-    transform::labels::apply(
-        map,
-        &k.common_labels,
-        &common_labels,
-        file,
-        "commonLabels",
-    )?;
+    transform::labels::apply(map, &k.common_labels, &common_labels, file, "commonLabels")?;
     transform::labels::apply(
         map,
         &k.common_annotations,
@@ -346,7 +343,13 @@ fn run_transformers(
     for image in &k.images {
         transform::images::apply(map, image, file, &config.images)?;
     }
-    let found = replacements::load(patch_ctx.loader, patch_ctx.dir, patch_ctx.file, file, &k.replacements)?;
+    let found = replacements::load(
+        patch_ctx.loader,
+        patch_ctx.dir,
+        patch_ctx.file,
+        file,
+        &k.replacements,
+    )?;
     replacements::apply(map, &found, file)
 }
 

@@ -42,9 +42,12 @@ fn invalid(file: &str, message: String) -> BuildError {
 }
 
 /// The fields of `v` by lowercased key, refusing keys outside `known`.
-fn fields<'a>(v: &'a Value, known: &[&str], file: &str) -> Result<Map<String, Value>, BuildError> {
+fn fields(v: &Value, known: &[&str], file: &str) -> Result<Map<String, Value>, BuildError> {
     let Value::Object(m) = v else {
-        return Err(invalid(file, format!("expected an object, found {}", super::yaml::kind_of(v))));
+        return Err(invalid(
+            file,
+            format!("expected an object, found {}", super::yaml::kind_of(v)),
+        ));
     };
     let mut out = Map::new();
     for (k, val) in m {
@@ -61,14 +64,25 @@ fn text(m: &Map<String, Value>, key: &str, file: &str) -> Result<String, BuildEr
     match m.get(key) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(invalid(file, format!("{key}: expected a string, found {}", super::yaml::kind_of(other)))),
+        Some(other) => Err(invalid(
+            file,
+            format!("{key}: expected a string, found {}", super::yaml::kind_of(other)),
+        )),
     }
 }
 
 fn parse_one(entry: &Value, file: &str) -> Result<Var, BuildError> {
     let top = fields(entry, &["name", "objref", "fieldref"], file)?;
-    let objref = fields(top.get("objref").unwrap_or(&Value::Object(Map::new())), &["apiversion", "group", "version", "kind", "name", "namespace"], file)?;
-    let fieldref = fields(top.get("fieldref").unwrap_or(&Value::Object(Map::new())), &["fieldpath"], file)?;
+    let objref = fields(
+        top.get("objref").unwrap_or(&Value::Object(Map::new())),
+        &["apiversion", "group", "version", "kind", "name", "namespace"],
+        file,
+    )?;
+    let fieldref = fields(
+        top.get("fieldref").unwrap_or(&Value::Object(Map::new())),
+        &["fieldpath"],
+        file,
+    )?;
     let mut id = ResId {
         group: text(&objref, "group", file)?,
         version: text(&objref, "version", file)?,
@@ -109,11 +123,20 @@ pub(crate) fn merge(map: &mut ResMap, incoming: &[Var], file: &str) -> Result<()
                 && id.kind == want.kind
                 && (!exact || id.effective_namespace() == want.effective_namespace())
         };
-        let matched: Vec<ResId> = map.resources.iter().filter(|r| r.any_id(same)).map(|r| r.id()).collect();
+        let matched: Vec<ResId> = map
+            .resources
+            .iter()
+            .filter(|r| r.any_id(same))
+            .map(|r| r.id())
+            .collect();
         if matched.len() > 1 {
             return Err(var_error(
                 file,
-                format!("found {} resId matches for var {} (unable to disambiguate)", matched.len(), var.describe()),
+                format!(
+                    "found {} resId matches for var {} (unable to disambiguate)",
+                    matched.len(),
+                    var.describe()
+                ),
             ));
         }
         bound.push(Var {
@@ -152,13 +175,21 @@ fn builtin_references() -> Vec<FieldSpec> {
     };
     let mut out = Vec::new();
     let pods = [
-        ("CronJob", "spec/jobTemplate/spec/template/spec", "spec/jobTemplate/spec/template/volumes"),
+        (
+            "CronJob",
+            "spec/jobTemplate/spec/template/spec",
+            "spec/jobTemplate/spec/template/volumes",
+        ),
         ("DaemonSet", "spec/template/spec", "spec/template/spec/volumes"),
         ("Deployment", "spec/template/spec", "spec/template/spec/volumes"),
         ("Job", "spec/template/spec", "spec/template/spec/volumes"),
         ("Pod", "spec", "spec/volumes"),
         ("ReplicaSet", "spec/template/spec", "spec/template/spec/volumes"),
-        ("StatefulSet", "spec/template/spec", "spec/volumeClaimTemplates/spec"),
+        (
+            "StatefulSet",
+            "spec/template/spec",
+            "spec/volumeClaimTemplates/spec",
+        ),
     ];
     for (kind, pod, volumes) in pods {
         for containers in ["containers", "initContainers"] {
@@ -216,13 +247,19 @@ pub(crate) fn resolve(map: &mut ResMap) -> Result<(), BuildError> {
         }
         res.edit(|obj| {
             wanted.iter().try_for_each(|spec| {
-                visit_path(obj, &path_segments(&spec.path), false, &|| Value::Null, &mut |node| {
-                    expand_node(node, &values).map_err(|message| BuildError::NameReference {
-                        referrer: id.to_string(),
-                        path: spec.path.clone(),
-                        message,
-                    })
-                })
+                visit_path(
+                    obj,
+                    &path_segments(&spec.path),
+                    false,
+                    &|| Value::Null,
+                    &mut |node| {
+                        expand_node(node, &values).map_err(|message| BuildError::NameReference {
+                            referrer: id.to_string(),
+                            path: spec.path.clone(),
+                            message,
+                        })
+                    },
+                )
             })
         })
     })
@@ -354,8 +391,14 @@ mod tests {
 
     #[test]
     fn references_expand_escapes_stay_and_unknown_names_are_kept() {
-        assert_eq!(expand("postgres://$(HOST):$(PORT)/x", &vals()), json!("postgres://db.prod:5432/x"));
-        assert_eq!(expand("$$(HOST) $(NOPE) $x $(", &vals()), json!("$(HOST) $(NOPE) $x $("));
+        assert_eq!(
+            expand("postgres://$(HOST):$(PORT)/x", &vals()),
+            json!("postgres://db.prod:5432/x")
+        );
+        assert_eq!(
+            expand("$$(HOST) $(NOPE) $x $(", &vals()),
+            json!("$(HOST) $(NOPE) $x $(")
+        );
         assert_eq!(expand("$(MAP)", &vals()), json!("$(MAP)"));
     }
 
@@ -374,7 +417,10 @@ mod tests {
         .unwrap();
         assert_eq!(v[0].field_path, "spec.ports[0].port");
         assert_eq!(v[0].objref.version, "v1");
-        assert_eq!(slice_indexes(split_path(&v[0].field_path)), vec!["spec", "ports", "0", "port"]);
+        assert_eq!(
+            slice_indexes(split_path(&v[0].field_path)),
+            vec!["spec", "ports", "0", "port"]
+        );
         assert!(parse(&[json!({"name": "N", "objref": {"knd": "x"}})], "k").is_err());
     }
 }

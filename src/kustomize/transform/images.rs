@@ -12,7 +12,12 @@ use super::{path_segments, visit_path};
 
 /// Applies one `images` entry to every object.
 /// `extra` are the `images` field specs of `configurations`.
-pub(crate) fn apply(map: &mut ResMap, image: &Image, file: &str, extra: &[FieldSpec]) -> Result<(), BuildError> {
+pub(crate) fn apply(
+    map: &mut ResMap,
+    image: &Image,
+    file: &str,
+    extra: &[FieldSpec],
+) -> Result<(), BuildError> {
     // kustomize v0.21.1 builds this pattern from the unescaped name.
     let pattern = format!("^{}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9]*)?$", image.name);
     let re = Regex::new(&pattern).map_err(|e| BuildError::Transform {

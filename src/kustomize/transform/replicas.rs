@@ -10,7 +10,12 @@ const KINDS: &[&str] = &["Deployment", "ReplicationController", "ReplicaSet", "S
 
 /// Applies one `replicas` entry; an entry that names no object is an error, as in kustomize.
 /// `extra` are the `replicas` field specs of `configurations`.
-pub(crate) fn apply(map: &mut ResMap, replica: &Replica, file: &str, extra: &[FieldSpec]) -> Result<(), BuildError> {
+pub(crate) fn apply(
+    map: &mut ResMap,
+    replica: &Replica,
+    file: &str,
+    extra: &[FieldSpec],
+) -> Result<(), BuildError> {
     let mut matched = crate::kustomize::configurations::replicas(map, &replica.name, replica.count, extra);
     map.each(|res| {
         if !res.any_id(|id| id.name == replica.name) {
