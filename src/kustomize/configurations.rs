@@ -10,7 +10,7 @@ use std::path::Path;
 
 use regex::Regex;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::BuildError;
 use super::file::FieldSpec;
@@ -103,6 +103,140 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// The field specs kustomize derives from `crds:` files: OpenAPI definitions (type name to
+/// `{Schema: ...}`) whose properties carry `x-kubernetes-*` markers. Only types that look
+/// like Kubernetes objects (`kind`, `apiVersion` and `metadata` properties) are read; `$ref`
+/// properties are followed into the referenced definitions.
+pub(crate) fn load_crds(
+    loader: &Loader,
+    dir: &Path,
+    file: &Path,
+    paths: &[String],
+) -> Result<Config, BuildError> {
+    let mut out = Config::default();
+    for entry in paths {
+        let path = dir.join(entry);
+        let text = loader.read_text(&path, file)?;
+        let shown = loader.show(&path);
+        let doc = super::yaml::parse_documents_yaml11(&text, &shown)?
+            .into_iter()
+            .next();
+        let not_definitions = |found: &str| BuildError::Kustomization {
+            file: shown.clone(),
+            message: format!(
+                "unable to parse open API definition from '{entry}': expected a map of type names to definitions, found {found}"
+            ),
+        };
+        let Some(Value::Object(definitions)) = doc else {
+            return Err(not_definitions("no map"));
+        };
+        if let Some((name, _)) = definitions.iter().find(|(_, d)| !d.is_object()) {
+            return Err(not_definitions(&format!("'{name}' that is not a definition")));
+        }
+        for (name, definition) in &definitions {
+            let props = properties(definition);
+            if !["kind", "apiVersion", "metadata"]
+                .iter()
+                .all(|k| props.is_some_and(|p| p.contains_key(*k)))
+            {
+                continue;
+            }
+            let kind = name.rsplit('.').next().unwrap_or(name);
+            let mut found = Config::default();
+            crd_specs(&definitions, name, kind, &mut Vec::new(), &mut found);
+            out.merge(&found).map_err(|message| BuildError::Kustomization {
+                file: shown.clone(),
+                message,
+            })?;
+        }
+    }
+    Ok(out)
+}
+
+/// The `properties` of a definition's schema (`Schema` matched case-insensitively).
+fn properties(definition: &Value) -> Option<&Map<String, Value>> {
+    let schema = definition
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("schema"))?
+        .1;
+    schema.get("properties")?.as_object()
+}
+
+/// A string-valued `x-` extension of a property.
+fn extension<'a>(property: &'a Value, key: &str) -> Option<&'a str> {
+    property
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))?
+        .1
+        .as_str()
+}
+
+/// Bounds `$ref` chains, which may be cyclic.
+const MAX_REF_DEPTH: usize = 32;
+
+fn crd_specs(
+    definitions: &Map<String, Value>,
+    type_name: &str,
+    kind: &str,
+    path: &mut Vec<String>,
+    out: &mut Config,
+) {
+    let Some(props) = definitions.get(type_name).and_then(properties) else {
+        return;
+    };
+    if path.len() > MAX_REF_DEPTH {
+        return;
+    }
+    for (name, property) in props {
+        path.push(name.clone());
+        let spec = |extra: &[&str]| {
+            let mut parts = path.clone();
+            parts.extend(extra.iter().map(|s| s.to_string()));
+            FieldSpec {
+                kind: kind.to_string(),
+                path: parts.join("/"),
+                ..FieldSpec::default()
+            }
+        };
+        // Specs read from one schema never conflict: all are created with `create: false`.
+        if extension(property, "x-kubernetes-annotation").is_some() {
+            let _ = merge_specs(&mut out.common_annotations, &[spec(&[])]);
+        }
+        if extension(property, "x-kubernetes-label-selector").is_some() {
+            let _ = merge_specs(&mut out.common_labels, &[spec(&[])]);
+        }
+        if extension(property, "x-kubernetes-identity").is_some() {
+            let _ = merge_specs(&mut out.name_prefix, &[spec(&[])]);
+        }
+        if let (Some(version), Some(ref_kind)) = (
+            extension(property, "x-kubernetes-object-ref-api-version"),
+            extension(property, "x-kubernetes-object-ref-kind"),
+        ) {
+            let key = extension(property, "x-kubernetes-object-ref-name-key").unwrap_or("name");
+            let incoming = Config {
+                name_reference: vec![NameBackReference {
+                    version: version.to_string(),
+                    kind: ref_kind.to_string(),
+                    field_specs: vec![spec(&[key])],
+                    ..NameBackReference::default()
+                }],
+                ..Config::default()
+            };
+            let _ = out.merge(&incoming);
+        }
+        if let Some(target) = property
+            .get("$ref")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+        {
+            crd_specs(definitions, target, kind, path, out);
+        }
+        path.pop();
     }
 }
 

@@ -41,11 +41,11 @@ const SUPPORTED: &[&str] = &[
     "configurations",
     "replacements",
     "vars",
+    "crds",
 ];
 
 /// Fields kustomize knows that this engine refuses when they are non-empty.
 const UNSUPPORTED: &[&str] = &[
-    "crds",
     "openapi",
     "generators",
     "transformers",
@@ -92,6 +92,7 @@ pub(crate) struct KustomizationFile {
     pub(crate) configurations: Vec<String>,
     pub(crate) replacements: Vec<super::replacements::ReplacementField>,
     pub(crate) vars: Vec<Value>,
+    pub(crate) crds: Vec<String>,
 }
 
 /// One `labels` entry.

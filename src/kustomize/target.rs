@@ -260,13 +260,17 @@ fn accumulate_body(
             loader.resolve(&path, file)?;
         }
     }
-    let config = Config::load(loader, dir, file, &k.configurations)?;
-    map.config
-        .merge(&config)
-        .map_err(|message| BuildError::Kustomization {
-            file: shown.to_string(),
-            message,
-        })?;
+    for config in [
+        Config::load(loader, dir, file, &k.configurations)?,
+        configurations::load_crds(loader, dir, file, &k.crds)?,
+    ] {
+        map.config
+            .merge(&config)
+            .map_err(|message| BuildError::Kustomization {
+                file: shown.to_string(),
+                message,
+            })?;
+    }
     let ctx = generators::Context { loader, dir, file };
     for args in &k.config_map_generator {
         generators::run(&ctx, map, GenKind::ConfigMap, args, k.generator_options.as_ref())?;
