@@ -54,22 +54,14 @@ impl Config {
         file: &Path,
         paths: &[String],
     ) -> Result<Config, BuildError> {
-        let mut out = Config::default();
-        for entry in paths {
-            let path = dir.join(entry);
-            let text = loader.read_text(&path, file)?;
-            let shown = loader.show(&path);
-            let map = super::yaml::parse_object_yaml11(&text, &shown)?;
-            let config: Config =
-                serde_json::from_value(Value::Object(map)).map_err(|e| BuildError::Invalid {
-                    file: shown.clone(),
-                    field: "configurations".into(),
-                    message: e.to_string(),
-                })?;
-            out.merge(&config)
-                .map_err(|message| BuildError::Kustomization { file: shown, message })?;
-        }
-        Ok(out)
+        merge_files(loader, dir, file, paths, &|text, shown| {
+            let map = super::yaml::parse_object_yaml11(text, shown)?;
+            serde_json::from_value(Value::Object(map)).map_err(|e| BuildError::Invalid {
+                file: shown.to_string(),
+                field: "configurations".into(),
+                message: e.to_string(),
+            })
+        })
     }
 
     /// Adds what `other` has and `self` lacks; the same spec with another `create` is an error.
@@ -116,18 +108,14 @@ pub(crate) fn load_crds(
     file: &Path,
     paths: &[String],
 ) -> Result<Config, BuildError> {
-    let mut out = Config::default();
-    for entry in paths {
-        let path = dir.join(entry);
-        let text = loader.read_text(&path, file)?;
-        let shown = loader.show(&path);
-        let doc = super::yaml::parse_documents_yaml11(&text, &shown)?
+    merge_files(loader, dir, file, paths, &|text, shown| {
+        let doc = super::yaml::parse_documents_yaml11(text, shown)?
             .into_iter()
             .next();
         let not_definitions = |found: &str| BuildError::Kustomization {
-            file: shown.clone(),
+            file: shown.to_string(),
             message: format!(
-                "unable to parse open API definition from '{entry}': expected a map of type names to definitions, found {found}"
+                "unable to parse open API definition: expected a map of type names to definitions, found {found}"
             ),
         };
         let Some(Value::Object(definitions)) = doc else {
@@ -136,22 +124,37 @@ pub(crate) fn load_crds(
         if let Some((name, _)) = definitions.iter().find(|(_, d)| !d.is_object()) {
             return Err(not_definitions(&format!("'{name}' that is not a definition")));
         }
+        let mut out = Config::default();
         for (name, definition) in &definitions {
             let props = properties(definition);
-            if !["kind", "apiVersion", "metadata"]
+            let object_like = ["kind", "apiVersion", "metadata"]
                 .iter()
-                .all(|k| props.is_some_and(|p| p.contains_key(*k)))
-            {
-                continue;
+                .all(|k| props.is_some_and(|p| p.contains_key(*k)));
+            if object_like {
+                let kind = name.rsplit('.').next().unwrap_or(name);
+                crd_specs(&definitions, name, kind, &mut Vec::new(), &mut out);
             }
-            let kind = name.rsplit('.').next().unwrap_or(name);
-            let mut found = Config::default();
-            crd_specs(&definitions, name, kind, &mut Vec::new(), &mut found);
-            out.merge(&found).map_err(|message| BuildError::Kustomization {
-                file: shown.clone(),
-                message,
-            })?;
         }
+        Ok(out)
+    })
+}
+
+/// Reads each file of `paths` with `parse` and merges the results in order.
+fn merge_files(
+    loader: &Loader,
+    dir: &Path,
+    file: &Path,
+    paths: &[String],
+    parse: &dyn Fn(&str, &str) -> Result<Config, BuildError>,
+) -> Result<Config, BuildError> {
+    let mut out = Config::default();
+    for entry in paths {
+        let path = dir.join(entry);
+        let text = loader.read_text(&path, file)?;
+        let shown = loader.show(&path);
+        let config = parse(&text, &shown)?;
+        out.merge(&config)
+            .map_err(|message| BuildError::Kustomization { file: shown, message })?;
     }
     Ok(out)
 }
