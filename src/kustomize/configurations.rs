@@ -275,8 +275,8 @@ pub(crate) fn with_builtin(
     Ok(builtin)
 }
 
-/// Writes `value(old)` into every string at `spec` of `res` (created when the spec says so).
-fn set_strings(res: &mut Resource, spec: &FieldSpec, value: &dyn Fn(&str) -> Option<String>) {
+/// Calls `change` on every value at `spec` of `res` (created as null when the spec says so).
+fn change_at(res: &mut Resource, spec: &FieldSpec, change: &dyn Fn(&mut Value)) {
     res.edit(|obj| {
         let _ = visit_path::<()>(
             obj,
@@ -284,17 +284,24 @@ fn set_strings(res: &mut Resource, spec: &FieldSpec, value: &dyn Fn(&str) -> Opt
             spec.create,
             &|| Value::Null,
             &mut |v| {
-                let old = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Null => String::new(),
-                    _ => return Ok(()),
-                };
-                if let Some(new) = value(&old) {
-                    *v = Value::String(new);
-                }
+                change(v);
                 Ok(())
             },
         );
+    });
+}
+
+/// Writes `value(old)` into every string at `spec` of `res` (created when the spec says so).
+fn set_strings(res: &mut Resource, spec: &FieldSpec, value: &dyn Fn(&str) -> Option<String>) {
+    change_at(res, spec, &|v| {
+        let old = match v {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            _ => return,
+        };
+        if let Some(new) = value(&old) {
+            *v = Value::String(new);
+        }
     });
 }
 
@@ -370,18 +377,7 @@ pub(crate) fn replicas(map: &mut ResMap, name: &str, count: i64, specs: &[FieldS
         let id: ResId = res.id();
         for spec in specs.iter().filter(|s| selects(s, &id) && !s.kind.is_empty()) {
             matched = true;
-            res.edit(|obj| {
-                let _ = visit_path::<()>(
-                    obj,
-                    &path_segments(&spec.path),
-                    spec.create,
-                    &|| Value::Null,
-                    &mut |v| {
-                        *v = Value::from(count);
-                        Ok(())
-                    },
-                );
-            });
+            change_at(res, spec, &|v| *v = Value::from(count));
         }
     });
     matched
