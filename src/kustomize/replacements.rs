@@ -769,6 +769,37 @@ mod tests {
         );
     }
 
+    fn replacements(text: &str) -> Vec<Replacement> {
+        let doc = yaml::parse_documents_yaml11(text, "r").unwrap().remove(0);
+        serde_json::from_value(doc).unwrap()
+    }
+
+    fn cm(name: &str, namespace: &str) -> Resource {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": {"k": "v"}});
+        Resource::new(obj.as_object().unwrap().clone())
+    }
+
+    #[test]
+    fn sources_must_select_exactly_one_object() {
+        let mut map = ResMap {
+            resources: vec![cm("a", "ns1"), cm("a", "ns2")],
+            ..ResMap::default()
+        };
+        let r = "- source: {kind: ConfigMap, name: b}\n  targets: [{select: {kind: ConfigMap}}]\n";
+        assert_eq!(
+            apply(&mut map, &replacements(r), "k").unwrap_err().to_string(),
+            "k: replacements: nothing selected by ConfigMap.[noVer].[noGrp]/b.[noNs]"
+        );
+        let r = "- source: {kind: ConfigMap, name: a, fieldPath: data.k}\n  targets: [{select: {kind: ConfigMap}}]\n";
+        assert_eq!(
+            apply(&mut map, &replacements(r), "k").unwrap_err().to_string(),
+            "k: replacements: multiple matches for selector ConfigMap.[noVer].[noGrp]/a.[noNs]:data.k"
+        );
+        let r = "- source: {kind: ConfigMap, name: a, namespace: ns2, fieldPath: data.k}\n  targets: [{select: {namespace: ns1}, fieldPaths: [data.k2], options: {create: true}}]\n";
+        apply(&mut map, &replacements(r), "k").unwrap();
+        assert_eq!(map.resources[0].obj()["data"], json!({"k": "v", "k2": "v"}));
+    }
+
     #[test]
     fn delimiters_replace_one_part() {
         let mut obj = json!({"a": "x.y.z"});
