@@ -408,6 +408,42 @@ mod tests {
         assert_eq!(expand("$(HOST)", &vals()), json!("db.prod"));
     }
 
+    fn service(name: &str) -> super::super::resmap::Resource {
+        let obj = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}});
+        super::super::resmap::Resource::new(obj.as_object().unwrap().clone())
+    }
+
+    #[test]
+    fn vars_bind_follow_renames_and_refuse_a_second_declaration() {
+        let var = |name: &str, obj: &str| {
+            parse(&[json!({"name": name, "objref": {"apiVersion": "v1", "kind": "Service", "name": obj}, "fieldref": {"fieldPath": "spec.ports[0].port"}})], "k").unwrap()
+        };
+        let mut map = ResMap {
+            resources: vec![service("api")],
+            ..ResMap::default()
+        };
+        merge(&mut map, &var("PORT", "api"), "k").unwrap();
+        assert_eq!(
+            merge(&mut map, &var("PORT", "api"), "k2")
+                .unwrap_err()
+                .to_string(),
+            "k2: vars: var 'PORT' already encountered"
+        );
+        merge(&mut map, &var("NOPE", "missing"), "k").unwrap();
+        let err = resolve(&mut map.clone()).unwrap_err().to_string();
+        assert!(
+            err.contains("cannot be mapped to a field in the set of known resources"),
+            "{err}"
+        );
+        map.vars.retain(|v| v.name == "PORT");
+        map.resources[0].set_name("prod-api".into());
+        map.resources.push(super::super::resmap::Resource::new(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"port": "$(PORT)"}}}).as_object().unwrap().clone(),
+        ));
+        resolve(&mut map).unwrap();
+        assert_eq!(map.resources[1].obj()["metadata"]["labels"]["port"], json!(80));
+    }
+
     #[test]
     fn keys_match_case_insensitively() {
         let v = parse(
