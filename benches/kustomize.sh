@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): builds a generated tree of >= 1000 resources (a base plus overlays
-# with patches, generators, prefixes, labels and images) with our engine and with Go
+# with patches, generators, prefixes, labels, images, configurations and replacements) with our engine and with Go
 # kustomize in the same run, and reports wall time and peak RSS of both, plus the ratios.
 # Usage: benches/kustomize.sh ["overlay counts"] [resources-per-overlay] [repeats]
 # The default measures two trees (20 and 40 overlays: 1260 and 2520 objects), because our
@@ -62,9 +62,28 @@ spec:
   ports:
   - port: 80
     targetPort: 8080
+---
+apiVersion: example.com/v1
+kind: AppMonitor
+metadata:
+  name: app{i}
+spec:
+  service: app{i}
+  selector: {{app: app{i}}}
 """)
 w("base/resources.yaml", "---\n".join(res) + "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n")
-w("base/kustomization.yaml", "resources:\n- resources.yaml\nconfigMapGenerator:\n- name: settings\n  literals: [A=1, B=2]\nsecretGenerator:\n- name: creds\n  literals: [password=secret]\n")
+w("base/kustomization.yaml", "resources:\n- resources.yaml\nconfigurations:\n- kustomizeconfig.yaml\nconfigMapGenerator:\n- name: settings\n  literals: [A=1, B=2]\nsecretGenerator:\n- name: creds\n  literals: [password=secret]\n")
+w("base/kustomizeconfig.yaml", """nameReference:
+- kind: Service
+  version: v1
+  fieldSpecs:
+  - kind: AppMonitor
+    path: spec/service
+commonLabels:
+- kind: AppMonitor
+  path: spec/selector
+  create: true
+""")
 top = []
 for o in range(overlays):
     w(f"overlays/o{o}/kustomization.yaml", f"""resources:
@@ -80,6 +99,18 @@ configMapGenerator:
 - name: settings
   behavior: merge
   literals: [OVERLAY=o{o}]
+replacements:
+- source:
+    kind: ConfigMap
+    name: settings
+    fieldPath: data.OVERLAY
+  targets:
+  - select:
+      kind: Deployment
+    fieldPaths:
+    - spec.template.spec.containers.[name=main].env.[name=FROM_SETTINGS].value
+    options:
+      create: true
 patches:
 - target:
     kind: Deployment
@@ -125,7 +156,7 @@ for overlays in $overlay_counts; do
   tree="$trees/$overlays"
   generate "$tree" "$overlays" "$per"
   count=$("$ours" build --root "$tree" "$tree" | grep -c '^kind:')
-  echo "tree: $overlays overlays x $((per * 2 + 3)) objects = $count objects"
+  echo "tree: $overlays overlays x $((per * 3 + 3)) objects = $count objects"
   read -r ours_wall ours_rss < <(measure "$ours" build --root "$tree" "$tree")
   read -r k_wall k_rss < <(measure "$kustomize" build --load-restrictor LoadRestrictionsNone "$tree")
   printf '%-10s wall %8.3fs  peak RSS %8d KiB\n' engine "$ours_wall" "$ours_rss" kustomize "$k_wall" "$k_rss"

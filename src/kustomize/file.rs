@@ -38,14 +38,14 @@ const SUPPORTED: &[&str] = &[
     "generatorOptions",
     "sortOptions",
     "buildMetadata",
+    "configurations",
+    "replacements",
+    "vars",
+    "crds",
 ];
 
 /// Fields kustomize knows that this engine refuses when they are non-empty.
 const UNSUPPORTED: &[&str] = &[
-    "replacements",
-    "vars",
-    "configurations",
-    "crds",
     "openapi",
     "generators",
     "transformers",
@@ -89,6 +89,10 @@ pub(crate) struct KustomizationFile {
     pub(crate) sort_options: Option<SortOptions>,
     pub(crate) build_metadata: Vec<String>,
     pub(crate) metadata: Option<Value>,
+    pub(crate) configurations: Vec<String>,
+    pub(crate) replacements: Vec<super::replacements::ReplacementField>,
+    pub(crate) vars: Vec<Value>,
+    pub(crate) crds: Vec<String>,
 }
 
 /// One `labels` entry.

@@ -12,17 +12,20 @@
 
 use std::path::{Path, PathBuf};
 
+pub(crate) mod configurations;
 pub(crate) mod file;
 pub(crate) mod generators;
 pub(crate) mod loader;
 pub(crate) mod nameref;
 pub mod packed;
 pub(crate) mod patch;
+pub(crate) mod replacements;
 pub(crate) mod resmap;
 pub mod selector;
 pub(crate) mod sort;
 pub(crate) mod target;
 pub(crate) mod transform;
+pub(crate) mod vars;
 pub mod yaml;
 
 /// Default for [`BuildOptions::max_file_bytes`]: 16 MiB.

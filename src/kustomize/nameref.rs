@@ -8,12 +8,30 @@ use serde_json::Value;
 use super::BuildError;
 use super::file::FieldSpec;
 use super::resmap::{ResId, ResMap, Resource, is_cluster_scoped};
-use super::transform::fieldspecs::{NameReference, name_references};
+use super::transform::fieldspecs::name_references;
 use super::transform::{path_segments, selects, visit_path};
 
 /// Fixes back-references in every object of `map`.
 pub(crate) fn fix(map: &mut ResMap) -> Result<(), BuildError> {
-    let table = name_references();
+    let builtin = name_references();
+    let custom = std::mem::take(&mut map.config.name_reference);
+    // The builtin table, then what `configurations` add.
+    let table: Vec<Target<'_>> = builtin
+        .iter()
+        .map(|t| Target {
+            group: t.group,
+            version: t.version,
+            kind: t.kind,
+            referrers: &t.referrers,
+        })
+        .chain(custom.iter().map(|t| Target {
+            group: &t.group,
+            version: &t.version,
+            kind: &t.kind,
+            referrers: &t.field_specs,
+        }))
+        .collect();
+    let table = &table;
     // Renames already happened and references are only rewritten here, so the ids read
     // from this snapshot cannot change during the pass.
     let index = Index::of(&map.resources);
@@ -22,7 +40,7 @@ pub(crate) fn fix(map: &mut ResMap) -> Result<(), BuildError> {
         // Taken before any rewrite, as kustomize picks the candidates once per referrer.
         // Opened for changing: the rewrites below work on the same parse.
         let subject_namespaces = service_account_subject_namespaces(&referrer_id, res.obj_mut());
-        for target in &table {
+        for target in table {
             for spec in target.referrers.iter().filter(|s| selects(s, &referrer_id)) {
                 let referrer = Referrer {
                     id: &referrer_id,
@@ -112,7 +130,15 @@ impl Index {
     }
 }
 
-fn target_selects(target: &NameReference, id: &ResId) -> bool {
+/// A referenced kind and the fields holding its name, from either table.
+struct Target<'a> {
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
+    referrers: &'a [FieldSpec],
+}
+
+fn target_selects(target: &Target<'_>, id: &ResId) -> bool {
     (target.group.is_empty() || target.group == id.group)
         && (target.version.is_empty() || target.version == id.version)
         && target.kind == id.kind
@@ -127,7 +153,7 @@ struct Referrer<'a> {
 fn fix_field(
     res: &mut Resource,
     referrer: &Referrer<'_>,
-    target: &NameReference,
+    target: &Target<'_>,
     spec: &FieldSpec,
     index: &Index,
 ) -> Result<(), BuildError> {
@@ -228,7 +254,7 @@ struct Selection<'a> {
     prefixes: &'a [String],
     suffixes: &'a [String],
     subject_namespaces: &'a [String],
-    target: &'a NameReference,
+    target: &'a Target<'a>,
     index: &'a Index,
 }
 

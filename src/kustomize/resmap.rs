@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::BuildError;
+use super::configurations::Config;
 use super::packed::Packed;
 
 /// A resource id: group/version/kind plus name and namespace.
@@ -96,6 +97,22 @@ pub(crate) fn str_at<'a>(obj: &'a Map<String, Value>, path: &[&str]) -> &'a str 
         }
     }
     ""
+}
+
+/// kustomize rewrites `metadata.annotations` as a string map when it removes its index
+/// annotations after a filter over the whole build (JSON6902 patches, replacements).
+pub(crate) fn annotations_as_strings(meta: &mut Map<String, Value>) {
+    if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
+        for v in annotations.values_mut() {
+            if !v.is_string() {
+                *v = Value::String(if v.is_null() {
+                    "null".into()
+                } else {
+                    super::yaml::scalar_text(v)
+                });
+            }
+        }
+    }
 }
 
 /// Kinds the Kubernetes 1.21.2 schema (kustomize's builtin) knows as cluster-scoped.
@@ -318,6 +335,10 @@ pub(crate) struct ResMap {
     /// Accepted as kustomize accepts it, yet probably a mistake (a patch target that
     /// selects nothing); each names its file.
     pub(crate) warnings: Vec<String>,
+    /// The `configurations` of the kustomizations accumulated so far.
+    pub(crate) config: Config,
+    /// The `vars` of the kustomizations accumulated so far.
+    pub(crate) vars: Vec<super::vars::Var>,
 }
 
 impl ResMap {
@@ -326,7 +347,7 @@ impl ResMap {
         self.append_all(
             ResMap {
                 resources: vec![res],
-                warnings: Vec::new(),
+                ..ResMap::default()
             },
             file,
         )
@@ -373,6 +394,16 @@ impl ResMap {
         if let Some(id) = first_duplicate(&ids) {
             return Err(duplicate(file, id));
         }
+        self.config
+            .merge(&other.config)
+            .map_err(|message| BuildError::Kustomization {
+                file: file.to_string(),
+                message,
+            })?;
+        super::vars::add_all(&mut self.vars, other.vars).map_err(|message| BuildError::Kustomization {
+            file: file.to_string(),
+            message,
+        })?;
         self.resources.extend(other.resources);
         self.warnings.extend(other.warnings);
         Ok(())

@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::BuildError;
+use super::configurations::{self, Config};
 use super::file::{FILE_NAMES, Kind, KustomizationFile};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, yaml};
+use super::{nameref, replacements, vars, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -52,6 +53,7 @@ pub(crate) fn build_root(
         }
     });
     nameref::fix(&mut map)?;
+    vars::resolve(&mut map)?;
     let root = root_kustomization(loader, &dir, override_text)?;
     if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
         super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
@@ -250,7 +252,7 @@ fn accumulate_body(
             })?;
             let loaded = ResMap {
                 resources,
-                warnings: Vec::new(),
+                ..ResMap::default()
             };
             map.append_all(loaded, &origin)?;
         } else if loader.is_dir(&path) {
@@ -267,6 +269,17 @@ fn accumulate_body(
             // Surfaces "outside the root" or "missing" with the referring file.
             loader.resolve(&path, file)?;
         }
+    }
+    for config in [
+        Config::load(loader, dir, file, &k.configurations)?,
+        configurations::load_crds(loader, dir, file, &k.crds)?,
+    ] {
+        map.config
+            .merge(&config)
+            .map_err(|message| BuildError::Kustomization {
+                file: shown.to_string(),
+                message,
+            })?;
     }
     let ctx = generators::Context { loader, dir, file };
     for args in &k.config_map_generator {
@@ -287,7 +300,8 @@ fn accumulate_body(
         accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
     }
     let patch_ctx = patches::Context { loader, dir, file };
-    run_transformers(k, &patch_ctx, shown, map)
+    run_transformers(k, &patch_ctx, shown, map)?;
+    vars::merge(map, &vars::parse(&k.vars, shown)?, shown)
 }
 
 /// kustomize's builtin transformer order.
@@ -299,51 +313,58 @@ fn run_transformers(
 ) -> Result<(), BuildError> {
     patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
     patches::patches(patch_ctx, map, &k.patches)?;
+    let config = map.config.clone();
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
+        configurations::namespace(map, ns, &config.namespace);
         // Renaming Namespace objects (or moving objects) may make two ids collide.
         map.check_unique(file)?;
     }
-    transform::names::apply(
-        map,
+    let (prefix, suffix) = (
         k.name_prefix.as_deref().unwrap_or(""),
         k.name_suffix.as_deref().unwrap_or(""),
     );
+    configurations::prefix_suffix(map, prefix, suffix, &config);
+    transform::names::apply(map, prefix, suffix);
+    let common_labels =
+        configurations::with_builtin(fieldspecs::common_labels(), &config.common_labels, file)?;
+    let template_labels =
+        configurations::with_builtin(fieldspecs::template_labels(), &config.template_labels, file)?;
     for label in &k.labels {
-        let mut specs = if label.include_selectors {
-            fieldspecs::common_labels()
+        let mut specs = configurations::with_builtin(label.fields.clone(), &config.labels, file)?;
+        specs = if label.include_selectors {
+            configurations::with_builtin(specs, &common_labels, file)?
         } else if label.include_templates {
-            let mut s = fieldspecs::metadata_labels();
-            s.extend(fieldspecs::template_labels());
-            s
+            let s = configurations::with_builtin(specs, &template_labels, file)?;
+            configurations::with_builtin(s, &fieldspecs::metadata_labels(), file)?
         } else {
-            fieldspecs::metadata_labels()
+            configurations::with_builtin(specs, &fieldspecs::metadata_labels(), file)?
         };
-        specs.extend(label.fields.iter().cloned());
         transform::labels::apply(map, &label.pairs, &specs, file, "labels")?;
     }
-    transform::labels::apply(
-        map,
-        &k.common_labels,
-        &fieldspecs::common_labels(),
-        file,
-        "commonLabels",
-    )?;
+    transform::labels::apply(map, &k.common_labels, &common_labels, file, "commonLabels")?;
     transform::labels::apply(
         map,
         &k.common_annotations,
-        &fieldspecs::common_annotations(),
+        &configurations::with_builtin(fieldspecs::common_annotations(), &config.common_annotations, file)?,
         file,
         "commonAnnotations",
     )?;
     patches::json6902(patch_ctx, map, &k.patches_json6902)?;
     for replica in &k.replicas {
-        transform::replicas::apply(map, replica, file)?;
+        transform::replicas::apply(map, replica, file, &config.replicas)?;
     }
     for image in &k.images {
-        transform::images::apply(map, image, file)?;
+        transform::images::apply(map, image, file, &config.images)?;
     }
-    Ok(())
+    let found = replacements::load(
+        patch_ctx.loader,
+        patch_ctx.dir,
+        patch_ctx.file,
+        file,
+        &k.replacements,
+    )?;
+    replacements::apply(map, &found, file)
 }
 
 #[cfg(test)]

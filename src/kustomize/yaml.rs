@@ -379,7 +379,7 @@ fn float(f: f64) -> Value {
 /// Resolves a plain scalar that serde_yaml left as a string, with goyaml v3's extra rules:
 /// Go `ParseInt(s, 0, 64)` integers (leading-zero octal, underscores), YAML floats, and
 /// dates, which kyaml turns into RFC 3339 timestamps.
-fn resolve_plain(s: &str) -> Value {
+pub(crate) fn resolve_plain(s: &str) -> Value {
     let first = s.as_bytes().first().copied().unwrap_or(b' ');
     if !(first.is_ascii_digit() || first == b'-' || first == b'+' || first == b'.') {
         return Value::String(s.to_string());

@@ -11,7 +11,7 @@ use super::{self as patch, OriginalId, PatchDoc, PatchKind, PatchOptions};
 use crate::kustomize::BuildError;
 use crate::kustomize::file::Patch;
 use crate::kustomize::loader::Loader;
-use crate::kustomize::resmap::{ResId, ResMap};
+use crate::kustomize::resmap::{ResId, ResMap, annotations_as_strings};
 use crate::kustomize::selector::Selector;
 use crate::kustomize::yaml;
 
@@ -253,18 +253,7 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
         {
             meta.remove("annotations");
         }
-        // Removing its index annotations again rewrites the map as strings.
-        if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
-            for v in annotations.values_mut() {
-                if !v.is_string() {
-                    *v = Value::String(if v.is_null() {
-                        "null".into()
-                    } else {
-                        yaml::scalar_text(v)
-                    });
-                }
-            }
-        }
+        annotations_as_strings(meta);
     }
     match patched {
         Value::Null => {

@@ -324,7 +324,6 @@ pub(crate) fn name_references() -> Vec<NameReference> {
             "webhooks/clientConfig/service",
             false,
         ),
-        fs("", "", "HTTPRoute", "spec/rules/backendRefs/name", false),
     ];
     let rbac = "rbac.authorization.k8s.io";
     let mut service_account = vec![

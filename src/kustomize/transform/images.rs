@@ -5,13 +5,19 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::kustomize::BuildError;
-use crate::kustomize::file::Image;
+use crate::kustomize::file::{FieldSpec, Image};
 use crate::kustomize::resmap::ResMap;
 
 use super::{path_segments, visit_path};
 
 /// Applies one `images` entry to every object.
-pub(crate) fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildError> {
+/// `extra` are the `images` field specs of `configurations`.
+pub(crate) fn apply(
+    map: &mut ResMap,
+    image: &Image,
+    file: &str,
+    extra: &[FieldSpec],
+) -> Result<(), BuildError> {
     // kustomize v0.21.1 builds this pattern from the unescaped name.
     let pattern = format!("^{}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9]*)?$", image.name);
     let re = Regex::new(&pattern).map_err(|e| BuildError::Transform {
@@ -43,6 +49,7 @@ pub(crate) fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), B
             }
         });
     });
+    crate::kustomize::configurations::images(map, &re, &|s| rewrite(s, image), extra);
     Ok(())
 }
 

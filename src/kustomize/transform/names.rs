@@ -3,7 +3,7 @@
 use crate::kustomize::resmap::ResMap;
 
 /// Kinds kustomize never prefixes or suffixes.
-fn skipped(group: &str, kind: &str) -> bool {
+pub(crate) fn skipped(group: &str, kind: &str) -> bool {
     kind == "CustomResourceDefinition"
         || kind == "Namespace"
         || (group == "apiregistration.k8s.io" && kind == "APIService")

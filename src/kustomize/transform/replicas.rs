@@ -3,14 +3,20 @@
 use serde_json::Value;
 
 use crate::kustomize::BuildError;
-use crate::kustomize::file::Replica;
+use crate::kustomize::file::{FieldSpec, Replica};
 use crate::kustomize::resmap::ResMap;
 
 const KINDS: &[&str] = &["Deployment", "ReplicationController", "ReplicaSet", "StatefulSet"];
 
 /// Applies one `replicas` entry; an entry that names no object is an error, as in kustomize.
-pub(crate) fn apply(map: &mut ResMap, replica: &Replica, file: &str) -> Result<(), BuildError> {
-    let mut matched = false;
+/// `extra` are the `replicas` field specs of `configurations`.
+pub(crate) fn apply(
+    map: &mut ResMap,
+    replica: &Replica,
+    file: &str,
+    extra: &[FieldSpec],
+) -> Result<(), BuildError> {
+    let mut matched = crate::kustomize::configurations::replicas(map, &replica.name, replica.count, extra);
     map.each(|res| {
         if !res.any_id(|id| id.name == replica.name) {
             return;

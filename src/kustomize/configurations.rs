@@ -1,0 +1,439 @@
+//! `configurations:`: files of field specs that extend the builtin tables (name references,
+//! labels, annotations, namespace, prefixes, images, replicas, var references), mostly so
+//! the builtin transformers reach into custom resources.
+//!
+//! Scope, as kustomize has it: a kustomization's transformers see its own files plus every
+//! file of the bases and components accumulated into it; name references and var
+//! references are resolved once at the top with the files of the whole tree.
+
+use std::path::Path;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::BuildError;
+use super::file::FieldSpec;
+use super::loader::Loader;
+use super::resmap::{ResId, ResMap, Resource};
+use super::transform::{path_segments, selects, visit_path};
+
+/// Field specs beyond the builtin ones, one list per transformer.
+#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct Config {
+    pub(crate) name_prefix: Vec<FieldSpec>,
+    pub(crate) name_suffix: Vec<FieldSpec>,
+    pub(crate) namespace: Vec<FieldSpec>,
+    pub(crate) common_labels: Vec<FieldSpec>,
+    pub(crate) labels: Vec<FieldSpec>,
+    pub(crate) template_labels: Vec<FieldSpec>,
+    pub(crate) volume_claim_template_labels: Vec<FieldSpec>,
+    pub(crate) common_annotations: Vec<FieldSpec>,
+    pub(crate) name_reference: Vec<NameBackReference>,
+    pub(crate) var_reference: Vec<FieldSpec>,
+    pub(crate) images: Vec<FieldSpec>,
+    pub(crate) replicas: Vec<FieldSpec>,
+}
+
+/// A referenced kind and the fields (of other kinds) holding its name.
+#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct NameBackReference {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) field_specs: Vec<FieldSpec>,
+}
+
+impl Config {
+    /// Reads and merges the `configurations` files of one kustomization.
+    pub(crate) fn load(
+        loader: &Loader,
+        dir: &Path,
+        file: &Path,
+        paths: &[String],
+    ) -> Result<Config, BuildError> {
+        merge_files(loader, dir, file, paths, &|text, shown| {
+            let map = super::yaml::parse_object_yaml11(text, shown)?;
+            serde_json::from_value(Value::Object(map)).map_err(|e| BuildError::Invalid {
+                file: shown.to_string(),
+                field: "configurations".into(),
+                message: e.to_string(),
+            })
+        })
+    }
+
+    /// Adds what `other` has and `self` lacks; the same spec with another `create` is an error.
+    pub(crate) fn merge(&mut self, other: &Config) -> Result<(), String> {
+        let lists = [
+            (&mut self.name_prefix, &other.name_prefix),
+            (&mut self.name_suffix, &other.name_suffix),
+            (&mut self.namespace, &other.namespace),
+            (&mut self.common_labels, &other.common_labels),
+            (&mut self.labels, &other.labels),
+            (&mut self.template_labels, &other.template_labels),
+            (
+                &mut self.volume_claim_template_labels,
+                &other.volume_claim_template_labels,
+            ),
+            (&mut self.common_annotations, &other.common_annotations),
+            (&mut self.var_reference, &other.var_reference),
+            (&mut self.images, &other.images),
+            (&mut self.replicas, &other.replicas),
+        ];
+        for (mine, theirs) in lists {
+            merge_specs(mine, theirs)?;
+        }
+        for incoming in &other.name_reference {
+            let same = |r: &&mut NameBackReference| {
+                r.group == incoming.group && r.version == incoming.version && r.kind == incoming.kind
+            };
+            match self.name_reference.iter_mut().find(same) {
+                Some(existing) => merge_specs(&mut existing.field_specs, &incoming.field_specs)?,
+                None => self.name_reference.push(incoming.clone()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The field specs kustomize derives from `crds:` files: OpenAPI definitions (type name to
+/// `{Schema: ...}`) whose properties carry `x-kubernetes-*` markers. Only types that look
+/// like Kubernetes objects (`kind`, `apiVersion` and `metadata` properties) are read; `$ref`
+/// properties are followed into the referenced definitions.
+pub(crate) fn load_crds(
+    loader: &Loader,
+    dir: &Path,
+    file: &Path,
+    paths: &[String],
+) -> Result<Config, BuildError> {
+    merge_files(loader, dir, file, paths, &|text, shown| {
+        let doc = super::yaml::parse_documents_yaml11(text, shown)?
+            .into_iter()
+            .next();
+        let not_definitions = |found: &str| BuildError::Kustomization {
+            file: shown.to_string(),
+            message: format!(
+                "unable to parse open API definition: expected a map of type names to definitions, found {found}"
+            ),
+        };
+        let Some(Value::Object(definitions)) = doc else {
+            return Err(not_definitions("no map"));
+        };
+        if let Some((name, _)) = definitions.iter().find(|(_, d)| !d.is_object()) {
+            return Err(not_definitions(&format!("'{name}' that is not a definition")));
+        }
+        let mut out = Config::default();
+        for (name, definition) in &definitions {
+            let props = properties(definition);
+            let object_like = ["kind", "apiVersion", "metadata"]
+                .iter()
+                .all(|k| props.is_some_and(|p| p.contains_key(*k)));
+            if object_like {
+                let kind = name.rsplit('.').next().unwrap_or(name);
+                crd_specs(&definitions, name, kind, &mut Vec::new(), &mut out);
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// Reads each file of `paths` with `parse` and merges the results in order.
+fn merge_files(
+    loader: &Loader,
+    dir: &Path,
+    file: &Path,
+    paths: &[String],
+    parse: &dyn Fn(&str, &str) -> Result<Config, BuildError>,
+) -> Result<Config, BuildError> {
+    let mut out = Config::default();
+    for entry in paths {
+        let path = dir.join(entry);
+        let text = loader.read_text(&path, file)?;
+        let shown = loader.show(&path);
+        let config = parse(&text, &shown)?;
+        out.merge(&config)
+            .map_err(|message| BuildError::Kustomization { file: shown, message })?;
+    }
+    Ok(out)
+}
+
+/// The `properties` of a definition's schema (`Schema` matched case-insensitively).
+fn properties(definition: &Value) -> Option<&Map<String, Value>> {
+    let schema = definition
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("schema"))?
+        .1;
+    schema.get("properties")?.as_object()
+}
+
+/// A string-valued `x-` extension of a property.
+fn extension<'a>(property: &'a Value, key: &str) -> Option<&'a str> {
+    property
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))?
+        .1
+        .as_str()
+}
+
+/// Bounds `$ref` chains, which may be cyclic.
+const MAX_REF_DEPTH: usize = 32;
+
+fn crd_specs(
+    definitions: &Map<String, Value>,
+    type_name: &str,
+    kind: &str,
+    path: &mut Vec<String>,
+    out: &mut Config,
+) {
+    let Some(props) = definitions.get(type_name).and_then(properties) else {
+        return;
+    };
+    if path.len() > MAX_REF_DEPTH {
+        return;
+    }
+    for (name, property) in props {
+        path.push(name.clone());
+        let spec = |extra: &[&str]| {
+            let mut parts = path.clone();
+            parts.extend(extra.iter().map(|s| s.to_string()));
+            FieldSpec {
+                kind: kind.to_string(),
+                path: parts.join("/"),
+                ..FieldSpec::default()
+            }
+        };
+        // Specs read from one schema never conflict: all are created with `create: false`.
+        if extension(property, "x-kubernetes-annotation").is_some() {
+            let _ = merge_specs(&mut out.common_annotations, &[spec(&[])]);
+        }
+        if extension(property, "x-kubernetes-label-selector").is_some() {
+            let _ = merge_specs(&mut out.common_labels, &[spec(&[])]);
+        }
+        if extension(property, "x-kubernetes-identity").is_some() {
+            let _ = merge_specs(&mut out.name_prefix, &[spec(&[])]);
+        }
+        if let (Some(version), Some(ref_kind)) = (
+            extension(property, "x-kubernetes-object-ref-api-version"),
+            extension(property, "x-kubernetes-object-ref-kind"),
+        ) {
+            let key = extension(property, "x-kubernetes-object-ref-name-key").unwrap_or("name");
+            let incoming = Config {
+                name_reference: vec![NameBackReference {
+                    version: version.to_string(),
+                    kind: ref_kind.to_string(),
+                    field_specs: vec![spec(&[key])],
+                    ..NameBackReference::default()
+                }],
+                ..Config::default()
+            };
+            let _ = out.merge(&incoming);
+        }
+        if let Some(target) = property
+            .get("$ref")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+        {
+            crd_specs(definitions, target, kind, path, out);
+        }
+        path.pop();
+    }
+}
+
+/// kustomize's field-spec merge: a spec already present (same path, its group/version/kind
+/// selected by the incoming one) is kept once.
+pub(crate) fn merge_specs(into: &mut Vec<FieldSpec>, incoming: &[FieldSpec]) -> Result<(), String> {
+    for spec in incoming {
+        let present = into.iter().find(|s| {
+            s.path == spec.path
+                && (spec.group.is_empty() || spec.group == s.group)
+                && (spec.version.is_empty() || spec.version == s.version)
+                && (spec.kind.is_empty() || spec.kind == s.kind)
+        });
+        match present {
+            Some(s) if s.create != spec.create => return Err("conflicting fieldspecs".into()),
+            Some(_) => {}
+            None => into.push(spec.clone()),
+        }
+    }
+    Ok(())
+}
+
+/// The builtin table `builtin` extended by `extra`.
+pub(crate) fn with_builtin(
+    mut builtin: Vec<FieldSpec>,
+    extra: &[FieldSpec],
+    file: &str,
+) -> Result<Vec<FieldSpec>, BuildError> {
+    merge_specs(&mut builtin, extra).map_err(|message| BuildError::Kustomization {
+        file: file.into(),
+        message,
+    })?;
+    Ok(builtin)
+}
+
+/// Calls `change` on every value at `spec` of `res` (created as null when the spec says so).
+fn change_at(res: &mut Resource, spec: &FieldSpec, change: &dyn Fn(&mut Value)) {
+    res.edit(|obj| {
+        let _ = visit_path::<()>(
+            obj,
+            &path_segments(&spec.path),
+            spec.create,
+            &|| Value::Null,
+            &mut |v| {
+                change(v);
+                Ok(())
+            },
+        );
+    });
+}
+
+/// Writes `value(old)` into every string at `spec` of `res` (created when the spec says so).
+fn set_strings(res: &mut Resource, spec: &FieldSpec, value: &dyn Fn(&str) -> Option<String>) {
+    change_at(res, spec, &|v| {
+        let old = match v {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            _ => return,
+        };
+        if let Some(new) = value(&old) {
+            *v = Value::String(new);
+        }
+    });
+}
+
+/// The custom `namespace` specs: the namespace written at each path.
+pub(crate) fn namespace(map: &mut ResMap, namespace: &str, specs: &[FieldSpec]) {
+    if specs.is_empty() {
+        return;
+    }
+    map.each(|res| {
+        let id = res.id();
+        for spec in specs
+            .iter()
+            .filter(|s| selects(s, &id) && s.path != "metadata/namespace")
+        {
+            set_strings(res, spec, &|_| Some(namespace.to_string()));
+        }
+    });
+}
+
+/// The custom `namePrefix`/`nameSuffix` specs: the name at `metadata/name` is the builtin's
+/// job, other paths get the prefix or suffix added to what they hold.
+pub(crate) fn prefix_suffix(map: &mut ResMap, prefix: &str, suffix: &str, config: &Config) {
+    let jobs = [
+        (prefix, &config.name_prefix, true),
+        (suffix, &config.name_suffix, false),
+    ];
+    for (affix, specs, front) in jobs {
+        if affix.is_empty() || specs.is_empty() {
+            continue;
+        }
+        map.each(|res| {
+            let orig = res.orig.clone();
+            if super::transform::names::skipped(&orig.group, &orig.kind) {
+                return;
+            }
+            for spec in specs
+                .iter()
+                .filter(|s| selects(s, &orig) && s.path != "metadata/name")
+            {
+                set_strings(res, spec, &|old| {
+                    Some(if front {
+                        format!("{affix}{old}")
+                    } else {
+                        format!("{old}{affix}")
+                    })
+                });
+            }
+        });
+    }
+}
+
+/// The custom `images` specs: an image string at each path rewritten when `re` matches it.
+pub(crate) fn images(map: &mut ResMap, re: &Regex, rewrite: &dyn Fn(&str) -> String, specs: &[FieldSpec]) {
+    if specs.is_empty() {
+        return;
+    }
+    map.each(|res| {
+        let id = res.id();
+        for spec in specs.iter().filter(|s| selects(s, &id)) {
+            set_strings(res, spec, &|old| re.is_match(old).then(|| rewrite(old)));
+        }
+    });
+}
+
+/// The custom `replicas` specs: the count written at each path of the objects named `name`.
+/// Returns whether any object was selected.
+pub(crate) fn replicas(map: &mut ResMap, name: &str, count: i64, specs: &[FieldSpec]) -> bool {
+    let mut matched = false;
+    map.each(|res| {
+        if !res.any_id(|id| id.name == name) {
+            return;
+        }
+        let id: ResId = res.id();
+        for spec in specs.iter().filter(|s| selects(s, &id) && !s.kind.is_empty()) {
+            matched = true;
+            change_at(res, spec, &|v| *v = Value::from(count));
+        }
+    });
+    matched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: &str, path: &str, create: bool) -> FieldSpec {
+        FieldSpec {
+            kind: kind.into(),
+            path: path.into(),
+            create,
+            ..FieldSpec::default()
+        }
+    }
+
+    #[test]
+    fn merging_keeps_one_copy_and_refuses_a_conflicting_create() {
+        let mut specs = vec![spec("Database", "spec/labels", true)];
+        merge_specs(
+            &mut specs,
+            &[
+                spec("Database", "spec/labels", true),
+                spec("Cache", "spec/labels", false),
+            ],
+        )
+        .unwrap();
+        assert_eq!(specs.len(), 2);
+        let err = merge_specs(&mut specs, &[spec("Cache", "spec/labels", true)]).unwrap_err();
+        assert_eq!(err, "conflicting fieldspecs");
+    }
+
+    #[test]
+    fn name_references_to_the_same_kind_are_merged() {
+        let parse = |text: &str| -> Config {
+            serde_json::from_value(Value::Object(
+                super::super::yaml::parse_object_yaml11(text, "c").unwrap(),
+            ))
+            .unwrap()
+        };
+        let mut config =
+            parse("nameReference:\n- kind: Secret\n  fieldSpecs:\n  - {kind: A, path: spec/s}\n");
+        config
+            .merge(&parse(
+                "nameReference:\n- kind: Secret\n  fieldSpecs:\n  - {kind: B, path: spec/s}\n- kind: Issuer\n  fieldSpecs:\n  - {kind: C, path: spec/i}\n",
+            ))
+            .unwrap();
+        assert_eq!(config.name_reference.len(), 2);
+        assert_eq!(config.name_reference[0].field_specs.len(), 2);
+    }
+
+    #[test]
+    fn an_unknown_table_is_an_error() {
+        let map = super::super::yaml::parse_object_yaml11("nameRefs: []\n", "c").unwrap();
+        assert!(serde_json::from_value::<Config>(Value::Object(map)).is_err());
+    }
+}
