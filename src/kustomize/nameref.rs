@@ -237,11 +237,11 @@ impl Selection<'_> {
     /// its own namespace and, for a RoleBinding, objects in the namespaces of its
     /// ServiceAccount subjects.
     fn could_refer_to(&self, candidate: &Candidate) -> bool {
-        if is_cluster_scoped(&self.referrer_id.group, &self.referrer_id.kind) {
+        if is_cluster_scoped(&self.referrer_id.group, &self.referrer_id.version, &self.referrer_id.kind) {
             return true;
         }
         let id = candidate.current();
-        is_cluster_scoped(&id.group, &id.kind)
+        is_cluster_scoped(&id.group, &id.version, &id.kind)
             || id.effective_namespace() == self.referrer_id.effective_namespace()
             || self.subject_namespaces.contains(&id.namespace)
     }

@@ -75,7 +75,8 @@ pub(crate) fn build_root(
         });
     }
     let mut out = Vec::with_capacity(map.resources.len());
-    for res in map.resources {
+    for mut res in map.resources {
+        res.drop_empty_annotations();
         let local = res
             .obj()
             .get("metadata")

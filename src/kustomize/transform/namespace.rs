@@ -11,7 +11,7 @@ use super::{path_segments, visit_path};
 pub(crate) fn apply(map: &mut ResMap, namespace: &str) {
     map.each(|res| {
         let id = res.id();
-        if !is_cluster_scoped(&id.group, &id.kind) {
+        if !is_cluster_scoped(&id.group, &id.version, &id.kind) {
             res.set_namespace(namespace);
         }
         if id.kind == "Namespace" && id.group.is_empty() && id.version == "v1" {
