@@ -37,7 +37,7 @@ pub(crate) fn build_root(
         loader,
         &dir,
         override_text,
-        Kind::Kustomization,
+        None,
         &mut visiting,
         &mut map,
     )?;
@@ -182,7 +182,7 @@ fn accumulate(
     loader: &Loader,
     dir: &Path,
     override_text: Option<&str>,
-    expected: Kind,
+    expected: Option<Kind>,
     visiting: &mut Vec<PathBuf>,
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
@@ -194,7 +194,10 @@ fn accumulate(
     let (file, text) = read_kustomization(loader, dir, override_text)?;
     let shown = loader.show(&file);
     let (k, kind) = KustomizationFile::parse(&text, &shown)?;
-    if kind != expected {
+    // The root may be either kind: a Component built directly builds like a Kustomization.
+    if let Some(expected) = expected
+        && kind != expected
+    {
         let want = if expected == Kind::Component {
             "Component"
         } else {
@@ -247,7 +250,7 @@ fn accumulate_body(
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
             let mut sub = ResMap::default();
-            accumulate(loader, &sub_dir, None, Kind::Kustomization, visiting, &mut sub)?;
+            accumulate(loader, &sub_dir, None, Some(Kind::Kustomization), visiting, &mut sub)?;
             map.append_all(sub, shown)?;
         } else if is_remote(entry) {
             return Err(BuildError::Remote {
@@ -275,7 +278,7 @@ fn accumulate_body(
             });
         }
         let comp_dir = loader.resolve(&path, file)?;
-        accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
+        accumulate(loader, &comp_dir, None, Some(Kind::Component), visiting, map)?;
     }
     let patch_ctx = patches::Context { loader, dir, file };
     run_transformers(k, &patch_ctx, shown, map)
