@@ -38,22 +38,17 @@ const SUPPORTED: &[&str] = &[
     "generatorOptions",
     "sortOptions",
     "buildMetadata",
-];
-
-/// Fields kustomize knows that this engine refuses when they are non-empty.
-const UNSUPPORTED: &[&str] = &[
-    "replacements",
-    "vars",
-    "configurations",
-    "crds",
-    "openapi",
     "generators",
     "transformers",
     "validators",
-    "helmCharts",
     "helmGlobals",
-    "helmChartInflationGenerator",
 ];
+
+/// Fields kustomize knows that this engine refuses when they are non-empty.
+const UNSUPPORTED: &[&str] = &["replacements", "vars", "configurations", "crds", "openapi"];
+
+/// Fields that inflate Helm charts, which Flux disables.
+const HELM: &[&str] = &["helmCharts", "helmChartInflationGenerator"];
 
 /// Whether a kustomization is a Kustomization or a Component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +84,10 @@ pub(crate) struct KustomizationFile {
     pub(crate) sort_options: Option<SortOptions>,
     pub(crate) build_metadata: Vec<String>,
     pub(crate) metadata: Option<Value>,
+    pub(crate) generators: Vec<String>,
+    pub(crate) transformers: Vec<String>,
+    pub(crate) validators: Vec<String>,
+    pub(crate) helm_globals: Option<Value>,
 }
 
 /// One `labels` entry.
@@ -276,7 +275,13 @@ impl KustomizationFile {
 }
 
 /// Fields whose values are string maps (labels, annotations): a null value there is "".
-const STRING_MAPS: &[&str] = &["commonLabels", "commonAnnotations", "pairs", "labels", "annotations"];
+const STRING_MAPS: &[&str] = &[
+    "commonLabels",
+    "commonAnnotations",
+    "pairs",
+    "labels",
+    "annotations",
+];
 
 /// Removes null fields from `map` and the maps below it, as a null decodes to an empty
 /// field; inside a string map (`in_string_map`) a null value is the empty string instead.
@@ -312,7 +317,16 @@ fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> 
             Value::Object(o) => o.is_empty(),
             _ => false,
         };
-        if UNSUPPORTED.contains(&key.as_str()) {
+        if HELM.contains(&key.as_str()) && !empty {
+            return Err(BuildError::Kustomization {
+                file: file.to_string(),
+                message: format!(
+                    "trouble configuring builtin HelmChartInflationGenerator: {}",
+                    super::plugins::HELM_DISABLED
+                ),
+            });
+        }
+        if UNSUPPORTED.contains(&key.as_str()) || HELM.contains(&key.as_str()) {
             if empty {
                 continue;
             }
@@ -345,11 +359,11 @@ mod tests {
     }
 
     #[test]
-    fn helm_charts_are_unsupported() {
+    fn helm_charts_are_refused_with_kustomizes_message() {
         let err = KustomizationFile::parse("helmCharts:\n- name: x\n", "k.yaml").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "k.yaml: field 'helmCharts' is not supported by this engine"
+            "k.yaml: trouble configuring builtin HelmChartInflationGenerator: must specify --enable-helm"
         );
     }
 
@@ -379,15 +393,24 @@ mod tests {
 
     #[test]
     fn api_version_must_match_the_kind() {
-        let err = KustomizationFile::parse("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\n", "k")
-            .unwrap_err();
+        let err = KustomizationFile::parse(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\n",
+            "k",
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "k: invalid field 'apiVersion': apiVersion for Component should be kustomize.config.k8s.io/v1alpha1"
         );
-        let err = KustomizationFile::parse("apiVersion: kustomize.config.k8s.io/v1alpha1\nresources: []\n", "k")
-            .unwrap_err();
-        assert!(err.to_string().ends_with("apiVersion for Kustomization should be kustomize.config.k8s.io/v1beta1"));
+        let err = KustomizationFile::parse(
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nresources: []\n",
+            "k",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("apiVersion for Kustomization should be kustomize.config.k8s.io/v1beta1")
+        );
     }
 
     #[test]

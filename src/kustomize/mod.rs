@@ -18,6 +18,7 @@ pub(crate) mod loader;
 pub(crate) mod nameref;
 pub mod packed;
 pub(crate) mod patch;
+pub(crate) mod plugins;
 pub(crate) mod resmap;
 pub mod selector;
 pub(crate) mod sort;

@@ -111,7 +111,13 @@ pub(crate) fn is_cluster_scoped(group: &str, version: &str, kind: &str) -> bool 
         (
             "",
             &["v1"],
-            &["ComponentStatus", "Namespace", "Node", "NodeProxyOptions", "PersistentVolume"],
+            &[
+                "ComponentStatus",
+                "Namespace",
+                "Node",
+                "NodeProxyOptions",
+                "PersistentVolume",
+            ],
         ),
         (
             "admissionregistration.k8s.io",

@@ -12,7 +12,7 @@ use super::loader::Loader;
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, yaml};
+use super::{nameref, plugins, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -33,14 +33,7 @@ pub(crate) fn build_root(
     let dir = loader.resolve(&dir, &dir)?;
     let mut map = ResMap::default();
     let mut visiting = Vec::new();
-    accumulate(
-        loader,
-        &dir,
-        override_text,
-        None,
-        &mut visiting,
-        &mut map,
-    )?;
+    accumulate(loader, &dir, override_text, None, &mut visiting, &mut map)?;
     map.each(|res| {
         if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
             let name = format!("{}-{}", res.id().name, generators::content_hash(&res.obj()));
@@ -250,7 +243,14 @@ fn accumulate_body(
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
             let mut sub = ResMap::default();
-            accumulate(loader, &sub_dir, None, Some(Kind::Kustomization), visiting, &mut sub)?;
+            accumulate(
+                loader,
+                &sub_dir,
+                None,
+                Some(Kind::Kustomization),
+                visiting,
+                &mut sub,
+            )?;
             map.append_all(sub, shown)?;
         } else if is_remote(entry) {
             return Err(BuildError::Remote {
@@ -269,6 +269,13 @@ fn accumulate_body(
     for args in &k.secret_generator {
         generators::run(&ctx, map, GenKind::Secret, args, k.generator_options.as_ref())?;
     }
+    let plugin_ctx = plugins::Context { loader, dir, file };
+    plugins::generate(
+        &plugin_ctx,
+        map,
+        &k.generators,
+        &mut dir_builder(loader, visiting),
+    )?;
     for entry in &k.components {
         let path = dir.join(entry);
         if is_remote(entry) {
@@ -281,7 +288,38 @@ fn accumulate_body(
         accumulate(loader, &comp_dir, None, Some(Kind::Component), visiting, map)?;
     }
     let patch_ctx = patches::Context { loader, dir, file };
-    run_transformers(k, &patch_ctx, shown, map)
+    run_transformers(k, &patch_ctx, shown, map)?;
+    plugins::transform(
+        &plugin_ctx,
+        map,
+        &k.transformers,
+        &mut dir_builder(loader, visiting),
+    )?;
+    plugins::validate(
+        &plugin_ctx,
+        map,
+        &k.validators,
+        &mut dir_builder(loader, visiting),
+    )
+}
+
+/// Builds a kustomization directory that a plugin entry names, as a base is built.
+fn dir_builder<'a>(
+    loader: &'a Loader,
+    visiting: &'a mut Vec<PathBuf>,
+) -> impl FnMut(&Path) -> Result<ResMap, BuildError> + 'a {
+    move |sub_dir| {
+        let mut sub = ResMap::default();
+        accumulate(
+            loader,
+            sub_dir,
+            None,
+            Some(Kind::Kustomization),
+            visiting,
+            &mut sub,
+        )?;
+        Ok(sub)
+    }
 }
 
 /// kustomize's builtin transformer order.

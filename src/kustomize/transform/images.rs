@@ -5,13 +5,31 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::kustomize::BuildError;
-use crate::kustomize::file::Image;
+use crate::kustomize::file::{FieldSpec, Image};
 use crate::kustomize::resmap::ResMap;
 
-use super::{path_segments, visit_path};
+use super::{path_segments, selects, visit_path};
 
 /// Applies one `images` entry to every object.
 pub(crate) fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), BuildError> {
+    let specs: Vec<FieldSpec> = FIELD_SPEC_PATHS
+        .iter()
+        .map(|path| FieldSpec {
+            path: (*path).into(),
+            ..FieldSpec::default()
+        })
+        .collect();
+    apply_specs(map, image, &specs, file)
+}
+
+/// Applies one image entry with its own field specs (an ImageTagTransformer config): the
+/// deep walk over containers first, then the field specs.
+pub(crate) fn apply_specs(
+    map: &mut ResMap,
+    image: &Image,
+    specs: &[FieldSpec],
+    file: &str,
+) -> Result<(), BuildError> {
     // kustomize v0.21.1 builds this pattern from the unescaped name.
     let pattern = format!("^{}(:[a-zA-Z0-9_.{{}}-]*)?(@sha256:[a-zA-Z0-9]*)?$", image.name);
     let re = Regex::new(&pattern).map_err(|e| BuildError::Transform {
@@ -30,9 +48,11 @@ pub(crate) fn apply(map: &mut ResMap, image: &Image, file: &str) -> Result<(), B
         }
         // kustomize then runs its field-spec pass over the same containers; for most entries
         // that is idempotent, but a tagSuffix is appended a second time there.
+        let id = res.id();
         res.edit(|obj| {
-            for path in FIELD_SPEC_PATHS {
-                let _ = visit_path::<()>(obj, &path_segments(path), false, &|| Value::Null, &mut |v| {
+            for spec in specs.iter().filter(|s| selects(s, &id)) {
+                let path = path_segments(&spec.path);
+                let _ = visit_path::<()>(obj, &path, spec.create, &|| Value::Null, &mut |v| {
                     if let Value::String(s) = v
                         && re.is_match(s)
                     {
