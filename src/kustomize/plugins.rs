@@ -493,3 +493,112 @@ struct StrategicMergeConfig {
     paths: Vec<String>,
     patches: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::kustomize::{BuildOptions, build};
+
+    /// The error of building `app` with these files.
+    fn build_err(files: &[(&str, &str)]) -> String {
+        let tmp = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = tmp.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        build(tmp.path(), Path::new("app"), &BuildOptions::new())
+            .unwrap_err()
+            .to_string()
+    }
+
+    const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n";
+
+    #[test]
+    fn external_plugins_are_refused_naming_their_kind() {
+        let err = build_err(&[
+            (
+                "app/kustomization.yaml",
+                "resources: [cm.yaml]\ntransformers: [t.yaml]\n",
+            ),
+            ("app/cm.yaml", CM),
+            (
+                "app/t.yaml",
+                "apiVersion: example.com/v1\nkind: Stamp\nmetadata:\n  name: s\n",
+            ),
+        ]);
+        assert_eq!(
+            err,
+            "app/kustomization.yaml: external plugins disabled; unable to load external plugin 'Stamp'"
+        );
+    }
+
+    #[test]
+    fn a_generator_is_not_a_transformer() {
+        let err = build_err(&[
+            (
+                "app/kustomization.yaml",
+                "resources: [cm.yaml]\ntransformers: [g.yaml]\n",
+            ),
+            ("app/cm.yaml", CM),
+            (
+                "app/g.yaml",
+                "apiVersion: builtin\nkind: SecretGenerator\nmetadata:\n  name: g\n",
+            ),
+        ]);
+        assert_eq!(
+            err,
+            "app/kustomization.yaml: plugin SecretGenerator.builtin.[noGrp]/g.[noNs] not a transformer"
+        );
+    }
+
+    #[test]
+    fn prefix_suffix_needs_field_specs() {
+        let err = build_err(&[
+            (
+                "app/kustomization.yaml",
+                "resources: [cm.yaml]\ntransformers:\n- |\n  apiVersion: builtin\n  kind: PrefixSuffixTransformer\n  metadata:\n    name: p\n  prefix: x-\n",
+            ),
+            ("app/cm.yaml", CM),
+        ]);
+        assert_eq!(
+            err,
+            "app/kustomization.yaml: plugin PrefixSuffixTransformer.builtin.[noGrp]/p.[noNs] fails configuration: fieldSpecs is not expected to be nil"
+        );
+    }
+
+    #[test]
+    fn a_validator_that_changes_the_build_fails() {
+        let err = build_err(&[
+            (
+                "app/kustomization.yaml",
+                "resources: [cm.yaml]\nvalidators: [v.yaml]\n",
+            ),
+            ("app/cm.yaml", CM),
+            (
+                "app/v.yaml",
+                "apiVersion: builtin\nkind: LabelTransformer\nmetadata:\n  name: v\nlabels: {a: b}\nfieldSpecs:\n- {path: metadata/labels, create: true}\n",
+            ),
+        ]);
+        assert_eq!(
+            err,
+            "app/kustomization.yaml: validator shouldn't modify the resource map"
+        );
+    }
+
+    #[test]
+    fn helm_chart_configs_are_refused() {
+        let err = build_err(&[
+            ("app/kustomization.yaml", "generators: [h.yaml]\n"),
+            (
+                "app/h.yaml",
+                "apiVersion: builtin\nkind: HelmChartInflationGenerator\nmetadata:\n  name: h\n",
+            ),
+        ]);
+        assert_eq!(
+            err,
+            "app/kustomization.yaml: plugin HelmChartInflationGenerator.builtin.[noGrp]/h.[noNs] fails configuration: must specify --enable-helm"
+        );
+    }
+}
