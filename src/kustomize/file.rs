@@ -254,7 +254,7 @@ impl KustomizationFile {
         if let Some(other) = k
             .build_metadata
             .iter()
-            .find(|b| b.as_str() != "originAnnotations")
+            .find(|b| b.as_str() != "originAnnotations" && b.as_str() != "transformerAnnotations")
         {
             return Err(BuildError::Unsupported {
                 file: file.into(),

@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub(crate) mod buildmeta;
 pub(crate) mod file;
 pub(crate) mod generators;
 pub(crate) mod loader;

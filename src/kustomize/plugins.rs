@@ -10,18 +10,19 @@
 //! PatchJson6902Transformer, HashTransformer, ConfigMapGenerator and SecretGenerator.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::BuildError;
+use super::buildmeta;
 use super::file::{FieldSpec, GeneratorArgs, Image, Patch, Replica};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
 use super::patch::transformer as patches;
-use super::resmap::{ResMap, str_at};
+use super::resmap::{Origin, ResMap, str_at};
 use super::selector::Selector;
 use super::transform::{self, namespace::Subjects};
 use super::yaml;
@@ -72,10 +73,20 @@ pub(crate) fn generate(
         file: ctx.file,
     };
     for config in load(ctx, entries, build_dir)? {
-        match parse(ctx, &config)? {
-            Plugin::Generator(kind, args) => generators::run(&generator_ctx, map, kind, &args, None)?,
+        match parse(ctx, &config.object)? {
+            Plugin::Generator(kind, args) => {
+                let before = map.resources.len();
+                generators::run(&generator_ctx, map, kind, &args, None)?;
+                // A new object names the config that made it (a merged one keeps its origin).
+                for res in &mut map.resources[before..] {
+                    if let Some(Origin::Generator { file, name, .. }) = &mut res.origin {
+                        *file = config.file.clone();
+                        *name = Some(str_at(&config.object, &["metadata", "name"]).to_string());
+                    }
+                }
+            }
             Plugin::Transformer(_) => {
-                return Err(ctx.err(format!("plugin {} not a generator", config_id(&config))));
+                return Err(ctx.err(format!("plugin {} not a generator", config_id(&config.object))));
             }
         }
     }
@@ -89,8 +100,13 @@ pub(crate) fn transform(
     entries: &[String],
     build_dir: &mut BuildDir<'_>,
 ) -> Result<(), BuildError> {
-    for transformer in transformers(ctx, entries, build_dir)? {
+    for (transformer, config) in transformers(ctx, entries, build_dir)? {
         transformer.run(ctx, map)?;
+        let (kind, name) = (
+            str_at(&config.object, &["kind"]),
+            str_at(&config.object, &["metadata", "name"]),
+        );
+        buildmeta::ran(map, &config.file, kind, Some(name), 1);
     }
     Ok(())
 }
@@ -103,7 +119,7 @@ pub(crate) fn validate(
     entries: &[String],
     build_dir: &mut BuildDir<'_>,
 ) -> Result<(), BuildError> {
-    for transformer in transformers(ctx, entries, build_dir)? {
+    for (transformer, _) in transformers(ctx, entries, build_dir)? {
         let mut copy = map.clone();
         transformer.run(ctx, &mut copy)?;
         copy.each(|res| {
@@ -134,17 +150,23 @@ fn transformers(
     ctx: &Context<'_>,
     entries: &[String],
     build_dir: &mut BuildDir<'_>,
-) -> Result<Vec<Transformer>, BuildError> {
+) -> Result<Vec<(Transformer, Config)>, BuildError> {
     let mut out = Vec::new();
     for config in load(ctx, entries, build_dir)? {
-        match parse(ctx, &config)? {
-            Plugin::Transformer(t) => out.push(t),
+        match parse(ctx, &config.object)? {
+            Plugin::Transformer(t) => out.push((t, config)),
             Plugin::Generator(..) => {
-                return Err(ctx.err(format!("plugin {} not a transformer", config_id(&config))));
+                return Err(ctx.err(format!("plugin {} not a transformer", config_id(&config.object))));
             }
         }
     }
     Ok(out)
+}
+
+/// A plugin config object and the file it was written in.
+struct Config {
+    object: Map<String, Value>,
+    file: PathBuf,
 }
 
 /// The config objects of `entries`, in order: an entry that parses as YAML objects is an
@@ -153,21 +175,36 @@ fn load(
     ctx: &Context<'_>,
     entries: &[String],
     build_dir: &mut BuildDir<'_>,
-) -> Result<Vec<Map<String, Value>>, BuildError> {
+) -> Result<Vec<Config>, BuildError> {
     let mut out = Vec::new();
+    let config = |object, file: &Path| Config {
+        object,
+        file: file.to_path_buf(),
+    };
+    // kustomize takes every inline config first, then the files and directories.
+    let mut paths = Vec::new();
     for entry in entries {
-        if let Some(inline) = inline_configs(entry) {
-            out.extend(inline);
-            continue;
+        match inline_configs(entry) {
+            Some(inline) => out.extend(inline.into_iter().map(|o| config(o, ctx.file))),
+            None => paths.push(entry),
         }
+    }
+    for entry in paths {
         let path = ctx.dir.join(entry);
         if ctx.loader.is_file(&path) {
             let text = ctx.loader.read_text(&path, ctx.file)?;
-            out.extend(yaml::parse_resources(&text, &ctx.loader.show(&path), Ok)?);
+            let objects = yaml::parse_resources(&text, &ctx.loader.show(&path), Ok)?;
+            out.extend(objects.into_iter().map(|o| config(o, &path)));
         } else if ctx.loader.is_dir(&path) {
             let dir = ctx.loader.resolve(&path, ctx.file)?;
             let built = build_dir(&dir)?;
-            out.extend(built.resources.iter().map(|r| r.obj().into_owned()));
+            out.extend(built.resources.iter().map(|r| {
+                let file = match &r.origin {
+                    Some(Origin::File(f)) => f.as_path(),
+                    _ => dir.as_path(),
+                };
+                config(r.obj().into_owned(), file)
+            }));
         } else {
             ctx.loader.resolve(&path, ctx.file)?;
             return Err(ctx.err(format!("'{entry}' is neither a file nor a directory")));

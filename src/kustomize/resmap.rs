@@ -169,6 +169,8 @@ pub(crate) enum Origin {
     Generator {
         file: std::path::PathBuf,
         kind: &'static str,
+        /// The plugin config's name, for a generator configured under `generators:`.
+        name: Option<String>,
     },
 }
 
@@ -185,6 +187,8 @@ pub(crate) struct Resource {
     pub(crate) suffixes: Vec<String>,
     pub(crate) generated: Option<Generated>,
     pub(crate) origin: Option<Origin>,
+    /// The transformers that ran over it (for `buildMetadata: [transformerAnnotations]`).
+    pub(crate) transformations: Vec<std::sync::Arc<super::buildmeta::Transformation>>,
 }
 
 /// The object: packed between build steps, open while a step works on it (see
@@ -218,6 +222,7 @@ impl Resource {
             suffixes: Vec::new(),
             generated: None,
             origin: None,
+            transformations: Vec::new(),
         };
         res.pack();
         res

@@ -12,7 +12,7 @@ use super::loader::Loader;
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, plugins, yaml};
+use super::{buildmeta, nameref, plugins, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -45,14 +45,21 @@ pub(crate) fn build_root(
     if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
         super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
     }
+    if root.build_metadata.iter().any(|b| b == "transformerAnnotations") {
+        buildmeta::annotate(&mut map, |path| relative(&dir, path));
+    }
     if root.build_metadata.iter().any(|b| b == "originAnnotations") {
         map.each(|res| {
             if let Some(origin) = &res.origin {
                 let text = match origin {
                     Origin::File(path) => format!("path: {}\n", relative(&dir, path)),
-                    Origin::Generator { file, kind } => {
+                    Origin::Generator { file, kind, name } => {
+                        let name = name
+                            .as_ref()
+                            .map(|n| format!("  name: {n}\n"))
+                            .unwrap_or_default();
                         format!(
-                            "configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n",
+                            "configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n{name}",
                             relative(&dir, file)
                         )
                     }
@@ -329,18 +336,30 @@ fn run_transformers(
     file: &str,
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
+    let ran =
+        |map: &mut ResMap, kind: &str, runs: usize| buildmeta::ran(map, patch_ctx.file, kind, None, runs);
+    let non_empty = |s: &Option<String>| usize::from(s.as_deref().is_some_and(|s| !s.is_empty()));
     patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
+    ran(
+        map,
+        "PatchStrategicMergeTransformer",
+        usize::from(!k.patches_strategic_merge.is_empty()),
+    );
     patches::patches(patch_ctx, map, &k.patches)?;
+    ran(map, "PatchTransformer", k.patches.len());
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
         // Renaming Namespace objects (or moving objects) may make two ids collide.
         map.check_unique(file)?;
     }
+    ran(map, "NamespaceTransformer", non_empty(&k.namespace));
     transform::names::apply(
         map,
         k.name_prefix.as_deref().unwrap_or(""),
         k.name_suffix.as_deref().unwrap_or(""),
     );
+    ran(map, "PrefixTransformer", non_empty(&k.name_prefix));
+    ran(map, "SuffixTransformer", non_empty(&k.name_suffix));
     for label in &k.labels {
         let mut specs = if label.include_selectors {
             fieldspecs::common_labels()
@@ -361,6 +380,12 @@ fn run_transformers(
         file,
         "commonLabels",
     )?;
+    let label_runs = if k.labels.is_empty() && k.common_labels.is_empty() {
+        0
+    } else {
+        k.labels.len() + 1
+    };
+    ran(map, "LabelTransformer", label_runs);
     transform::labels::apply(
         map,
         &k.common_annotations,
@@ -368,13 +393,21 @@ fn run_transformers(
         file,
         "commonAnnotations",
     )?;
+    ran(
+        map,
+        "AnnotationsTransformer",
+        usize::from(!k.common_annotations.is_empty()),
+    );
     patches::json6902(patch_ctx, map, &k.patches_json6902)?;
+    ran(map, "PatchJson6902Transformer", k.patches_json6902.len());
     for replica in &k.replicas {
         transform::replicas::apply(map, replica, file)?;
     }
+    ran(map, "ReplicaCountTransformer", k.replicas.len());
     for image in &k.images {
         transform::images::apply(map, image, file)?;
     }
+    ran(map, "ImageTagTransformer", k.images.len());
     Ok(())
 }
 
