@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub(crate) mod buildmeta;
 pub(crate) mod file;
+pub(crate) mod folded;
 pub(crate) mod generators;
 pub(crate) mod loader;
 pub(crate) mod nameref;

@@ -50,10 +50,12 @@ fn for_each_document(
         }
     }
     let mut index = 0;
+    let folded = super::folded::folded_starts(text);
     for document in serde_yaml::Deserializer::from_str(text) {
-        let json = document
+        let mut json = document
             .deserialize_any(Scalars { text, yaml11 })
             .map_err(|e| yaml_error(origin, &e))?;
+        super::folded::apply(&mut json, &folded);
         if !json.is_null() {
             index += 1;
             each(index, json)?;
