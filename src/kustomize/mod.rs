@@ -27,6 +27,7 @@ pub(crate) mod sort;
 pub(crate) mod target;
 pub(crate) mod transform;
 pub mod yaml;
+pub(crate) mod yaml11;
 
 /// Default for [`BuildOptions::max_file_bytes`]: 16 MiB.
 pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
