@@ -6,8 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::resmap::ResMap;
 
 /// The annotation holding the record.
@@ -56,12 +54,6 @@ pub(crate) fn annotate(map: &mut ResMap, relative: impl Fn(&Path) -> String) {
                 text.push_str(&format!("    name: {name}\n"));
             }
         }
-        let meta = res.metadata_mut();
-        let annotations = meta
-            .entry("annotations")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Value::Object(a) = annotations {
-            a.insert(TRANSFORMATIONS.into(), Value::String(text));
-        }
+        res.set_annotation(TRANSFORMATIONS, text);
     });
 }

@@ -335,6 +335,17 @@ impl Resource {
         }
     }
 
+    /// Sets one annotation, creating `metadata.annotations` when missing.
+    pub(crate) fn set_annotation(&mut self, key: &str, value: String) {
+        let annotations = self
+            .metadata_mut()
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(a) = annotations {
+            a.insert(key.into(), Value::String(value));
+        }
+    }
+
     /// Renames the object, remembering the old id.
     pub(crate) fn set_name(&mut self, name: String) {
         let old = self.id();

@@ -64,13 +64,7 @@ pub(crate) fn build_root(
                         )
                     }
                 };
-                let meta = res.metadata_mut();
-                let annotations = meta
-                    .entry("annotations")
-                    .or_insert_with(|| Value::Object(Default::default()));
-                if let Value::Object(a) = annotations {
-                    a.insert(ORIGIN.into(), Value::String(text));
-                }
+                res.set_annotation(ORIGIN, text);
             }
         });
     }

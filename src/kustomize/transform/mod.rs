@@ -92,6 +92,21 @@ pub(crate) fn visit_path<E>(
     visit_path(child, rest, create, leaf, visit)
 }
 
+/// Rewrites the value at `spec`'s path in `obj` with `set`, creating it (as an empty
+/// string) where the spec says so.
+pub(crate) fn set_at(obj: &mut Value, spec: &FieldSpec, set: &dyn Fn(&mut Value)) {
+    let _ = visit_path::<()>(
+        obj,
+        &path_segments(&spec.path),
+        spec.create,
+        &|| Value::String(String::new()),
+        &mut |v| {
+            set(v);
+            Ok(())
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

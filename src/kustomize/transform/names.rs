@@ -5,7 +5,7 @@ use serde_json::Value;
 use crate::kustomize::file::FieldSpec;
 use crate::kustomize::resmap::ResMap;
 
-use super::{path_segments, selects, visit_path};
+use super::{selects, set_at};
 
 /// Kinds kustomize never prefixes or suffixes.
 fn skipped(group: &str, kind: &str) -> bool {
@@ -48,18 +48,11 @@ pub(crate) fn apply_specs(map: &mut ResMap, prefix: &str, suffix: &str, specs: &
                 continue;
             }
             res.edit(|obj| {
-                let _ = visit_path::<()>(
-                    obj,
-                    &path_segments(&spec.path),
-                    spec.create,
-                    &|| Value::String(String::new()),
-                    &mut |v| {
-                        if let Value::String(s) = v {
-                            *s = format!("{prefix}{s}{suffix}");
-                        }
-                        Ok(())
-                    },
-                );
+                set_at(obj, spec, &|v| {
+                    if let Value::String(s) = v {
+                        *s = format!("{prefix}{s}{suffix}");
+                    }
+                })
             });
         }
     });

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::kustomize::file::FieldSpec;
 use crate::kustomize::resmap::{ResMap, is_cluster_scoped};
 
-use super::{path_segments, selects, visit_path};
+use super::{selects, set_at};
 
 /// Which RoleBinding/ClusterRoleBinding subjects get the namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,18 +105,11 @@ pub(crate) fn apply_with(map: &mut ResMap, options: &Options) {
                 _ => {}
             }
             res.edit(|obj| {
-                let _ = visit_path::<()>(
-                    obj,
-                    &path_segments(&spec.path),
-                    spec.create,
-                    &|| Value::String(String::new()),
-                    &mut |v| {
-                        if wanted(v.as_str().unwrap_or_default()) {
-                            *v = Value::String(namespace.to_string());
-                        }
-                        Ok(())
-                    },
-                );
+                set_at(obj, spec, &|v| {
+                    if wanted(v.as_str().unwrap_or_default()) {
+                        *v = Value::String(namespace.to_string());
+                    }
+                })
             });
         }
     });
