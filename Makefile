@@ -7,6 +7,8 @@ CARGO ?= cargo
 # `make test` runs its own control plane, separate from a developer's `make cluster-up`.
 TEST_STATE := $(CURDIR)/.e2e-test
 DEV_STATE := $(CURDIR)/.e2e
+# A second control plane that trusts the first one's ServiceAccount tokens (remote-cluster tests).
+TEST_REMOTE_STATE := $(CURDIR)/.e2e-test-remote
 # Integration tests mostly wait on the API server, so run more of them than there are cores.
 TEST_THREADS ?= 8
 
@@ -23,20 +25,27 @@ help:
 tools:
 	@command -v go >/dev/null || { echo "Go is required (see README: Requirements)"; exit 1; }
 	@command -v $(CARGO) >/dev/null || { echo "Rust (cargo) is required (see README: Requirements)"; exit 1; }
-	@for t in openssl curl python3 flock setsid; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
+	@for t in openssl curl python3 flock setsid git; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
 
 .PHONY: test
 test: tools
 	@e2e/controlplane/build.sh >/dev/null
+	@e2e/flux/build.sh >/dev/null
+	@e2e/fluxpeer/build.sh >/dev/null
 	@$(CARGO) build --locked --all-targets
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
 	@E2E_STATE=$(TEST_STATE) e2e/cluster.sh up
+	@E2E_STATE=$(TEST_REMOTE_STATE) E2E_TRUST_STATE=$(TEST_STATE) e2e/cluster.sh up
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
+	export E2E_REMOTE_KUBECONFIG=$(TEST_REMOTE_STATE)/admin.kubeconfig; \
+	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
+	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
 	$(CARGO) test --locked --lib --bins || status=$$?; \
 	$(CARGO) test --locked --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \
+	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
 
@@ -92,8 +101,16 @@ bench: bench-kustomize bench-apply bench-controller
 bench-apply:
 	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench apply -- $(BENCH_SIZES)
 
-# Controller benchmark: 100 Kustomizations of 10 objects each, nothing to all Ready.
+# Controller benchmark: ours beside Flux's kustomize-controller (built from its Go module), in
+# turn, on a control plane of its own. BENCH_SCALE=0.1 makes every workload ten times smaller.
+BENCH_STATE ?= $(CURDIR)/.e2e-bench
 .PHONY: bench-controller
-bench-controller:
-	@$(CARGO) build --quiet --release --bin kustomize-controller
-	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench controller -- 100 10
+bench-controller: tools
+	@flux=$$(e2e/fluxkc/build.sh); \
+	$(CARGO) build --quiet --locked --release --bin kustomize-controller; \
+	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh up; \
+	status=0; \
+	KUBECONFIG=$(BENCH_STATE)/admin.kubeconfig FLUX_KC_BIN=$$flux \
+	  $(CARGO) bench --quiet --locked --bench controller || status=$$?; \
+	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh down; \
+	exit $$status

@@ -7,6 +7,12 @@
 #   cluster.sh env    print the KUBECONFIG export and the PATH to the built kubectl
 #
 # State lives in $E2E_STATE (default: .e2e/ in the work tree, git-ignored).
+#
+# E2E_TRUST_STATE=<another cluster's state dir> makes this a "remote" cluster that accepts that
+# cluster's ServiceAccount tokens (audience: this cluster's URL) as users named
+# `trusted:system:serviceaccount:<namespace>:<name>`, the way a workload cluster trusts a
+# management cluster's issuer. That cluster must be up; its issuer discovery is opened to
+# unauthenticated readers so this API server can fetch the signing keys.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -57,7 +63,7 @@ start() { # name, command...: own process group, so down (or a crashed run) can 
 }
 
 up() {
-  if [ -f "$state/admin.kubeconfig" ] && kubectl_ready; then
+  if [ -f "$state/admin.kubeconfig" ] && kubectl_ready && trusts_current_issuer; then
     log "already running ($state)"; return 0
   fi
   down_quiet
@@ -75,7 +81,12 @@ up() {
     --initial-cluster="e2e=http://127.0.0.1:$peer_port" --unsafe-no-fsync=true --log-level=warn
   wait_for etcd 30 curl -fs "http://127.0.0.1:$etcd_port/health"
 
-  start apiserver "$bin/kube-apiserver" \
+  local trust=()
+  if [ -n "${E2E_TRUST_STATE:-}" ]; then
+    trust_issuer "$bin" "$api_port"
+    trust=(--authentication-config="$state/authentication.yaml")
+  fi
+  start apiserver "$bin/kube-apiserver" "${trust[@]}" \
     --etcd-servers="http://127.0.0.1:$etcd_port" \
     --bind-address=127.0.0.1 --secure-port="$api_port" --advertise-address=127.0.0.1 \
     --cert-dir="$state/apiserver-certs" \
@@ -111,6 +122,40 @@ KC
   # The default ServiceAccount appearing means controller-manager is working.
   wait_for kube-controller-manager 60 "$bin/kubectl" --kubeconfig="$state/admin.kubeconfig" -n default get serviceaccount default
   log "ready in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))")s: export KUBECONFIG=$state/admin.kubeconfig"
+}
+
+# The trusted cluster's issuer is its API server URL (see --service-account-issuer above).
+trusted_issuer() { sed -n 's/.*server: "\([^"]*\)".*/\1/p' "$E2E_TRUST_STATE/admin.kubeconfig" 2>/dev/null; }
+
+# A running remote cluster is reused only if it trusts the trusted cluster running now.
+trusts_current_issuer() {
+  [ -z "${E2E_TRUST_STATE:-}" ] && return 0
+  grep -qxF "    url: $(trusted_issuer)" "$state/authentication.yaml" 2>/dev/null
+}
+
+trust_issuer() { # bin, this cluster's API port
+  local bin=$1 port=$2 trusted=$E2E_TRUST_STATE issuer
+  issuer=$(trusted_issuer)
+  [ -n "$issuer" ] || { log "no cluster is running in $trusted"; return 1; }
+  "$bin/kubectl" --kubeconfig="$trusted/admin.kubeconfig" apply -f - >/dev/null <<RB
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-issuer-discovery-unauthenticated}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:service-account-issuer-discovery}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: system:unauthenticated}]
+RB
+  {
+    echo "apiVersion: apiserver.config.k8s.io/v1"
+    echo "kind: AuthenticationConfiguration"
+    echo "jwt:"
+    echo "- issuer:"
+    echo "    url: $issuer"
+    echo "    audiences: [\"https://127.0.0.1:$port\"]"
+    echo "    certificateAuthority: |"
+    sed 's/^/      /' "$trusted/ca.crt"
+    echo "  claimMappings:"
+    echo "    username: {claim: sub, prefix: \"trusted:\"}"
+  } >"$state/authentication.yaml"
 }
 
 kubectl_ready() {

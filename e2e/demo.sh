@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# `make demo`: the controller reconciling examples/ on the local control plane.
+# `make demo`: a GitOps loop on the local control plane. examples/ is committed to a Git
+# repository served over HTTP; the real source-controller turns commits into artifacts, and our
+# controller, started with Flux's own arguments, applies them.
 #
 #   demo.sh up     start everything and show the Kustomization Ready with its objects and events
-#   demo.sh down   stop the controller, the artifact server and the publisher
+#   demo.sh down   stop the controllers and the Git server
 #
-# examples/ is published as the artifact of GitRepository flux-system/demo, as source-controller
-# would: a tar.gz served over HTTP and its url/revision/digest written to the status subresource.
-# A publisher loop republishes a new revision whenever a file under examples/ changes.
+# The demo repository ($state/demo/repo) pushes on every commit (a post-commit hook), so
+# `git commit` there is all it takes for the change to reach the cluster.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -16,6 +17,7 @@ export KUBECONFIG="$state/admin.kubeconfig"
 
 log() { echo "demo: $*" >&2; }
 kubectl() { "$(cat "$state/bin")/kubectl" "$@"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 stop_pid() {
   [ -f "$1" ] || return 0
@@ -23,56 +25,62 @@ stop_pid() {
   rm -f "$1"
 }
 
-# Prints the revision of the tree: a content hash, like a commit id.
-tree_revision() { (cd "$root/examples" && find . -type f -print0 | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-40); }
+# Starts "$@" in its own session, logging to $demo/$name.log, its pid in $demo/$name.pid.
+daemon() {
+  local name=$1; shift
+  stop_pid "$demo/$name.pid"
+  setsid "$@" >"$demo/$name.log" 2>&1 </dev/null & echo $! >"$demo/$name.pid"
+}
 
-publish() { # tarball + status patch; prints the revision
-  local rev; rev=$(tree_revision)
-  tar -C "$root/examples" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -czf "$demo/www/$rev.tar.gz" .
-  local digest; digest="sha256:$(sha256sum "$demo/www/$rev.tar.gz" | cut -d' ' -f1)"
-  local port; port=$(cat "$demo/port")
-  kubectl -n flux-system patch gitrepository demo --subresource=status --type=merge -p "$(cat <<JSON
-{"status": {"artifact": {"path": "gitrepository/flux-system/demo/$rev.tar.gz",
-  "url": "http://127.0.0.1:$port/$rev.tar.gz", "revision": "main@sha1:$rev", "digest": "$digest",
-  "lastUpdateTime": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "size": $(stat -c %s "$demo/www/$rev.tar.gz")},
-  "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "message": "stored artifact for revision 'main@sha1:$rev'",
-  "lastTransitionTime": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"}]}}
-JSON
-)" >/dev/null
-  echo "main@sha1:$rev"
+# The demo repository: a clone of the bare repository the Git server serves, seeded once from
+# examples/. Later runs keep it, with whatever the user committed.
+demo_repository() {
+  [ -d "$demo/repo/.git" ] && return 0
+  git init --quiet --bare --initial-branch=main "$demo/git/demo.git"
+  git init --quiet --initial-branch=main "$demo/repo"
+  cp -r "$root/examples/." "$demo/repo/"
+  git -C "$demo/repo" remote add origin "$demo/git/demo.git"
+  git -C "$demo/repo" config user.name demo
+  git -C "$demo/repo" config user.email demo@example.invalid
+  printf '#!/bin/sh\nexec git push --quiet origin HEAD:main\n' >"$demo/repo/.git/hooks/post-commit"
+  chmod +x "$demo/repo/.git/hooks/post-commit"
+  git -C "$demo/repo" add --all
+  git -C "$demo/repo" commit --quiet -m "examples/"
 }
 
 up() {
   "$here/cluster.sh" up
-  mkdir -p "$demo/www"
+  log "building the Flux parts (source-controller, flux CLI, Git server) if missing"
+  local flux; flux=$("$here/flux/build.sh")
+  mkdir -p "$demo/git" "$demo/storage"
   log "building the controller"
   (cd "$root" && cargo build --quiet --bin kustomize-controller)
   "$root/target/debug/kustomize-controller" crds | kubectl apply --server-side -f - >/dev/null
-  kubectl apply --server-side -f "$here/source-crds.yaml" >/dev/null
+  kubectl apply --server-side --force-conflicts -f "$flux/crds/" >/dev/null
   kubectl wait --for=condition=Established --timeout=60s \
     crd/kustomizations.kustomize.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io >/dev/null
-
-  stop_pid "$demo/http.pid"
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' >"$demo/port"
-  setsid python3 -m http.server --bind 127.0.0.1 --directory "$demo/www" "$(cat "$demo/port")" \
-    >"$demo/http.log" 2>&1 </dev/null & echo $! >"$demo/http.pid"
-
   kubectl create namespace flux-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+
+  demo_repository
+  local git_port storage_port; git_port=$(free_port); storage_port=$(free_port)
+  daemon git-http "$flux/git-http" -root "$demo/git" -addr "127.0.0.1:$git_port"
+  RUNTIME_NAMESPACE=flux-system daemon source-controller "$flux/source-controller" \
+    --watch-all-namespaces --log-level=info --log-encoding=json --enable-leader-election=false \
+    --storage-path="$demo/storage" --storage-addr="127.0.0.1:$storage_port" \
+    --storage-adv-addr="127.0.0.1:$storage_port" \
+    --metrics-addr="127.0.0.1:$(free_port)" --health-addr="127.0.0.1:$(free_port)"
+  # Flux's Deployment args for kustomize-controller; the loopback ports keep it off :8080/:9440.
+  RUNTIME_NAMESPACE=flux-system POD_NAME=kustomize-controller-demo daemon controller \
+    "$root/target/debug/kustomize-controller" \
+    --watch-all-namespaces --log-level=info --log-encoding=json --enable-leader-election \
+    --metrics-addr="127.0.0.1:$(free_port)" --health-addr="127.0.0.1:$(free_port)"
+
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: demo, namespace: flux-system}
-spec: {url: "https://example.invalid/demo.git", interval: 1m, ref: {branch: main}}
-YAML
-  local rev; rev=$(publish)
-  log "published examples/ as $rev"
-
-  stop_pid "$demo/controller.pid"
-  setsid "$root/target/debug/kustomize-controller" run --watch-all-namespaces=true \
-    --metrics-addr=127.0.0.1:0 --health-addr=127.0.0.1:0 --log-encoding=json \
-    >"$demo/controller.log" 2>&1 </dev/null & echo $! >"$demo/controller.pid"
-
-  kubectl apply -f - >/dev/null <<YAML
+spec: {url: "http://127.0.0.1:$git_port/demo.git", interval: 5s, ref: {branch: main}}
+---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: demo, namespace: flux-system}
@@ -88,47 +96,37 @@ spec:
 YAML
   log "waiting for Kustomization flux-system/demo to become Ready"
   if ! kubectl -n flux-system wait kustomization/demo --for=condition=Ready --timeout=180s >/dev/null; then
-    kubectl -n flux-system get kustomization demo -o yaml >&2
-    tail -n 40 "$demo/controller.log" >&2
+    kubectl -n flux-system get gitrepository,kustomization demo -o yaml >&2
+    tail -n 20 "$demo/source-controller.log" "$demo/controller.log" >&2
     exit 1
   fi
   echo
-  kubectl get kustomizations -A
+  kubectl get gitrepositories,kustomizations -A
   echo
   kubectl -n demo get all,configmaps
   echo
   kubectl -n flux-system get events --field-selector involvedObject.name=demo,involvedObject.kind=Kustomization
   echo
-  kubectl -n flux-system get kustomization demo -o jsonpath='{range .status.inventory.entries[*]}{.id}{"\n"}{end}'
-
-  stop_pid "$demo/publisher.pid"
-  setsid bash -c "while sleep 3; do \"$0\" republish; done" >"$demo/publisher.log" 2>&1 </dev/null &
-  echo $! >"$demo/publisher.pid"
+  "$flux/flux" -n flux-system tree ks demo
   cat <<TXT
 
 The demo keeps running. Try:
   eval \$(make -s cluster-env)
-  \$EDITOR examples/podinfo/overlays/demo/kustomization.yaml     # e.g. replicas count: 3
-  kubectl get ks -A -w                                           # a new revision reconciles
-  kubectl -n flux-system describe kustomization demo
-  tail -f $demo/controller.log
+  cd $demo/repo
+  \$EDITOR podinfo/overlays/demo/kustomization.yaml               # e.g. replicas count: 3
+  git commit -am "three replicas"                                 # pushed by a hook; applied in seconds
+  $flux/flux get ks -A --watch
+  $flux/flux events --for Kustomization/demo -n flux-system
 Stop it with: make demo-down
 TXT
 }
 
-republish() {
-  local rev; rev=$(tree_revision)
-  local current; current=$(kubectl -n flux-system get gitrepository demo -o jsonpath='{.status.artifact.revision}')
-  [ "$current" = "main@sha1:$rev" ] || log "published $(publish)"
-}
-
 down() {
-  for p in publisher controller http; do stop_pid "$demo/$p.pid"; done
+  for p in controller source-controller git-http; do stop_pid "$demo/$p.pid"; done
 }
 
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  republish) republish ;;
   *) echo "usage: $0 up|down" >&2; exit 2 ;;
 esac

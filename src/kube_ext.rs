@@ -130,13 +130,37 @@ pub struct RequestKey {
     pub resource: String,
 }
 
+/// What client-go's `rest_client_requests_total` counts a response by: the HTTP status code
+/// (`<error>` when there was no response), the API server's `host:port` and the HTTP method.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResponseKey {
+    pub code: String,
+    pub host: String,
+    pub method: String,
+}
+
 /// API requests counted by [`counting_client`]; clones share the counts.
 #[derive(Clone, Debug, Default)]
 pub struct RequestCounts {
     counts: Arc<std::sync::Mutex<std::collections::BTreeMap<RequestKey, u64>>>,
+    responses: Arc<std::sync::Mutex<std::collections::BTreeMap<ResponseKey, u64>>>,
 }
 
 impl RequestCounts {
+    fn record_response(&self, key: ResponseKey) {
+        *self
+            .responses
+            .lock()
+            .expect("response counts lock")
+            .entry(key)
+            .or_default() += 1;
+    }
+
+    /// The responses so far, by code, host and method.
+    pub fn responses(&self) -> std::collections::BTreeMap<ResponseKey, u64> {
+        self.responses.lock().expect("response counts lock").clone()
+    }
+
     fn record(&self, key: RequestKey) {
         *self
             .counts
@@ -223,16 +247,20 @@ pub(crate) fn request_key(method: &hyper::Method, path: &str, query: Option<&str
     }
 }
 
-/// A tower layer counting every request that passes through it.
+/// A tower layer counting every request that passes through it, and its response.
 #[derive(Clone)]
-struct CountingLayer(RequestCounts);
+struct CountingLayer {
+    counts: RequestCounts,
+    /// The API server's `host:port`, for the response counts.
+    host: String,
+}
 
 impl<S> tower::Layer<S> for CountingLayer {
     type Service = CountingService<S>;
     fn layer(&self, inner: S) -> Self::Service {
         CountingService {
             inner,
-            counts: self.0.clone(),
+            layer: self.clone(),
         }
     }
 }
@@ -240,25 +268,38 @@ impl<S> tower::Layer<S> for CountingLayer {
 #[derive(Clone)]
 struct CountingService<S> {
     inner: S,
-    counts: RequestCounts,
+    layer: CountingLayer,
 }
 
-impl<S, B> tower::Service<hyper::Request<B>> for CountingService<S>
+impl<S, B, R> tower::Service<hyper::Request<B>> for CountingService<S>
 where
-    S: tower::Service<hyper::Request<B>>,
+    S: tower::Service<hyper::Request<B>, Response = hyper::Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    R: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
-        self.counts
-            .record(request_key(req.method(), req.uri().path(), req.uri().query()));
-        self.inner.call(req)
+        let counts = self.layer.counts.clone();
+        counts.record(request_key(req.method(), req.uri().path(), req.uri().query()));
+        let (host, method) = (self.layer.host.clone(), req.method().to_string());
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let response = response.await;
+            let code = match &response {
+                Ok(response) => response.status().as_u16().to_string(),
+                Err(_) => "<error>".to_string(),
+            };
+            counts.record_response(ResponseKey { code, host, method });
+            response
+        })
     }
 }
 
@@ -271,8 +312,16 @@ pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), 
 
 /// A client whose API requests are added to `counts`.
 pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Client, kube::Error> {
+    let host = config
+        .cluster_url
+        .authority()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&CountingLayer(counts.clone()))
+        .with_layer(&CountingLayer {
+            counts: counts.clone(),
+            host,
+        })
         .build())
 }
 

@@ -5,8 +5,11 @@ use kustomize_controller::cli::{self, DiffArgs};
 use kustomize_controller::controller::{self, options::RunOptions};
 
 /// Reconciles Flux Kustomizations: fetch, build, apply, prune, health-check.
+///
+/// Without a subcommand the arguments are those of `run`, so Flux's own Deployment arguments
+/// (`--watch-all-namespaces --log-encoding=json ...`) start the controller unchanged.
 #[derive(Parser)]
-#[command(name = "kustomize-controller", version)]
+#[command(name = "kustomize-controller", version, args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -14,7 +17,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the controller.
+    /// Run the controller (also what a command line without a subcommand means).
+    #[command(args_override_self = true)]
     Run(Box<RunOptions>),
     /// Print the Kustomization CustomResourceDefinition as YAML.
     Crds,
@@ -44,6 +48,9 @@ enum Command {
     Diff(DiffArgs),
 }
 
+/// The subcommand names; anything else in first position is a flag of `run`.
+const SUBCOMMANDS: [&str; 5] = ["run", "crds", "build", "diff", "help"];
+
 fn runtime() -> Option<tokio::runtime::Runtime> {
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => Some(runtime),
@@ -55,7 +62,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    match Cli::parse_from(cli::with_default_subcommand(std::env::args_os(), &SUBCOMMANDS)).command {
         Command::Run(options) => {
             let Some(runtime) = runtime() else {
                 return ExitCode::FAILURE;

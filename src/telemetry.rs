@@ -25,6 +25,11 @@ use tokio::net::TcpListener;
 
 use crate::kube_ext::RequestCounts;
 
+pub(crate) mod logs;
+mod runtime;
+
+pub(crate) use runtime::Outcome;
+
 /// Log output format, as Flux's `--log-encoding`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogEncoding {
@@ -32,27 +37,28 @@ pub enum LogEncoding {
     Console,
 }
 
-/// Installs the global subscriber. Span fields (namespace, name, revision of the
-/// Kustomization being reconciled) are carried into every JSON line.
-pub(crate) fn init_logs(level: &str, encoding: LogEncoding) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn"))
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match encoding {
-        Encoding::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .try_init(),
-        Encoding::Console => builder.try_init(),
+/// The filter for Flux's `--log-level`: `trace`, `debug`, `info` or `error`; anything else is
+/// `info`, as Flux ignores a level it does not know. Libraries log their warnings only.
+pub(crate) fn log_filter(level: &str) -> String {
+    let level = match level {
+        "trace" | "debug" | "info" | "error" => level,
+        _ => "info",
     };
+    let libraries = if level == "error" { "error" } else { "warn" };
+    format!("{level},kube={libraries},hyper={libraries},tower={libraries},rustls={libraries}")
 }
 
-use LogEncoding as Encoding;
+/// Installs the global subscriber: Flux's line shape on stderr (see [`logs`]). `RUST_LOG`
+/// overrides the filter.
+pub(crate) fn init_logs(level: &str, encoding: LogEncoding) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(level)));
+    let subscriber = tracing_subscriber::registry()
+        .with(filter)
+        .with(logs::FluxLayer::new(encoding, std::io::stderr));
+    let _ = tracing::subscriber::set_global_default(subscriber);
+}
 
 /// Labels Flux puts on per-object reconcile metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -103,9 +109,25 @@ impl ReconcileResult {
     }
 }
 
+/// Go's `prometheus.ExponentialBucketsRange`: `count` buckets from `min` to `max`, each the
+/// previous times a constant factor (computed as Go computes it, so the bounds print alike).
+pub(crate) fn exponential_buckets_range(min: f64, max: f64, count: u16) -> Vec<f64> {
+    let factor = (max / min).powf(1.0 / f64::from(count - 1));
+    let mut bucket = min;
+    (0..count)
+        .map(|_| {
+            let current = bucket;
+            bucket *= factor;
+            current
+        })
+        .collect()
+}
+
 /// The controller's metrics, registered in one registry.
 pub(crate) struct Metrics {
     registry: Registry,
+    /// controller-runtime's reconcile and work queue metrics.
+    pub runtime: runtime::RuntimeMetrics,
     reconcile_duration: Family<ObjectLabels, Histogram>,
     reconcile_condition: Family<ConditionLabels, Gauge>,
     reconciles: Family<ResultLabels, Counter>,
@@ -116,8 +138,8 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::default();
         let reconcile_duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
-            // controller-runtime's default buckets, which Flux's histogram uses.
-            Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+            // Flux's: 10 buckets from 10 ms to 30 minutes.
+            Histogram::new(exponential_buckets_range(10e-3, 1800.0, 10))
         });
         registry.register(
             "gotk_reconcile_duration_seconds",
@@ -142,8 +164,10 @@ impl Default for Metrics {
             "Objects changed by apply and prune, by action",
             applied_objects.clone(),
         );
+        let runtime = runtime::RuntimeMetrics::register(&mut registry);
         Self {
             registry,
+            runtime,
             reconcile_duration,
             reconcile_condition,
             reconciles,
@@ -207,9 +231,10 @@ impl Metrics {
     }
 }
 
-/// `kustomize_controller_api_requests_total{verb,resource}`, read from the counting client
-/// layer at scrape time. `resource` is the plural with its group (`deployments.apps`), empty
-/// for discovery.
+/// `kustomize_controller_api_requests_total{verb,resource}` and client-go's
+/// `rest_client_requests_total{code,host,method}`, read from the counting client layer at
+/// scrape time. `resource` is the plural with its group (`deployments.apps`), empty for
+/// discovery.
 #[derive(Debug)]
 struct ApiRequests(RequestCounts);
 
@@ -225,6 +250,23 @@ impl Collector for ApiRequests {
             let labels = [
                 ("verb".to_string(), key.verb),
                 ("resource".to_string(), key.resource),
+            ];
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&count, None)?;
+        }
+        // client-go's, which Flux's dashboards read.
+        let mut metric = encoder.encode_descriptor(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (key, count) in self.0.responses() {
+            let labels = [
+                ("code".to_string(), key.code),
+                ("host".to_string(), key.host),
+                ("method".to_string(), key.method),
             ];
             metric
                 .encode_family(&labels)?
@@ -332,10 +374,18 @@ mod tests {
         metrics.record_ready(&object, Some("True"));
         metrics.record_action("created", 2);
         let text = metrics.encode();
-        assert!(
-            text.contains(r#"gotk_reconcile_duration_seconds_bucket{le="0.5",kind="Kustomization",name="apps",namespace="flux-system"} 1"#),
-            "{text}"
-        );
+        // Flux's buckets: 0.01 s times (1800 / 0.01)^(1/9) per step, up to 30 minutes (as Go
+        // multiplies, the last bound is 1799.9999999999984).
+        // The bound as printed, to 15 significant digits, and the count of that bucket.
+        let bucket = |le: &str| -> Option<&str> {
+            let prefix = format!(r#"gotk_reconcile_duration_seconds_bucket{{le="{le}"#);
+            text.lines().find(|l| l.starts_with(&prefix))?.rsplit(' ').next()
+        };
+        assert_eq!(bucket("0.01\""), Some("0"), "{text}");
+        assert_eq!(bucket("0.147176453809388"), Some("0"), "{text}");
+        assert_eq!(bucket("0.564621617328617"), Some("1"), "{text}");
+        assert_eq!(bucket("1799.99999999999"), Some("1"), "{text}");
+        assert_eq!(text.matches("gotk_reconcile_duration_seconds_bucket").count(), 11, "10 bounds and +Inf");
         assert!(
             text.contains(r#"gotk_reconcile_condition{kind="Kustomization",name="apps",namespace="flux-system",type="Ready",status="True"} 1"#),
             "{text}"

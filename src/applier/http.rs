@@ -102,6 +102,23 @@ pub(super) async fn json_patch(
     client.request::<Value>(req).await
 }
 
+/// Sends a JSON merge patch as our field manager.
+pub(super) async fn merge_patch(
+    client: &Client,
+    url: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<Value, kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(keys::APPLY_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let req = Request::new(url)
+        .patch(name, &params, &Patch::Merge(patch))
+        .map_err(kube::Error::BuildRequest)?;
+    client.request::<Value>(req).await
+}
+
 pub(super) async fn delete(
     client: &Client,
     url: &str,

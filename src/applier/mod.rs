@@ -12,8 +12,9 @@
 //!   bounded second pass after the rest is applied;
 //! - force recreates an object only on a genuine immutable-field error, and only after the new
 //!   object validated as a create;
-//! - an object whose owner labels name another Kustomization that still lists it in its
-//!   inventory is a conflict, not a silent take-over;
+//! - an object moved between two Kustomizations of one source keeps its UID whichever
+//!   reconciles first; one that both keep claiming is a conflict naming both, not a silent
+//!   take-over (the `handover` module);
 //! - a no-op reconcile with the same revision and build output costs one LIST per kind (the
 //!   `fingerprint` module); a full run reads live objects with one LIST per kind too, so it
 //!   costs one dry-run per object instead of a GET and a dry-run;
@@ -26,6 +27,7 @@
 mod apply;
 mod diff;
 mod fingerprint;
+pub(crate) mod handover;
 mod http;
 pub mod inventory;
 mod managed;

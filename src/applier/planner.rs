@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::diff::{IgnoreRules, has_drifted};
 use super::fingerprint::{ObjectPrint, desired_print, live_print};
+use super::handover::{self, Claim};
 use super::http::{
     api_message, api_url, dry_run_create, get, json_patch, list_objects, server_side_apply, status_of,
 };
@@ -45,6 +46,8 @@ pub(super) enum Mode {
 pub(super) struct Planning<'r> {
     pub(super) desired: Vec<Desired>,
     pub(super) owner: &'r Owner,
+    /// The source revision being applied.
+    revision: &'r str,
     force: bool,
     ignore: IgnoreRules,
     batch: Batch,
@@ -97,6 +100,7 @@ impl Applier {
             batch: Batch::of(&desired),
             desired,
             owner: &req.owner,
+            revision: req.revision,
             force: req.force,
             ignore,
             mode,
@@ -230,7 +234,7 @@ impl Applier {
             return Ok(Plan::Settled(Outcome::settled(Action::Skipped, live.as_ref())));
         }
         if let Some(current) = &live {
-            self.check_ownership(d, current, p.owner)
+            self.check_ownership(p, d, current)
                 .await
                 .map_err(|m| fail(FailureKind::Conflict, m, None))?;
         }
@@ -334,9 +338,10 @@ impl Applier {
         }))
     }
 
-    /// An object labelled for another Kustomization is a conflict while that Kustomization still
-    /// lists it in its inventory; otherwise it is taken over (e.g. moved between Kustomizations).
-    async fn check_ownership(&self, d: &Desired, live: &Value, owner: &Owner) -> Result<(), String> {
+    /// An object labelled for another Kustomization: taken over or a conflict, as
+    /// [`handover::claim`] decides from both Kustomizations.
+    async fn check_ownership(&self, p: &Planning<'_>, d: &Desired, live: &Value) -> Result<(), String> {
+        let owner = p.owner;
         let label = |k: &str| {
             live.pointer("/metadata/labels")
                 .and_then(|l| l.get(k))
@@ -347,29 +352,22 @@ impl Applier {
         if name.is_empty() || (name == owner.name && namespace == owner.namespace) {
             return Ok(());
         }
-        let url = Kustomization::url_path(&(), Some(namespace));
-        let other = match get(self.client(), &url, name).await {
+        let read = |namespace: &str, name: &str| {
+            let (url, name) = (Kustomization::url_path(&(), Some(namespace)), name.to_string());
+            async move { get(self.client(), &url, &name).await }
+        };
+        let other = match read(namespace, name).await {
             Ok(Some(other)) => other,
             // no such Kustomization (or no such kind): nobody else claims it
             Ok(None) => return Ok(()),
             Err(e) => return Err(api_message("ownership check failed", &e)),
         };
-        let id = d.object.id();
-        let listed = other
-            .pointer("/status/inventory/entries")
-            .and_then(Value::as_array)
-            .is_some_and(|entries| {
-                entries
-                    .iter()
-                    .any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str()))
-            });
-        if listed && other.pointer("/metadata/deletionTimestamp").is_none() {
-            return Err(format!(
-                "is already managed by Kustomization {namespace}/{name}: the object is in both Kustomizations; \
-                 remove it from one of them"
-            ));
+        // Our own Kustomization tells whether both read one source; unreadable, it does not.
+        let mine = read(&owner.namespace, &owner.name).await.ok().flatten();
+        match handover::claim(live, &other, mine.as_ref(), owner, p.revision, &d.object.id()) {
+            Claim::TakeOver => Ok(()),
+            Claim::Conflict(message) => Err(message),
         }
-        Ok(())
     }
 
     /// Lists the live objects of `indices` that carry `owner`'s labels: one LIST per kind (per

@@ -57,14 +57,14 @@ impl PruneError {
 
 /// What prune decides for one live object (pure).
 #[derive(Debug, PartialEq, Eq)]
-enum PruneDecision {
+pub(super) enum PruneDecision {
     Delete,
     /// Not ours any more, or protected by `prune: disabled` / `reconcile: disabled` / `ssa: Ignore`.
     Skip,
 }
 
 /// Deletes only while both owner labels still name `owner` and nothing protects the object.
-fn decide(live: &Value, owner: &Owner) -> PruneDecision {
+pub(super) fn decide(live: &Value, owner: &Owner) -> PruneDecision {
     let label = |k: &str| {
         live.pointer("/metadata/labels")
             .and_then(|l| l.get(k))

@@ -55,6 +55,21 @@ impl Severity {
     }
 }
 
+/// The step of the reconcile an event reports, as Flux's events name it (`action`).
+pub(crate) fn action(ks: &Kustomization, notice: &Notice) -> &'static str {
+    use crate::api::conditions::reason;
+    if ks.metadata.deletion_timestamp.is_some() {
+        return "Finalize";
+    }
+    match notice.reason.as_str() {
+        reason::PROGRESSING => "Apply",
+        reason::DEPENDENCY_NOT_READY => "CheckDependencies",
+        reason::HEALTH_CHECK_FAILED | reason::HEALTH_CHECK_CANCELED => "HealthCheck",
+        reason::ARTIFACT_FAILED => "ResolveSource",
+        _ => "Reconcile",
+    }
+}
+
 /// One event to emit about a Kustomization.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Notice {
@@ -116,14 +131,7 @@ pub(crate) fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, no
             annotations: (!notice.metadata.is_empty()).then(|| notice.metadata.clone()),
             ..ObjectMeta::default()
         },
-        action: Some(
-            if notice.severity == Severity::Error {
-                "ReconcileFailed"
-            } else {
-                "Reconcile"
-            }
-            .to_string(),
-        ),
+        action: Some(action(ks, notice).to_string()),
         reason: Some(notice.reason.clone()),
         note: Some(truncate(&notice.message, MAX_NOTE_BYTES)),
         type_: Some(notice.severity.event_type().to_string()),
@@ -135,7 +143,25 @@ pub(crate) fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, no
     }
 }
 
-/// The JSON body notification-controller expects (Flux's `eventv1.Event`).
+/// The source a Kustomization reads, as the event's `relatedObject`: what the spec names (the
+/// source's uid and resourceVersion are not at hand where events are sent).
+fn related_object(ks: &Kustomization) -> serde_json::Value {
+    let source = &ks.spec.source_ref;
+    let api_version = source
+        .api_version
+        .clone()
+        .unwrap_or_else(|| source.kind.api_resource().api_version);
+    json!({
+        "kind": source.kind.as_str(),
+        "namespace": source.namespace.clone().or_else(|| ks.namespace()),
+        "name": source.name,
+        "apiVersion": api_version,
+    })
+}
+
+/// The JSON body notification-controller expects (Flux's `eventv1.Event`). Metadata is
+/// passed as given: Flux adds no `token` for Kustomizations, and the notice's messages name
+/// objects, never Secret values.
 pub(crate) fn forward_payload(
     ks: &Kustomization,
     notice: &Notice,
@@ -151,19 +177,25 @@ pub(crate) fn forward_payload(
         ..
     } = ks.object_ref(&());
     let resource_version = ks.resource_version();
-    json!({
+    let mut payload = json!({
         "involvedObject": {
             "kind": kind, "namespace": namespace, "name": name, "uid": uid,
             "apiVersion": api_version, "resourceVersion": resource_version,
         },
+        "relatedObject": related_object(ks),
         "severity": notice.severity.as_str(),
         "timestamp": Timestamp::from_second(now.as_second()).unwrap_or(now).to_string(),
         "message": notice.message,
         "reason": notice.reason,
-        "metadata": notice.metadata,
+        "action": action(ks, notice),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": instance,
-    })
+    });
+    // Go's `omitempty`: no metadata key when there is none.
+    if !notice.metadata.is_empty() {
+        payload["metadata"] = json!(notice.metadata);
+    }
+    payload
 }
 
 fn truncate(message: &str, max: usize) -> String {
@@ -182,14 +214,15 @@ fn truncate(message: &str, max: usize) -> String {
 pub(crate) struct Notifier {
     client: Client,
     instance: String,
-    forward: Option<(String, HttpClient<HttpConnector, Full<Bytes>>)>,
+    forward: Option<Forwarder>,
 }
 
 impl Notifier {
+    /// Must be called inside the async runtime: the forwarder starts its delivery task.
     pub fn new(client: Client, instance: String, events_addr: Option<String>) -> Self {
         let forward = events_addr
             .filter(|addr| !addr.is_empty())
-            .map(|addr| (addr, HttpClient::builder(TokioExecutor::new()).build_http()));
+            .map(|addr| Forwarder::start(addr, FORWARD_QUEUE));
         Self {
             client,
             instance,
@@ -209,9 +242,43 @@ impl Notifier {
         {
             tracing::warn!(%error, reason = %notice.reason, "failed to record event");
         }
-        if let Some((addr, http)) = &self.forward {
-            let body = forward_payload(ks, notice, &self.instance, now).to_string();
-            forward(http, addr, body).await;
+        if let Some(forwarder) = &self.forward {
+            forwarder.send(forward_payload(ks, notice, &self.instance, now).to_string());
+        }
+    }
+}
+
+/// Events waiting for notification-controller; more are dropped (and logged).
+const FORWARD_QUEUE: usize = 256;
+
+/// Sends event bodies to `--events-addr` from a task of its own, so that a slow or
+/// black-holed receiver never holds a reconcile: a reconcile only queues the event.
+#[derive(Clone)]
+pub(crate) struct Forwarder {
+    queue: tokio::sync::mpsc::Sender<String>,
+}
+
+impl Forwarder {
+    /// Starts the delivery task for `addr`, with room for `capacity` waiting events.
+    pub(crate) fn start(addr: String, capacity: usize) -> Self {
+        let (queue, mut waiting) = tokio::sync::mpsc::channel::<String>(capacity);
+        tokio::spawn(async move {
+            let http = HttpClient::builder(TokioExecutor::new()).build_http();
+            while let Some(body) = waiting.recv().await {
+                forward(&http, &addr, body).await;
+            }
+        });
+        Self { queue }
+    }
+
+    /// Queues one event body; returns false (and logs) when the queue is full and it is dropped.
+    pub(crate) fn send(&self, body: String) -> bool {
+        match self.queue.try_send(body) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(reason = %error, "dropping event: the queue to notification-controller is full");
+                false
+            }
         }
     }
 }
@@ -296,15 +363,70 @@ mod tests {
             json!({
                 "involvedObject": {"kind": "Kustomization", "namespace": "flux-system", "name": "apps",
                     "uid": "u-1", "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "resourceVersion": "7"},
+                "relatedObject": {"kind": "GitRepository", "namespace": "flux-system", "name": "repo",
+                    "apiVersion": "source.toolkit.fluxcd.io/v1"},
                 "severity": "info",
                 "timestamp": "2026-01-01T00:00:05Z",
                 "message": "Service/apps/web created\nDeployment/apps/web created",
                 "reason": "Progressing",
+                "action": "Apply",
                 "metadata": {"kustomize.toolkit.fluxcd.io/revision": "main@sha1:1f3c"},
                 "reportingController": "kustomize-controller",
                 "reportingInstance": "kc-0"
             })
         );
+    }
+
+    #[test]
+    fn actions_name_the_step_as_flux_does() {
+        let mut deleted = ks();
+        deleted.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+        let cases = [
+            (ks(), "Progressing", "Apply"),
+            (ks(), "ReconciliationSucceeded", "Reconcile"),
+            (ks(), "BuildFailed", "Reconcile"),
+            (ks(), "HealthCheckFailed", "HealthCheck"),
+            (ks(), "DependencyNotReady", "CheckDependencies"),
+            (ks(), "ArtifactFailed", "ResolveSource"),
+            (deleted, "ReconciliationSucceeded", "Finalize"),
+        ];
+        for (ks, reason, expected) in cases {
+            let notice = Notice::info(reason, "m", BTreeMap::new());
+            assert_eq!(action(&ks, &notice), expected, "{reason}");
+        }
+        // No metadata: the key is left out, as Go's omitempty does.
+        let payload = forward_payload(&ks(), &Notice::info("Progressing", "m", BTreeMap::new()), "kc-0", now());
+        assert!(payload.get("metadata").is_none(), "{payload}");
+    }
+
+    /// A receiver that accepts connections and never answers.
+    async fn black_hole() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("http://{}/", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        (addr, accepted)
+    }
+
+    #[tokio::test]
+    async fn a_black_holed_receiver_never_holds_the_sender_and_overflow_is_dropped() {
+        let (addr, accepted) = black_hole().await;
+        let forwarder = Forwarder::start(addr, 4);
+        // `send` is not async: queuing cannot wait on the receiver. With the first event stuck
+        // on the black hole, at most the queue's room plus the one in flight is kept.
+        let kept = (0..10).filter(|i| forwarder.send(format!("{{\"n\":{i}}}"))).count();
+        assert!((4..=5).contains(&kept), "kept {kept} of 10");
+        // Delivery goes on meanwhile, on its own task.
+        while accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Deletion of a Kustomization (finalizer `finalizers.fluxcd.io`): delete or orphan what it
-//! applied according to `deletionPolicy`, then let it go. Deletion always finishes when the
-//! objects cannot be reached with the configured identity (ServiceAccount or kubeconfig Secret
-//! gone): the objects are left behind and an event lists them.
+//! applied according to `deletionPolicy`, then let it go. Deletion finishes without deleting when
+//! the objects can never be reached with the configured identity (a ServiceAccount or the
+//! kubeconfig Secret/ConfigMap is gone, or the kubeconfig is refused): the objects are left
+//! behind and an event lists them. Any other failure to reach them keeps the finalizer and is
+//! retried, so a passing API hiccup does not orphan the objects.
 
 use kube::ResourceExt;
 
@@ -13,13 +15,27 @@ use crate::telemetry::ObjectLabels;
 
 use super::Context;
 use super::events::{self, Notice};
+use super::identity::IdentityError;
 use super::status;
+use crate::error::{Retry, StepError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizeError {
     /// Some objects could not be deleted; the finalizer stays and deletion is retried.
     #[error("pruning for deleted resource failed: {0}")]
     Prune(#[source] PruneError),
+    /// The impersonated ServiceAccount could not be looked up; retried.
+    #[error("unable to look up the ServiceAccount to impersonate: {0}")]
+    ServiceAccount(#[source] kube::Error),
+    /// The client could not be built for a reason that may pass; retried.
+    #[error("{0}")]
+    Client(String),
+}
+
+/// Whether deletion gives up on the objects rather than retrying: the identity that could
+/// delete them is gone or can never be built.
+fn unreachable_for_good(error: &IdentityError) -> bool {
+    error.reference_gone() || error.retry() == Retry::Terminal
 }
 
 /// Whether the policy deletes the inventory: `MirrorPrune` (the default) follows `spec.prune`,
@@ -76,19 +92,30 @@ pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), Fin
         return Ok(());
     }
 
-    let sa_exists = ctx.identities.service_account_exists(ks).await.unwrap_or(true);
+    let sa_exists = ctx
+        .identities
+        .service_account_exists(ks)
+        .await
+        .map_err(FinalizeError::ServiceAccount)?;
     let tools = match ctx.identities.for_kustomization(ks).await {
-        Ok(tools) if sa_exists => tools,
-        outcome => {
-            if let Err(error) = outcome {
-                tracing::warn!(%error, "cannot reach the objects of a deleted Kustomization");
-            }
-            let message = format!("unable to prune objects: \n{}", inventory_lines(&inventory));
-            ctx.notifier
-                .emit(ks, &Notice::error(&reason, message, metadata))
-                .await;
-            return Ok(());
+        Ok(tools) if sa_exists => Some(tools),
+        Ok(_) => None,
+        Err(error) if unreachable_for_good(&error) => {
+            tracing::warn!(%error, "cannot reach the objects of a deleted Kustomization");
+            None
         }
+        Err(error) => {
+            return Err(FinalizeError::Client(
+                error.condition_message(std::time::Duration::ZERO),
+            ));
+        }
+    };
+    let Some(tools) = tools else {
+        let message = format!("unable to prune objects: \n{}", inventory_lines(&inventory));
+        ctx.notifier
+            .emit(ks, &Notice::error(&reason, message, metadata))
+            .await;
+        return Ok(());
     };
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
     let policy = ks.spec.deletion_policy();
@@ -156,6 +183,51 @@ mod tests {
                 expected,
                 "prune={prune} policy={policy:?}"
             );
+        }
+    }
+
+    /// A read error from an API server that cannot be reached: a passing fault.
+    async fn unreachable_read() -> kube::Error {
+        let client =
+            kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
+        kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, "team-a")
+            .get("remote")
+            .await
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn deletion_gives_up_only_when_the_identity_is_gone_for_good() {
+        let not_found = || {
+            kube::Error::Api(
+                kube::core::Status::failure("not found", "NotFound")
+                    .with_code(404)
+                    .boxed(),
+            )
+        };
+        let secret = || "team-a/remote".to_string();
+        let cases = [
+            (IdentityError::ReadSecret(secret(), not_found()), true),
+            (IdentityError::ReadConfigMap(secret(), not_found()), true),
+            (IdentityError::TokenRequest(secret(), not_found()), true),
+            (IdentityError::MissingKey(secret(), "value".into()), true),
+            (IdentityError::UnsupportedProvider(secret(), "aws".into()), true),
+            (
+                IdentityError::ReadSecret(secret(), unreachable_read().await),
+                false,
+            ),
+            (
+                IdentityError::ReadConfigMap(secret(), unreachable_read().await),
+                false,
+            ),
+            (
+                IdentityError::TokenRequest(secret(), unreachable_read().await),
+                false,
+            ),
+            (IdentityError::Build(unreachable_read().await), false),
+        ];
+        for (error, gives_up) in cases {
+            assert_eq!(unreachable_for_good(&error), gives_up, "{error}");
         }
     }
 

@@ -1,29 +1,34 @@
 //! Who applies a Kustomization's objects: the controller itself, an impersonated ServiceAccount
 //! (`spec.serviceAccountName` or `--default-service-account`), or a remote cluster from
-//! `spec.kubeConfig.secretRef` (optionally impersonating there too). One decision, made here.
+//! `spec.kubeConfig.secretRef` (a kubeconfig, checked by [`super::kubeconfig`]) or
+//! `spec.kubeConfig.configMapRef` (a ServiceAccount token, [`super::workload`]), optionally
+//! impersonating there too. One decision, made here.
 //!
 //! Each identity gets its own client, kind resolver and applier, cached between passes: an
 //! impersonated or remote Kustomization keeps its discovery cache and its no-op fingerprints
 //! like one applied with the controller's identity. The cache is bounded and forgets
 //! identities unused for a while.
 //!
-//! Sources, dependencies, substitution ConfigMaps/Secrets and the kubeconfig Secret itself are
-//! always read with the controller's identity; only applied objects go through these tools.
+//! Sources, dependencies, substitution ConfigMaps/Secrets and the kubeconfig Secret or ConfigMap
+//! are always read with the controller's identity; applied objects, and every read of them
+//! (health checks, CEL expressions), go through these tools.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 use kube::{Client, Config, ResourceExt};
 use sha2::{Digest, Sha256};
 
+use super::kubeconfig::{self, KubeconfigPolicy, Refusal};
+use super::workload::{self, WorkloadCluster};
 use crate::api::Kustomization;
 use crate::api::conditions::reason;
 use crate::applier::{Applier, ApplierOptions};
-use crate::error::StepError;
+use crate::error::{Retry, StepError};
 use crate::kube_ext::{RequestCounts, ResourceResolver, counted_client};
 
 /// Keys tried, in order, when `secretRef.key` is not set.
@@ -41,17 +46,57 @@ pub(crate) enum IdentityError {
     ReadSecret(String, #[source] kube::Error),
     #[error("KubeConfig secret '{0}' does not contain a '{1}' key with a kubeconfig")]
     MissingKey(String, String),
+    #[error("the kubeconfig in secret '{0}' {1}")]
+    Refused(String, #[source] Refusal),
     #[error("invalid kubeconfig in secret '{0}': {1}")]
     InvalidKubeConfig(String, String),
-    #[error("kubeconfig in secret '{0}' uses an exec credential plugin, which is not allowed")]
-    ExecNotAllowed(String),
+    #[error("unable to read KubeConfig configmap '{0}' error: {1}")]
+    ReadConfigMap(String, #[source] kube::Error),
+    #[error("KubeConfig configmap '{0}' has no '{1}' key")]
+    ConfigMapKey(String, &'static str),
+    #[error("KubeConfig configmap '{0}' has an invalid '{1}'")]
+    ConfigMapValue(String, &'static str),
+    #[error(
+        "KubeConfig configmap '{0}' names provider '{1}', which is not supported: only 'generic' (a Kubernetes ServiceAccount token) is"
+    )]
+    UnsupportedProvider(String, String),
+    #[error("unable to create a token for ServiceAccount '{0}': {1}")]
+    TokenRequest(String, #[source] kube::Error),
+    #[error("the token request for ServiceAccount '{0}' returned no token")]
+    NoToken(String),
     #[error("{0}")]
     Build(#[source] kube::Error),
+}
+
+impl IdentityError {
+    /// The kubeconfig Secret or ConfigMap, or the ServiceAccount a ConfigMap names, does not
+    /// exist: the remote cluster cannot be reached until someone recreates it.
+    pub(crate) fn reference_gone(&self) -> bool {
+        match self {
+            Self::ReadSecret(_, e) | Self::ReadConfigMap(_, e) | Self::TokenRequest(_, e) => {
+                matches!(e, kube::Error::Api(s) if s.code == 404)
+            }
+            _ => false,
+        }
+    }
 }
 
 impl StepError for IdentityError {
     fn reason(&self) -> &'static str {
         reason::RECONCILIATION_FAILED
+    }
+
+    /// What the tenant wrote is refused or incomplete: retrying cannot help until it changes.
+    fn retry(&self) -> Retry {
+        match self {
+            Self::MissingKey(..)
+            | Self::Refused(..)
+            | Self::InvalidKubeConfig(..)
+            | Self::ConfigMapKey(..)
+            | Self::ConfigMapValue(..)
+            | Self::UnsupportedProvider(..) => Retry::Terminal,
+            _ => Retry::RetryInterval,
+        }
     }
 
     fn condition_message(&self, _: Duration) -> String {
@@ -64,8 +109,8 @@ impl StepError for IdentityError {
 enum Identity {
     /// `system:serviceaccount:<namespace>:<name>` on the controller's cluster.
     ServiceAccount { user: String },
-    /// A kubeconfig (by the digest of its bytes, so an edited Secret is a new identity), with
-    /// the user to impersonate there, if any.
+    /// A remote cluster (by the digest of its kubeconfig bytes or of its ConfigMap's settings,
+    /// so an edited Secret or ConfigMap is a new identity), with the user to impersonate there.
     Remote {
         kubeconfig: String,
         user: Option<String>,
@@ -95,6 +140,29 @@ impl Tools {
 struct Cached {
     tools: Arc<Tools>,
     used: Instant,
+    /// When its credentials (a requested token) stop being valid.
+    expires: Option<Instant>,
+}
+
+/// Where a remote cluster's client comes from.
+enum Remote {
+    Kubeconfig {
+        secret: String,
+        bytes: Vec<u8>,
+    },
+    Workload {
+        config_map: String,
+        cluster: WorkloadCluster,
+    },
+}
+
+impl Remote {
+    fn digest(&self) -> String {
+        match self {
+            Self::Kubeconfig { bytes, .. } => hex::encode(Sha256::digest(bytes)),
+            Self::Workload { cluster, .. } => cluster.digest(),
+        }
+    }
 }
 
 /// Decides the identity of each Kustomization and hands out its cached tools.
@@ -103,6 +171,7 @@ pub(crate) struct Identities {
     config: Config,
     counts: RequestCounts,
     default_service_account: Option<String>,
+    policy: KubeconfigPolicy,
     cache: Mutex<HashMap<Identity, Cached>>,
 }
 
@@ -114,6 +183,7 @@ impl Identities {
         config: Config,
         counts: RequestCounts,
         default_service_account: &str,
+        policy: KubeconfigPolicy,
         options: ApplierOptions,
     ) -> Self {
         Self {
@@ -121,6 +191,7 @@ impl Identities {
             config,
             counts,
             default_service_account: Some(default_service_account.to_string()).filter(|s| !s.is_empty()),
+            policy,
             cache: Mutex::default(),
         }
     }
@@ -136,46 +207,74 @@ impl Identities {
         let user = self
             .service_account(ks)
             .map(|sa| impersonated_user(&namespace, &sa));
-        let kubeconfig = match ks.spec.kube_config.as_ref().and_then(|k| k.secret_ref.as_ref()) {
-            Some(secret_ref) => {
-                let secret_name = format!("{namespace}/{}", secret_ref.name);
-                let secret = Api::<Secret>::namespaced(self.own.client().clone(), &namespace)
-                    .get(&secret_ref.name)
-                    .await
-                    .map_err(|e| IdentityError::ReadSecret(secret_name.clone(), e))?;
-                let keys: Vec<&str> = match secret_ref.key.as_deref() {
-                    Some(key) => vec![key],
-                    None => KUBECONFIG_KEYS.to_vec(),
-                };
-                let data = secret.data.unwrap_or_default();
-                let bytes = keys
-                    .iter()
-                    .find_map(|key| data.get(*key))
-                    .ok_or_else(|| IdentityError::MissingKey(secret_name.clone(), keys[0].to_string()))?;
-                Some((secret_name, bytes.0.clone()))
-            }
-            None => None,
-        };
-        let identity = match (&kubeconfig, &user) {
+        let remote = self.remote(ks, &namespace).await?;
+        let identity = match (&remote, &user) {
             (None, None) => return Ok(self.own.clone()),
             (None, Some(user)) => Identity::ServiceAccount { user: user.clone() },
-            (Some((_, bytes)), user) => Identity::Remote {
-                kubeconfig: hex::encode(Sha256::digest(bytes)),
+            (Some(remote), user) => Identity::Remote {
+                kubeconfig: remote.digest(),
                 user: user.clone(),
             },
         };
         if let Some(tools) = self.cached(&identity) {
             return Ok(tools);
         }
-        let mut config = match &kubeconfig {
-            Some((secret_name, bytes)) => remote_config(secret_name, bytes).await?,
-            None => self.config.clone(),
+        let (mut config, expires) = match &remote {
+            Some(Remote::Kubeconfig { secret, bytes }) => {
+                (remote_config(secret, bytes, self.policy).await?, None)
+            }
+            Some(Remote::Workload { config_map, cluster }) => {
+                let (token, valid) = cluster.token(self.own.client(), &namespace).await?;
+                // Renewed well before it expires: a pass may run for a while with these tools.
+                let expires = Instant::now() + valid.mul_f32(0.75);
+                (cluster.config(config_map, &token)?, Some(expires))
+            }
+            None => (self.config.clone(), None),
         };
         config.auth_info.impersonate = user;
         let client = counted_client(config, &self.counts).map_err(IdentityError::Build)?;
         let tools = Arc::new(Tools::new(client, self.own.applier.options().clone()));
-        self.keep(identity, tools.clone());
+        self.keep(identity, tools.clone(), expires);
         Ok(tools)
+    }
+
+    /// The remote cluster `spec.kubeConfig` names, read with the controller's identity.
+    async fn remote(&self, ks: &Kustomization, namespace: &str) -> Result<Option<Remote>, IdentityError> {
+        let Some(kube_config) = ks.spec.kube_config.as_ref() else {
+            return Ok(None);
+        };
+        if let Some(secret_ref) = &kube_config.secret_ref {
+            let secret_name = format!("{namespace}/{}", secret_ref.name);
+            let secret = Api::<Secret>::namespaced(self.own.client().clone(), namespace)
+                .get(&secret_ref.name)
+                .await
+                .map_err(|e| IdentityError::ReadSecret(secret_name.clone(), e))?;
+            let keys: Vec<&str> = match secret_ref.key.as_deref() {
+                Some(key) => vec![key],
+                None => KUBECONFIG_KEYS.to_vec(),
+            };
+            let data = secret.data.unwrap_or_default();
+            let bytes = keys
+                .iter()
+                .find_map(|key| data.get(*key))
+                .ok_or_else(|| IdentityError::MissingKey(secret_name.clone(), keys[0].to_string()))?;
+            return Ok(Some(Remote::Kubeconfig {
+                secret: secret_name,
+                bytes: bytes.0.clone(),
+            }));
+        }
+        let Some(config_map_ref) = &kube_config.config_map_ref else {
+            return Ok(None);
+        };
+        let config_map = format!("{namespace}/{}", config_map_ref.name);
+        let data = Api::<ConfigMap>::namespaced(self.own.client().clone(), namespace)
+            .get(&config_map_ref.name)
+            .await
+            .map_err(|e| IdentityError::ReadConfigMap(config_map.clone(), e))?
+            .data
+            .unwrap_or_default();
+        let cluster = workload::from_config_map(&config_map, &data)?;
+        Ok(Some(Remote::Workload { config_map, cluster }))
     }
 
     /// Whether the ServiceAccount this Kustomization impersonates exists. Deletion skips pruning
@@ -196,13 +295,13 @@ impl Identities {
     fn cached(&self, identity: &Identity) -> Option<Arc<Tools>> {
         let mut cache = self.cache.lock().expect("identity cache lock");
         let now = Instant::now();
-        cache.retain(|_, c| now.duration_since(c.used) < IDLE);
+        cache.retain(|_, c| now.duration_since(c.used) < IDLE && c.expires.is_none_or(|e| now < e));
         let cached = cache.get_mut(identity)?;
         cached.used = now;
         Some(cached.tools.clone())
     }
 
-    fn keep(&self, identity: Identity, tools: Arc<Tools>) {
+    fn keep(&self, identity: Identity, tools: Arc<Tools>, expires: Option<Instant>) {
         let mut cache = self.cache.lock().expect("identity cache lock");
         // Two passes of the same identity may race to build it: the first one kept wins.
         if cache.contains_key(&identity) {
@@ -218,6 +317,7 @@ impl Identities {
             Cached {
                 tools,
                 used: Instant::now(),
+                expires,
             },
         );
     }
@@ -243,19 +343,16 @@ fn impersonated_user(namespace: &str, service_account: &str) -> String {
     format!("system:serviceaccount:{namespace}:{service_account}")
 }
 
-/// A remote cluster's config. Exec plugins could run arbitrary commands on the controller's
-/// host, so they are refused (Flux allows them only behind `--insecure-kubeconfig-exec`).
-async fn remote_config(secret_name: &str, bytes: &[u8]) -> Result<Config, IdentityError> {
-    let text = String::from_utf8_lossy(bytes);
-    let kubeconfig = Kubeconfig::from_yaml(&text)
-        .map_err(|e| IdentityError::InvalidKubeConfig(secret_name.to_string(), e.to_string()))?;
-    if kubeconfig
-        .auth_infos
-        .iter()
-        .any(|a| a.auth_info.as_ref().is_some_and(|i| i.exec.is_some()))
-    {
-        return Err(IdentityError::ExecNotAllowed(secret_name.to_string()));
-    }
+/// A remote cluster's config from a kubeconfig the tenant wrote; see [`kubeconfig::checked`].
+async fn remote_config(
+    secret_name: &str,
+    bytes: &[u8],
+    policy: KubeconfigPolicy,
+) -> Result<Config, IdentityError> {
+    let kubeconfig =
+        kubeconfig::checked(bytes, policy).map_err(|e| IdentityError::Refused(secret_name.to_string(), e))?;
+    // What can fail here is decoding the inline data or the server URL; kube's messages name
+    // the step, not the value.
     Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| IdentityError::InvalidKubeConfig(secret_name.to_string(), e.to_string()))
@@ -302,6 +399,7 @@ mod tests {
             config,
             counts,
             default_service_account,
+            KubeconfigPolicy::default(),
             ApplierOptions::default(),
         )
     }
@@ -359,7 +457,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn exec_plugins_are_refused_and_bad_yaml_names_the_secret() {
+    async fn tools_with_an_expiring_token_are_dropped_when_it_expires() {
+        let identities = identities("");
+        let remote = |n: &str| Identity::Remote {
+            kubeconfig: n.into(),
+            user: None,
+        };
+        let tools = identities.own.clone();
+        identities.keep(remote("expired"), tools.clone(), Some(Instant::now()));
+        identities.keep(remote("valid"), tools.clone(), Some(Instant::now() + IDLE));
+        identities.keep(remote("no-token"), tools, None);
+        assert!(identities.cached(&remote("expired")).is_none());
+        assert!(identities.cached(&remote("valid")).is_some());
+        assert!(identities.cached(&remote("no-token")).is_some());
+        assert_eq!(identities.cached_identities(), 2);
+    }
+
+    #[tokio::test]
+    async fn refusals_name_the_secret_and_the_field() {
         let exec = r#"
 apiVersion: v1
 kind: Config
@@ -368,16 +483,32 @@ users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, com
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 "#;
-        let err = remote_config("team-a/remote", exec.as_bytes()).await.unwrap_err();
+        let strict = KubeconfigPolicy::default();
+        let err = remote_config("team-a/remote", exec.as_bytes(), strict)
+            .await
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with("the kubeconfig in secret 'team-a/remote' sets 'exec'"),
+            "{message}"
+        );
+        assert!(!message.contains("/bin/steal"), "{message}");
+        assert_eq!(err.retry(), Retry::Terminal);
+        let err = remote_config("team-a/remote", b"{not yaml", strict)
+            .await
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "kubeconfig in secret 'team-a/remote' uses an exec credential plugin, which is not allowed"
+            "the kubeconfig in secret 'team-a/remote' is not a valid kubeconfig"
         );
-        let err = remote_config("team-a/remote", b"{not yaml").await.unwrap_err();
+        let allowed = KubeconfigPolicy {
+            allow_exec: true,
+            ..strict
+        };
         assert!(
-            err.to_string()
-                .starts_with("invalid kubeconfig in secret 'team-a/remote'"),
-            "{err}"
+            remote_config("team-a/remote", exec.as_bytes(), allowed)
+                .await
+                .is_ok()
         );
     }
 }

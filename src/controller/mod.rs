@@ -9,11 +9,13 @@ pub mod events;
 pub mod finalize;
 pub mod gates;
 pub mod identity;
+mod kubeconfig;
 pub mod leader;
 pub mod options;
 pub mod reconcile;
 pub mod status;
 mod vars;
+mod workload;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -138,6 +140,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
 
     let mut metrics = Metrics::default();
     metrics.register_api_requests(counts.clone());
+    metrics.runtime.set_max_concurrent(options.concurrent);
     let metrics = Arc::new(metrics);
     let readiness = Readiness::default();
     serve_http(&options.metrics_addr, Some(metrics.clone()), readiness.clone()).await?;
@@ -177,6 +180,10 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
             config,
             counts,
             &options.default_service_account,
+            kubeconfig::KubeconfigPolicy {
+                allow_exec: options.insecure_kubeconfig_exec,
+                allow_insecure_tls: options.insecure_kubeconfig_tls,
+            },
             applier_options(&options),
         ),
         notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),
@@ -458,12 +465,15 @@ async fn run_controller(ctx: Arc<Context>) {
 /// Errors that reach here were not turned into a requeue by the driver: terminal ones wait
 /// for a change of the object; transient ones back off exponentially (Flux: 750 ms … 15 min).
 fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let span = telemetry::logs::reconcile_span(&ks.namespace().unwrap_or_default(), &ks.name_any());
+    let _entered = span.enter();
     if error.is_terminal() {
-        tracing::warn!(namespace = %ks.namespace().unwrap_or_default(), name = %ks.name_any(), %error, "reconcile failed terminally: waiting for a change of the object");
+        tracing::error!(%error, "Reconciler error: waiting for a change of the object");
         return Action::await_change();
     }
     let failures = ctx.failure_count(&object_key(&ks), true);
-    tracing::warn!(namespace = %ks.namespace().unwrap_or_default(), name = %ks.name_any(), %error, "reconcile failed");
+    ctx.metrics.runtime.record_retry();
+    tracing::error!(%error, "Reconciler error");
     Action::requeue(backoff(
         failures,
         ctx.options.min_retry_delay,

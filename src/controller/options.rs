@@ -6,8 +6,14 @@ use super::gates::{self, FeatureGates};
 use crate::api::duration;
 use crate::telemetry::LogEncoding;
 
+/// A duration flag as Go's `time.ParseDuration` reads the values people write: `1m0s`, `90s`,
+/// `1.5h`, a leading `+`, and a bare `0`.
 fn go_duration(text: &str) -> Result<Duration, String> {
-    duration::parse(text).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m, 1h)"))
+    let unsigned = text.strip_prefix('+').unwrap_or(text);
+    if unsigned == "0" {
+        return Ok(Duration::ZERO);
+    }
+    duration::parse(unsigned).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m, 1h)"))
 }
 
 /// A boolean flag as Go's flag package reads it: bare (`--flag`) means true, else
@@ -46,6 +52,12 @@ pub struct RunOptions {
     /// Refuse remote kustomize bases; only files from the source artifact are built.
     #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_remote_bases: bool,
+    /// Let a remote kubeconfig run its `user.exec` credential plugin on the controller's host.
+    #[arg(long = "insecure-kubeconfig-exec", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
+    pub insecure_kubeconfig_exec: bool,
+    /// Let a remote kubeconfig turn off TLS verification (`insecure-skip-tls-verify`).
+    #[arg(long = "insecure-kubeconfig-tls", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
+    pub insecure_kubeconfig_tls: bool,
     /// ServiceAccount impersonated by Kustomizations that name none.
     #[arg(long = "default-service-account", default_value = "")]
     pub default_service_account: String,
@@ -100,7 +112,7 @@ pub struct RunOptions {
     #[arg(long = "override-manager")]
     pub override_managers: Vec<String>,
     /// Flux's flags this controller accepts so that Flux's Deployment arguments start it, but
-    /// that change nothing here (client-side throttling, SOPS, workload identity, token cache).
+    /// that change nothing here (client-side throttling, SOPS, default workload identities, token cache).
     #[command(flatten)]
     pub without_effect: FlagsWithoutEffect,
     /// Largest artifact accepted, in bytes.
@@ -141,17 +153,17 @@ pub struct FlagsWithoutEffect {
     sops_vault_configmap: Option<String>,
     #[arg(long = "default-decryption-service-account", hide = true)]
     default_decryption_service_account: Option<String>,
-    /// Workload identity for remote clusters is not supported.
+    /// A kubeconfig ConfigMap must name its ServiceAccount (`serviceAccountName`); no default.
     #[arg(long = "default-kubeconfig-service-account", hide = true)]
     default_kubeconfig_service_account: Option<String>,
-    #[arg(long = "insecure-kubeconfig-exec", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
-    insecure_kubeconfig_exec: Option<bool>,
-    #[arg(long = "insecure-kubeconfig-tls", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
-    insecure_kubeconfig_tls: Option<bool>,
     #[arg(long = "token-cache-max-size", hide = true)]
     token_cache_max_size: Option<u32>,
     #[arg(long = "token-cache-max-duration", hide = true, value_parser = go_duration)]
     token_cache_max_duration: Option<Duration>,
+    /// Nothing is taken over before the dry-run here; `--override-manager` managers are
+    /// taken over when applying.
+    #[arg(long = "override-manager-before-dry-run", hide = true)]
+    override_managers_before_dry_run: Vec<String>,
 }
 
 impl FlagsWithoutEffect {
@@ -170,18 +182,14 @@ impl FlagsWithoutEffect {
                 "--default-kubeconfig-service-account",
                 self.default_kubeconfig_service_account.is_some(),
             ),
-            (
-                "--insecure-kubeconfig-exec",
-                self.insecure_kubeconfig_exec.is_some(),
-            ),
-            (
-                "--insecure-kubeconfig-tls",
-                self.insecure_kubeconfig_tls.is_some(),
-            ),
             ("--token-cache-max-size", self.token_cache_max_size.is_some()),
             (
                 "--token-cache-max-duration",
                 self.token_cache_max_duration.is_some(),
+            ),
+            (
+                "--override-manager-before-dry-run",
+                !self.override_managers_before_dry_run.is_empty(),
             ),
         ]
         .into_iter()
@@ -220,6 +228,7 @@ mod tests {
     use super::*;
 
     #[derive(Parser)]
+    #[command(args_override_self = true)]
     struct Cli {
         #[command(flatten)]
         run: RunOptions,
@@ -324,7 +333,44 @@ mod tests {
         );
         assert_eq!(o.override_managers, ["helm", "argocd"]);
         assert!(o.feature_gates.external_artifact && o.feature_gates.migrate_api_version);
-        assert_eq!(o.without_effect.set().len(), 10);
+        assert_eq!(o.without_effect.set().len(), 8);
+        assert!(o.insecure_kubeconfig_exec && !o.insecure_kubeconfig_tls);
+    }
+
+    #[test]
+    fn values_parse_the_ways_pflag_accepts_them() {
+        let o = parse(&[
+            // A value as the next argument.
+            "--events-addr",
+            "http://receiver/",
+            "--concurrent",
+            "6",
+            // Go's Duration.String() output and a bare zero.
+            "--leader-election-lease-duration=1m0s",
+            "--requeue-dependency=0",
+            "--max-retry-delay=+1h30m",
+            // Repeated scalar flags: the last one wins.
+            "--log-level=debug",
+            "--log-level=error",
+            // Bools: strconv.ParseBool spellings.
+            "--watch-all-namespaces=F",
+            "--no-remote-bases=1",
+            "--override-manager-before-dry-run=kubectl",
+            // An empty value.
+            "--default-service-account=",
+        ]);
+        assert_eq!(o.events_addr, "http://receiver/");
+        assert_eq!(o.concurrent, 6);
+        assert_eq!(o.leader_election_lease_duration, Duration::from_secs(60));
+        assert_eq!(o.requeue_dependency, Duration::ZERO);
+        assert_eq!(o.max_retry_delay, Duration::from_secs(5400));
+        assert_eq!(o.log_level, "error");
+        assert!(!o.watch_all_namespaces && o.no_remote_bases);
+        assert_eq!(o.default_service_account, "");
+        assert_eq!(
+            o.without_effect.set(),
+            ["--override-manager-before-dry-run"]
+        );
     }
 
     #[test]

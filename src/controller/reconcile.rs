@@ -23,6 +23,7 @@ use tracing::Instrument;
 use crate::api::conditions::{READY, keys, reason};
 use crate::api::kustomization::KustomizationStatus;
 use crate::api::{Kustomization, duration};
+use crate::applier::handover;
 use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{Action as ChangeAction, ApplyRequest, ChangeSet, Owner, PruneError};
 use crate::error::{Retry, StepError};
@@ -70,14 +71,14 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     let namespace = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
     let key = super::object_key(&ks);
-    // `kustomization`, not `name`: the JSON formatter writes the span's own name under `name`.
-    let span = tracing::info_span!("reconcile", namespace = %namespace, kustomization = %name, revision = tracing::field::Empty);
+    let span = crate::telemetry::logs::reconcile_span(&namespace, &name);
     let labels = ObjectLabels {
         kind: "Kustomization".into(),
         name: name.clone(),
         namespace: namespace.clone(),
     };
     let started = Instant::now();
+    let worker = ctx.metrics.runtime.start();
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, keys::FINALIZER, ks, |event| async {
         match event {
@@ -101,6 +102,11 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     };
     ctx.metrics
         .record_reconcile(&labels, started.elapsed(), result_label);
+    worker.finish(match &result {
+        Err(_) => crate::telemetry::Outcome::Error,
+        Ok(action) if *action == Action::await_change() => crate::telemetry::Outcome::Success,
+        Ok(_) => crate::telemetry::Outcome::RequeueAfter,
+    });
     result
 }
 
@@ -116,14 +122,34 @@ struct StepFailure {
     error: Option<ReconcileError>,
 }
 
-/// The build ran on the blocking pool and panicked there.
+/// The build on the blocking pool did not return a result.
 #[derive(Debug, thiserror::Error)]
-#[error("build panicked: {0}")]
-struct BuildPanicked(#[from] tokio::task::JoinError);
+enum BuildStopped {
+    #[error("build panicked: {0}")]
+    Panicked(#[from] tokio::task::JoinError),
+    /// Not finished within spec.timeout, counted from the start of the pass.
+    #[error("build timed out: not finished within spec.timeout ({})", duration::format(*.0))]
+    TimedOut(Duration),
+}
 
-impl StepError for BuildPanicked {
+impl StepError for BuildStopped {
     fn reason(&self) -> &'static str {
         reason::BUILD_FAILED
+    }
+}
+
+/// Runs `build` on the blocking pool (it is CPU-bound) for at most `budget`, what is left of
+/// `timeout`. A blocking thread cannot be stopped, so one that runs over finishes unobserved
+/// (its input is bounded by the engine's limits) while the pass fails before anything is
+/// applied or pruned.
+async fn build_within<T: Send + 'static>(
+    budget: Duration,
+    timeout: Duration,
+    build: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, BuildStopped> {
+    match tokio::time::timeout(budget, tokio::task::spawn_blocking(build)).await {
+        Ok(joined) => Ok(joined?),
+        Err(_) => Err(BuildStopped::TimedOut(timeout)),
     }
 }
 
@@ -281,7 +307,12 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
             )))
         }
         Err(failure) => {
-            tracing::info!(reason = failure.failed.reason, message = %failure.failed.message, "reconciliation failed");
+            let elapsed = duration::format(pass.started.elapsed());
+            let failed = match failure.requeue {
+                Some(after) => format!("Reconciliation failed after {elapsed}, next try in {}", duration::format(after)),
+                None => format!("Reconciliation failed after {elapsed}"),
+            };
+            tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");
             if ready_changed(&pass.old, &pass.status) {
                 if let Some(notice) = failure.notice {
                     ctx.notifier.emit(&ks, &notice).await;
@@ -385,11 +416,13 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
-    let built = tokio::task::spawn_blocking(move || {
+    let timeout = spec.timeout();
+    let budget = timeout.saturating_sub(pass.started.elapsed());
+    let built = build_within(budget, timeout, move || {
         flux::build_with_strictness(&root, &dir, &build_spec, &vars, &BuildOptions::new(), strict)
     })
     .await
-    .map_err(|e| pass.fail(BuildPanicked(e)))?
+    .map_err(|e| pass.fail(e))?
     .map_err(|e| pass.fail(e))?;
     drop(tree);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.
@@ -428,7 +461,21 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     let previous = pass.old.inventory.clone().unwrap_or_default();
     let mut inventory = inventory_of(&changes);
     let stale_entries = stale(&previous, &inventory);
-    if spec.prune && !stale_entries.is_empty() {
+    let behind = if spec.prune && !stale_entries.is_empty() {
+        siblings_behind(ctx, &ks, &artifact.revision).await
+    } else {
+        Vec::new()
+    };
+    if !behind.is_empty() {
+        // A sibling may still take over what this revision dropped: release, do not delete.
+        tracing::info!(
+            siblings = %behind.join(", "),
+            "stale objects released, not deleted, until the siblings of this source apply this revision"
+        );
+        inventory
+            .entries
+            .extend(tools.applier.release(&owner, &stale_entries).await);
+    } else if spec.prune && !stale_entries.is_empty() {
         match tools.applier.prune(&owner, &stale_entries).await {
             Ok(pruned) => record_changes(pass, ctx, &pruned),
             Err(error) => {
@@ -489,6 +536,17 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     };
     status::mark_applied(&mut pass.status, &pass.stamp, &applied);
     Ok(())
+}
+
+/// The Kustomizations of `ks`'s namespace and source that have not applied `revision` yet
+/// (read with the controller's identity, as dependsOn is). A failed list counts as one behind:
+/// deleting is what cannot be undone.
+async fn siblings_behind(ctx: &Context, ks: &Kustomization, revision: &str) -> Vec<String> {
+    let api = Api::<Kustomization>::namespaced(ctx.client.clone(), &ks.namespace().unwrap_or_default());
+    match api.list(&Default::default()).await {
+        Ok(list) => handover::lagging_siblings(ks, &list.items, revision),
+        Err(error) => vec![format!("(Kustomizations not listed: {error})")],
+    }
 }
 
 fn record_changes(pass: &mut Pass, ctx: &Context, changes: &ChangeSet) {
@@ -570,5 +628,32 @@ impl StepError for StatusWriteError {
 
     fn retry(&self) -> Retry {
         Retry::Backoff
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{BuildStopped, build_within};
+    use crate::error::StepError;
+
+    #[tokio::test]
+    async fn a_build_past_its_budget_is_abandoned_with_the_timeout_named() {
+        let started = std::time::Instant::now();
+        let slow = build_within(Duration::from_millis(50), Duration::from_secs(30), || {
+            std::thread::sleep(Duration::from_secs(1));
+        });
+        let err = slow.await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_millis(500), "not waited for");
+        assert!(matches!(err, BuildStopped::TimedOut(_)));
+        assert_eq!(err.reason(), "BuildFailed");
+        assert_eq!(
+            err.to_string(),
+            "build timed out: not finished within spec.timeout (30s)"
+        );
+
+        let quick = build_within(Duration::from_secs(5), Duration::from_secs(30), || 7);
+        assert_eq!(quick.await.unwrap(), 7);
     }
 }

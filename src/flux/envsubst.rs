@@ -29,7 +29,13 @@ pub enum EnvsubstError {
     DefaultFunction,
     #[error("variable not set (strict mode): {0:?}")]
     NotSet(String),
+    /// Parsing and expanding recurse once per level: a manifest must not choose the depth.
+    #[error("substitutions nested deeper than {MAX_NESTING} levels")]
+    TooDeep,
 }
+
+/// How deep `${...}` may nest inside default arguments.
+const MAX_NESTING: usize = 64;
 
 #[derive(Debug, PartialEq)]
 enum Node {
@@ -51,6 +57,7 @@ pub(crate) fn expand(
     let nodes = Parser {
         chars: text.chars().collect(),
         pos: 0,
+        depth: 0,
     }
     .parse_text()?;
     let mut out = String::new();
@@ -214,27 +221,57 @@ fn glob_match(pattern: &str, name: &str) -> Option<bool> {
 }
 
 fn glob_at(p: &[char], n: &[char]) -> Option<bool> {
-    match p.first() {
-        None => Some(n.is_empty()),
-        Some('*') => {
-            for skip in 0..=n.len() {
-                if glob_at(&p[1..], &n[skip..])? {
-                    return Some(true);
-                }
-            }
-            Some(false)
+    // Greedy matching that, on a mismatch, lets the last `*` take one more character: linear
+    // in the name per `*`, where trying every split recursively is exponential in the stars.
+    let (mut pi, mut ni) = (0, 0);
+    let mut last_star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if p.get(pi) == Some(&'*') {
+            pi += 1;
+            last_star = Some((pi, ni));
+            continue;
         }
-        Some('?') => match n.first() {
-            Some(_) => glob_at(&p[1..], &n[1..]),
-            None => Some(false),
-        },
-        Some('[') => {
-            let close = p.iter().skip(2).position(|&c| c == ']')? + 2;
-            let (negate, class) = match p[1] {
-                '^' => (true, &p[2..close]),
-                _ => (false, &p[1..close]),
+        if pi < p.len()
+            && let Some(next) = match_one(p, pi, n[ni])?
+        {
+            pi = next;
+            ni += 1;
+            continue;
+        }
+        match last_star {
+            Some((after, taken)) => {
+                pi = after;
+                ni = taken + 1;
+                last_star = Some((after, taken + 1));
+            }
+            None => return Some(false),
+        }
+    }
+    while p.get(pi) == Some(&'*') {
+        pi += 1;
+    }
+    if pi == p.len() {
+        return Some(true);
+    }
+    // The name is used up but the pattern is not: a malformed rest is still an error.
+    match p[pi] {
+        '[' => p.iter().skip(pi + 2).position(|&c| c == ']').map(|_| false),
+        '\\' => p.get(pi + 1).map(|_| false),
+        _ => Some(false),
+    }
+}
+
+/// Whether the pattern element at `pi` (not `*`) matches `c`: the index after it when it does,
+/// `None` inside when it does not, `None` outside for a malformed element.
+fn match_one(p: &[char], pi: usize, c: char) -> Option<Option<usize>> {
+    match p[pi] {
+        '?' => Some(Some(pi + 1)),
+        '[' => {
+            let close = p.iter().skip(pi + 2).position(|&x| x == ']')? + pi + 2;
+            let (negate, class) = match p[pi + 1] {
+                '^' => (true, &p[pi + 2..close]),
+                _ => (false, &p[pi + 1..close]),
             };
-            let Some(&c) = n.first() else { return Some(false) };
             let mut hit = false;
             let mut i = 0;
             while i < class.len() {
@@ -246,23 +283,13 @@ fn glob_at(p: &[char], n: &[char]) -> Option<bool> {
                     i += 1;
                 }
             }
-            if hit != negate {
-                glob_at(&p[close + 1..], &n[1..])
-            } else {
-                Some(false)
-            }
+            Some((hit != negate).then_some(close + 1))
         }
-        Some('\\') => {
-            let escaped = *p.get(1)?;
-            match n.first() {
-                Some(&c) if c == escaped => glob_at(&p[2..], &n[1..]),
-                _ => Some(false),
-            }
+        '\\' => {
+            let escaped = *p.get(pi + 1)?;
+            Some((c == escaped).then_some(pi + 2))
         }
-        Some(&literal) => match n.first() {
-            Some(&c) if c == literal => glob_at(&p[1..], &n[1..]),
-            _ => Some(false),
-        },
+        literal => Some((c == literal).then_some(pi + 1)),
     }
 }
 
@@ -270,6 +297,8 @@ fn glob_at(p: &[char], n: &[char]) -> Option<bool> {
 struct Parser {
     chars: Vec<char>,
     pos: usize,
+    /// How many `${` are open.
+    depth: usize,
 }
 
 fn is_ident(c: char) -> bool {
@@ -324,6 +353,16 @@ impl Parser {
 
     /// After `${`.
     fn parse_func(&mut self) -> Result<Node, EnvsubstError> {
+        if self.depth == MAX_NESTING {
+            return Err(EnvsubstError::TooDeep);
+        }
+        self.depth += 1;
+        let node = self.parse_func_body();
+        self.depth -= 1;
+        node
+    }
+
+    fn parse_func_body(&mut self) -> Result<Node, EnvsubstError> {
         if self.eat('#') {
             let param = self.ident();
             if param.is_empty() || !self.eat('}') {
@@ -703,6 +742,33 @@ mod tests {
                 "{input}"
             );
         }
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_patterns_match_in_polynomial_time() {
+        let nested = |levels: usize| format!("{}x{}", "${a:=".repeat(levels), "}".repeat(levels));
+        assert_eq!(expand(&nested(64), &BTreeMap::new(), true).as_deref(), Ok("x"));
+        assert_eq!(
+            expand(&nested(65), &BTreeMap::new(), true),
+            Err(EnvsubstError::TooDeep)
+        );
+        assert_eq!(
+            expand(&nested(100_000), &BTreeMap::new(), true),
+            Err(EnvsubstError::TooDeep)
+        );
+
+        // Trying every split of 12 stars over 30 characters, for each of 30 prefixes, takes
+        // minutes; matching with one backtrack point takes microseconds.
+        let value = "a".repeat(30);
+        let vars = BTreeMap::from([("v".to_string(), value.clone())]);
+        let text = format!("${{v#{}b}}", "*a".repeat(12));
+        let started = std::time::Instant::now();
+        assert_eq!(expand(&text, &vars, true), Ok(value));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -18,6 +18,10 @@ use super::{buildmeta, nameref, plugins, yaml};
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
 /// Annotation recording where an object came from (`buildMetadata: [originAnnotations]`).
 const ORIGIN: &str = "config.kubernetes.io/origin";
+/// How deep bases and components may nest. Each level is a stack frame of the recursion
+/// below; a tree with tens of thousands of chained directories would otherwise overflow the
+/// stack and abort the whole process, every tenant's reconcile with it.
+const MAX_DEPTH: usize = 100;
 
 /// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
 pub(crate) fn build_root(
@@ -180,6 +184,12 @@ fn accumulate(
     visiting: &mut Vec<PathBuf>,
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
+    if visiting.len() >= MAX_DEPTH {
+        return Err(BuildError::Kustomization {
+            file: loader.show(dir),
+            message: format!("bases and components nested deeper than {MAX_DEPTH} levels"),
+        });
+    }
     if visiting.iter().any(|v| v.starts_with(dir)) {
         return Err(BuildError::Cycle {
             path: loader.display(dir),
@@ -424,6 +434,45 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         write(tmp.path(), files);
         build(tmp.path(), Path::new(dir), &BuildOptions::new()).unwrap_err()
+    }
+
+    /// Directories `d0` -> `../d1` -> ... -> `d{len-1}`, the last holding one ConfigMap.
+    fn chain_of_bases(len: usize) -> Vec<(String, String)> {
+        let mut files: Vec<(String, String)> = (0..len)
+            .map(|i| {
+                let next = if i + 1 < len {
+                    format!("../d{}", i + 1)
+                } else {
+                    "cm.yaml".into()
+                };
+                (
+                    format!("d{i}/kustomization.yaml"),
+                    format!("resources: [{next}]\n"),
+                )
+            })
+            .collect();
+        files.push((
+            format!("d{}/cm.yaml", len - 1),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: end\n".into(),
+        ));
+        files
+    }
+
+    #[test]
+    fn bases_nest_up_to_the_depth_limit_and_no_deeper() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = chain_of_bases(100);
+        let borrowed: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        write(tmp.path(), &borrowed);
+        let built = build(tmp.path(), Path::new("d0"), &BuildOptions::new()).unwrap();
+        assert_eq!(built.objects.len(), 1);
+
+        let files = chain_of_bases(101);
+        let borrowed: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        assert_eq!(
+            build_err(&borrowed, "d0").to_string(),
+            "d100: bases and components nested deeper than 100 levels"
+        );
     }
 
     #[test]

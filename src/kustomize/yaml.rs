@@ -1,10 +1,18 @@
 //! YAML in and out: multi-document parsing with anchors, aliases and merge keys into
 //! `serde_json` values, with kyaml's scalar resolution.
 
+use std::cell::Cell;
+
 use serde::Deserializer as _;
 use serde_json::{Map, Value};
 
 use super::BuildError;
+
+/// How many nodes a file may produce beyond its own length in bytes. Without aliases a
+/// file cannot produce more nodes than it has bytes, so the excess is what aliases
+/// expanded: this bounds a "billion laughs" file (a 90 KB file can otherwise expand to
+/// 10^8 nodes) while leaving every ordinary use of anchors far below it.
+const ALIAS_NODE_BUDGET: usize = 100_000;
 
 /// Parses every document of `text` (from file `origin`) into a JSON value. Empty documents
 /// are dropped; aliases are expanded and merge keys (`<<`) resolved; plain scalars are
@@ -49,16 +57,51 @@ fn for_each_document(
             });
         }
     }
+    refuse_deep_flow(text, origin)?;
     let mut index = 0;
     let folded = super::folded::folded_starts(text);
+    let nodes = NodeBudget {
+        left: Cell::new(text.len().saturating_add(ALIAS_NODE_BUDGET)),
+    };
     for document in serde_yaml::Deserializer::from_str(text) {
         let mut json = document
-            .deserialize_any(Scalars { text, yaml11 })
+            .deserialize_any(Scalars {
+                text,
+                yaml11,
+                nodes: &nodes,
+            })
             .map_err(|e| yaml_error(origin, &e))?;
         super::folded::apply(&mut json, &folded);
         if !json.is_null() {
             index += 1;
             each(index, json)?;
+        }
+    }
+    Ok(())
+}
+
+/// How deep `[`/`{` may nest. The YAML scanner takes time quadratic in this depth (a 400 KB
+/// file of brackets ran for minutes) and the deserializer refuses anything past 128 levels
+/// anyway; brackets inside strings count too, which no real manifest piles up this high.
+const MAX_FLOW_DEPTH: usize = 1000;
+
+/// Refuses `text` before parsing when its flow collections nest deeper than [`MAX_FLOW_DEPTH`].
+fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildError> {
+    let mut depth = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        for b in line.bytes() {
+            match b {
+                b'[' | b'{' => depth += 1,
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => continue,
+            }
+            if depth > MAX_FLOW_DEPTH {
+                return Err(BuildError::Yaml {
+                    file: origin.to_string(),
+                    line: n + 1,
+                    message: format!("flow collections nested deeper than {MAX_FLOW_DEPTH} levels"),
+                });
+            }
         }
     }
     Ok(())
@@ -179,6 +222,27 @@ fn yaml_error(origin: &str, e: &serde_yaml::Error) -> BuildError {
 struct Scalars<'t> {
     text: &'t str,
     yaml11: bool,
+    nodes: &'t NodeBudget,
+}
+
+/// The nodes a file may still produce, spent as they are built so that an expansion stops
+/// before it takes the memory.
+struct NodeBudget {
+    left: Cell<usize>,
+}
+
+impl NodeBudget {
+    fn spend<E: serde::de::Error>(&self) -> Result<(), E> {
+        match self.left.get().checked_sub(1) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(format!(
+                "aliases expand to more than {ALIAS_NODE_BUDGET} nodes beyond the file's size"
+            ))),
+        }
+    }
 }
 
 impl Scalars<'_> {
@@ -299,6 +363,7 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
 impl<'de> serde::de::DeserializeSeed<'de> for Scalars<'_> {
     type Value = Value;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        self.nodes.spend()?;
         d.deserialize_any(self)
     }
 }
@@ -566,6 +631,52 @@ mod tests {
             parse_documents("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nref: *b\n", "f").unwrap();
         assert_eq!(docs[0]["other"], serde_json::json!({"x": 1, "y": 3}));
         assert_eq!(docs[0]["ref"], serde_json::json!({"x": 1, "y": 2}));
+    }
+
+    #[test]
+    fn alias_expansion_beyond_the_budget_is_refused_naming_the_file() {
+        // 600 aliases of a 500-item list: 300,000 nodes from a file of about 4 KB.
+        let bomb = format!(
+            "a: &a [{}]\nb:\n{}",
+            vec!["x"; 500].join(","),
+            "- *a\n".repeat(600)
+        );
+        let err = parse_documents(&bomb, "bomb.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("bomb.yaml:"), "{err}");
+        assert!(err.contains("aliases expand to more than 100000 nodes"), "{err}");
+        // A quarter of it is an ordinary, if generous, use of anchors.
+        let fine = format!(
+            "a: &a [{}]\nb:\n{}",
+            vec!["x"; 500].join(","),
+            "- *a\n".repeat(150)
+        );
+        let docs = parse_documents(&fine, "fine.yaml").unwrap();
+        assert_eq!(docs[0]["b"].as_array().map(Vec::len), Some(150));
+    }
+
+    #[test]
+    fn flow_collections_nested_past_the_limit_are_refused_before_parsing() {
+        let nested = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let err = parse_documents(&nested(1001), "deep.yaml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "deep.yaml:1: malformed YAML: flow collections nested deeper than 1000 levels"
+        );
+        // A deep file is refused before the scanner, whose time grows with the square of the depth.
+        let started = std::time::Instant::now();
+        assert!(parse_documents(&nested(200_000), "deep.yaml").is_err());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        // Shallow nesting is the parser's business as before.
+        assert_eq!(
+            parse_documents(&nested(3), "ok.yaml").unwrap()[0]["a"],
+            serde_json::json!([[[]]])
+        );
     }
 
     #[test]

@@ -498,8 +498,8 @@ async fn two_kustomizations_claiming_one_object_is_a_clear_conflict() {
     assert_eq!(
         err.to_string(),
         format!(
-            "ConfigMap/{ns}/shared is already managed by Kustomization {ns}/first: the object is in both Kustomizations; \
-             remove it from one of them"
+            "ConfigMap/{ns}/shared is claimed by both Kustomization {ns}/second and Kustomization {ns}/first: \
+             it is in the inventory of {ns}/first, which has not released it; remove it from one of them"
         )
     );
     let cm = t.config_map("shared").await.unwrap();
@@ -542,8 +542,8 @@ async fn diff_reports_the_conflict_apply_reports_for_an_object_another_kustomiza
     assert_eq!(
         previewed.to_string(),
         format!(
-            "ConfigMap/{ns}/shared is already managed by Kustomization {ns}/first: the object is in both Kustomizations; \
-             remove it from one of them"
+            "ConfigMap/{ns}/shared is claimed by both Kustomization {ns}/second and Kustomization {ns}/first: \
+             it is in the inventory of {ns}/first, which has not released it; remove it from one of them"
         )
     );
     assert_eq!(previewed.errors[0].kind, FailureKind::Conflict);

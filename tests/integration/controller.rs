@@ -486,11 +486,11 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     eventually(
         "the leader logs its reconcile",
         Duration::from_secs(10),
-        || async { first.logs().contains("\"kustomization\":\"app\"").then_some(()) },
+        || async { first.logs().contains(r#""Kustomization":{"name":"app""#).then_some(()) },
     )
     .await;
     assert!(
-        !second.logs().contains("\"kustomization\":\"app\""),
+        !second.logs().contains(r#""Kustomization":{"name":"app""#),
         "the standby replica does not reconcile"
     );
     assert_eq!(holder().await.as_deref(), Some("replica-1"));

@@ -14,7 +14,7 @@ use crate::support::eventually;
 const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
 
 /// A ServiceAccount `name` that may manage ConfigMaps in `namespace`, and nothing else.
-async fn config_map_deployer(s: &Scenario, name: &str) {
+pub async fn config_map_deployer(s: &Scenario, name: &str) {
     let n = s.namespace();
     let objects = [
         (

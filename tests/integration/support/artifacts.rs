@@ -1,4 +1,4 @@
-//! Source-controller stand-ins: an HTTP artifact server, minimal source CRDs, and publishing an
+//! Source-controller stand-ins: an HTTP artifact server, and publishing an
 //! artifact by patching a source object's status, as source-controller does.
 
 use std::collections::HashMap;
@@ -6,15 +6,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kustomize_controller::api::kustomization::SourceKind;
-use serde::Deserialize as _;
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OnceCell;
 
 #[path = "../../../src/source/test_archive.rs"]
 pub mod test_archive;
@@ -161,29 +158,27 @@ pub const ALL_SOURCE_KINDS: [SourceKind; 4] = [
     SourceKind::ExternalArtifact,
 ];
 
-/// The minimal source CRDs of e2e/source-crds.yaml (shared with the demo): any spec, any
-/// status, with the status subresource so artifacts are published as source-controller does.
-fn source_crds_manifest() -> Vec<CustomResourceDefinition> {
-    let text = include_str!("../../../e2e/source-crds.yaml");
-    serde_yaml::Deserializer::from_str(text)
-        .map(|doc| CustomResourceDefinition::deserialize(doc).expect("e2e/source-crds.yaml holds CRDs"))
-        .collect()
-}
-
-/// Installs the four source CRDs, once per test binary.
+/// Installs the source CRDs, once per test binary: source-controller's own (see
+/// [`super::flux::source_controller_crds`]), so every test sees the schema the real
+/// source-controller tests run against and none changes it halfway through a run.
 pub async fn source_crds(client: &Client) {
-    static INSTALLED: OnceCell<()> = OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            for crd in source_crds_manifest() {
-                super::install_crd(client, &crd).await;
-            }
-        })
-        .await;
+    super::flux::source_controller_crds(client).await;
 }
 
 fn source_api(client: &Client, kind: SourceKind, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), namespace, &kind.api_resource())
+}
+
+/// A spec that source-controller's own CRDs accept.
+fn stand_in_spec(kind: SourceKind) -> serde_json::Value {
+    match kind {
+        SourceKind::GitRepository => serde_json::json!({"interval": "1m", "url": "https://example.invalid/repo"}),
+        SourceKind::OCIRepository => serde_json::json!({"interval": "1m", "url": "oci://example.invalid/repo"}),
+        SourceKind::Bucket => {
+            serde_json::json!({"interval": "1m", "bucketName": "repo", "endpoint": "example.invalid"})
+        }
+        SourceKind::ExternalArtifact => serde_json::json!({}),
+    }
 }
 
 /// Creates (or updates) a source object with no status.
@@ -192,7 +187,7 @@ pub async fn create_source(client: &Client, kind: SourceKind, namespace: &str, n
     let object = serde_json::json!({
         "apiVersion": resource.api_version, "kind": resource.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"interval": "1m", "url": "https://example.invalid/repo"},
+        "spec": stand_in_spec(kind),
     });
     source_api(client, kind, namespace)
         .patch(

@@ -22,10 +22,18 @@ use super::{TestNamespace, eventually};
 pub struct ControllerProcess {
     child: Child,
     pub metrics_port: u16,
+    pub health_port: u16,
     pub log: std::path::PathBuf,
 }
 
-fn free_port() -> u16 {
+/// The arguments most tests start the controller with: one namespace, quick dependency requeues.
+fn test_args(extra_args: &[&str]) -> Vec<String> {
+    let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
+    args.extend(extra_args.iter().map(|a| a.to_string()));
+    args
+}
+
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -40,19 +48,36 @@ impl ControllerProcess {
 
     /// Starts a replica with its own identity (`POD_NAME`), for leader election.
     pub fn start_as(namespace: &str, identity: &str, extra_args: &[&str]) -> Self {
-        let metrics_port = free_port();
-        let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
-        let log_file = std::fs::File::create(&log).expect("controller log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
-            .arg("run")
-            .arg("--watch-all-namespaces=false")
+        Self::launch(namespace, identity, &test_args(extra_args), None)
+    }
+
+    /// Starts the controller with its own credentials, from `kubeconfig` instead of `KUBECONFIG`.
+    pub fn start_with_kubeconfig(namespace: &str, kubeconfig: &std::path::Path, extra_args: &[&str]) -> Self {
+        Self::launch(namespace, "kc-test", &test_args(extra_args), Some(kubeconfig))
+    }
+
+    fn launch(namespace: &str, identity: &str, args: &[String], kubeconfig: Option<&std::path::Path>) -> Self {
+        let (metrics_port, health_port) = (free_port(), free_port());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"));
+        if let Some(kubeconfig) = kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        command
+            .args(args)
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
-            .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
-            .arg("--requeue-dependency=2s")
-            .args(extra_args)
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
             .env("RUNTIME_NAMESPACE", namespace)
             .env("POD_NAME", identity)
-            .env("RUST_LOG", "info,kustomize_controller=debug")
+            .env("RUST_LOG", "info,kustomize_controller=debug");
+        Self::spawn(command, namespace, metrics_port, health_port)
+    }
+
+    /// Spawns `command` (our binary, with its arguments) with stderr to a log file; the
+    /// command listens for /metrics on `metrics_port` and for the probes on `health_port`.
+    pub fn spawn(mut command: Command, namespace: &str, metrics_port: u16, health_port: u16) -> Self {
+        let log = std::env::temp_dir().join(format!("kc-{namespace}-{metrics_port}.log"));
+        let log_file = std::fs::File::create(&log).expect("controller log file");
+        let child = command
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()
@@ -60,8 +85,15 @@ impl ControllerProcess {
         Self {
             child,
             metrics_port,
+            health_port,
             log,
         }
+    }
+
+    /// The HTTP status line of a probe (`/readyz`, `/healthz`) on the health port.
+    pub async fn probe(&self, path: &str) -> Option<String> {
+        let response = http_get(self.health_port, path).await?;
+        response.lines().next().map(str::to_string)
     }
 
     pub fn pid(&self) -> u32 {
@@ -209,6 +241,16 @@ pub async fn wait_ready(
     }
 }
 
+/// The `value` key of ConfigMap `namespace/name`, or `None` when the ConfigMap (or key) is
+/// missing.
+pub async fn config_map_value(client: &Client, namespace: &str, name: &str) -> Option<String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .unwrap()?;
+    cm.data?.get("value").cloned()
+}
+
 /// events.k8s.io Events about `name` in `namespace`, as (type, reason, note, annotations).
 pub async fn events_about(
     client: &Client,
@@ -338,11 +380,7 @@ impl Scenario {
 
     /// The `value` key of ConfigMap `name`, or `None` when the ConfigMap (or key) is missing.
     pub async fn config_map_value(&self, name: &str) -> Option<String> {
-        let cm = Api::<ConfigMap>::namespaced(self.client.clone(), self.namespace())
-            .get_opt(name)
-            .await
-            .unwrap()?;
-        cm.data?.get("value").cloned()
+        config_map_value(&self.client, self.namespace(), name).await
     }
 
     /// The Events about Kustomization `name`, as [`events_about`] gives them.

@@ -100,11 +100,17 @@ pub async fn install_crd(client: &Client, crd: &CustomResourceDefinition) {
     )
     .await
     .expect("apply CRD");
+    wait_established(client, &name).await;
+}
+
+/// Waits until CRD `name` is Established.
+pub async fn wait_established(client: &Client, name: &str) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
     eventually(
         &format!("CRD {name} Established"),
         Duration::from_secs(30),
         || async {
-            let crd = api.get(&name).await.ok()?;
+            let crd = api.get(name).await.ok()?;
             let established = crd
                 .status?
                 .conditions?
@@ -134,3 +140,7 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
 }
 pub mod applier;
 pub mod controller;
+pub mod flux;
+pub mod remote;
+pub mod tls;
+pub mod flux_deployment;

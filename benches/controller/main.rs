@@ -1,0 +1,636 @@
+//! Our controller beside Flux's kustomize-controller, one after the other on one control plane,
+//! on the same workloads, sources and CRDs (`make bench-controller`). For each workload and each
+//! controller it starts the controller on a fresh namespace, drives the workload and prints one
+//! table: wall time, API requests as the API server counts them, CPU seconds and peak RSS of the
+//! controller process, and the ratios.
+//!
+//! Requests are the sum of the API server's `apiserver_request_total` over the phase, less the
+//! requests this program made (counted as it makes them), less the background rate measured
+//! before any controller runs, and without the requests on resources neither kustomize-controller
+//! touches (ReplicaSets, Pods, EndpointSlices, Leases, Nodes, Deployment status): those are
+//! kube-controller-manager's and the fake kubelet's reaction to the rollouts.
+//!
+//! Sources are GitRepository objects (source-controller's CRD) whose status this program writes,
+//! with artifacts it serves over HTTP; no source-controller runs.
+//!
+//! Environment: `KUBECONFIG`; `FLUX_KC_BIN`, the directory `e2e/fluxkc/build.sh` prints (Flux's
+//! binary and crds/); `BENCH_CONTROLLER`, our binary (default target/release/kustomize-controller);
+//! `BENCH_SCALE`, a factor on every workload size for quick runs (default 1).
+//! The namespaces are left behind for inspection: run it on a control plane of its own.
+
+mod process;
+mod source;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use process::{Binaries, Controller, FLAGS, Peer, usage};
+use source::{ArtifactServer, artifact_files, config_map, deployment, fleet_app, now};
+
+/// Resources only the control plane's own controllers write while a rollout happens.
+const CONTROL_PLANE_RESOURCES: &[&str] = &["replicasets", "pods", "endpointslices", "leases", "nodes"];
+
+/// The bench's client: every request it makes is counted so it can be taken out of the API
+/// server's count.
+struct Bench {
+    client: Client,
+    own: AtomicU64,
+    background_per_sec: f64,
+    artifacts: ArtifactServer,
+    binaries: Binaries,
+    logs: PathBuf,
+    run: String,
+}
+
+fn kustomizations() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
+        "kustomizations",
+    )
+}
+
+fn git_repositories() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "GitRepository"),
+        "gitrepositories",
+    )
+}
+
+fn config_maps() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
+}
+
+/// What one phase cost one controller.
+struct Sample {
+    wall: Duration,
+    requests: f64,
+    cpu: f64,
+    peak_rss_kib: u64,
+}
+
+impl Bench {
+    fn count(&self, n: u64) {
+        self.own.fetch_add(n, Ordering::SeqCst);
+    }
+
+    fn api(&self, ns: &str, resource: &ApiResource) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), ns, resource)
+    }
+
+    /// The API server's request count so far, without the control plane's own resources.
+    /// Reading /metrics is not itself counted there.
+    async fn served(&self) -> f64 {
+        let request = hyper::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .expect("the API server's /metrics");
+        served_requests(&text)
+    }
+
+    async fn apply_all(&self, api: &Api<DynamicObject>, objects: Vec<Value>) {
+        self.count(objects.len() as u64);
+        let params = PatchParams::apply("bench").force();
+        futures::stream::iter(objects)
+            .map(|o| {
+                let params = params.clone();
+                async move {
+                    let name = o["metadata"]["name"].as_str().unwrap().to_string();
+                    api.patch(&name, &params, &Patch::Apply(o)).await.map(|_| ())
+                }
+            })
+            .buffer_unordered(8)
+            .try_collect::<Vec<_>>()
+            .await
+            .expect("apply");
+    }
+
+    /// Points each named source at its artifact.
+    async fn set_artifacts(&self, ns: &str, artifacts: Vec<(String, Value)>) {
+        let api = self.api(ns, &git_repositories());
+        self.count(artifacts.len() as u64);
+        futures::stream::iter(artifacts)
+            .map(|(name, artifact)| {
+                let api = api.clone();
+                async move {
+                    let ready = json!({"type": "Ready", "status": "True", "reason": "Succeeded",
+                        "message": "stored artifact", "lastTransitionTime": now(), "observedGeneration": 1});
+                    let status = json!({"status": {"artifact": artifact, "conditions": [ready], "observedGeneration": 1}});
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.map(|_| ())
+                }
+            })
+            .buffer_unordered(8)
+            .try_collect::<Vec<_>>()
+            .await
+            .expect("source status");
+    }
+
+    /// Waits until every named Kustomization satisfies `done`, the controller dies, or time is up.
+    async fn wait(
+        &self,
+        ns: &str,
+        names: usize,
+        controller: &mut Controller,
+        limit: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Result<(), String> {
+        let api = self.api(ns, &kustomizations());
+        let started = Instant::now();
+        // Listing a thousand Kustomizations loads the API server too: poll those less often.
+        let pause = Duration::from_millis(match names {
+            1 => 100,
+            2..=100 => 500,
+            _ => 2000,
+        });
+        loop {
+            self.count(1);
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let items: Vec<Value> = list
+                .items
+                .into_iter()
+                .map(|o| serde_json::to_value(o).unwrap())
+                .collect();
+            let finished = items.iter().filter(|ks| done(ks)).count();
+            if finished == names {
+                return Ok(());
+            }
+            if let Some(why) = controller.exited() {
+                return Err(why);
+            }
+            if started.elapsed() > limit {
+                let stuck = items
+                    .iter()
+                    .find(|ks| !done(ks))
+                    .map_or("none created".into(), |ks| {
+                        format!("{}: {}", ks["metadata"]["name"], ready_message(ks))
+                    });
+                return Err(format!(
+                    "{finished}/{names} done after {}s; e.g. {stuck}; log tail: {}",
+                    limit.as_secs(),
+                    controller.log_tail()
+                ));
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Runs `phase` and measures what it cost the controller.
+    async fn measure<F: std::future::Future<Output = Result<(), String>>>(
+        &self,
+        pid: u32,
+        phase: F,
+    ) -> Result<Sample, String> {
+        let own_before = self.own.load(Ordering::SeqCst);
+        let before = self.served().await;
+        let (cpu_before, _) = usage(pid);
+        let started = Instant::now();
+        phase.await?;
+        let wall = started.elapsed();
+        let own = (self.own.load(Ordering::SeqCst) - own_before) as f64;
+        let after = self.served().await;
+        let (cpu_after, peak_rss_kib) = usage(pid);
+        let requests = after - before - own - self.background_per_sec * wall.as_secs_f64();
+        Ok(Sample {
+            wall,
+            requests: requests.max(0.0),
+            cpu: cpu_after - cpu_before,
+            peak_rss_kib,
+        })
+    }
+
+    async fn namespace(&self, workload: &str, peer: Peer) -> String {
+        let ns = format!("bench-{}-{workload}-{}", self.run, peer.name());
+        let api: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+        );
+        self.count(1);
+        api.patch(
+            &ns,
+            &PatchParams::apply("bench"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+        )
+        .await
+        .unwrap();
+        ns
+    }
+
+    /// Creates sources (with their artifacts) for `apps`, each app the objects of one Kustomization.
+    async fn sources(&self, ns: &str, apps: &[(String, Vec<String>)], revision: &str) {
+        let repos: Vec<Value> = apps
+            .iter()
+            .map(|(name, _)| {
+                json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"interval": "60m", "url": format!("https://git.invalid/{name}")}})
+            })
+            .collect();
+        self.apply_all(&self.api(ns, &git_repositories()), repos).await;
+        let artifacts = apps
+            .iter()
+            .map(|(name, objects)| {
+                let path = format!("{ns}/{name}/{revision}.tar.gz");
+                (
+                    name.clone(),
+                    self.artifacts
+                        .publish(&path, &format!("main@sha1:{revision}"), &artifact_files(objects)),
+                )
+            })
+            .collect();
+        self.set_artifacts(ns, artifacts).await;
+    }
+
+    async fn create_kustomizations(&self, ns: &str, names: impl Iterator<Item = String>, wait: bool) {
+        let objects = names
+            .map(|name| {
+                json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"interval": "60m", "retryInterval": "30s", "prune": true, "wait": wait, "timeout": "5m",
+                        "path": "./", "targetNamespace": ns,
+                        "sourceRef": {"kind": "GitRepository", "name": name}}})
+            })
+            .collect();
+        self.apply_all(&self.api(ns, &kustomizations()), objects).await;
+    }
+}
+
+/// Sums `apiserver_request_total` over every series but those of the control plane's own
+/// resources.
+fn served_requests(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("apiserver_request_total{"))
+        .filter_map(|l| l.rsplit_once("} "))
+        .filter(|(labels, _)| {
+            let label = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let resource = label("resource");
+            let control_plane = CONTROL_PLANE_RESOURCES.contains(&resource.as_str())
+                || (resource == "deployments" && label("subresource") == "status");
+            !control_plane
+        })
+        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
+        .sum()
+}
+
+fn condition<'a>(ks: &'a Value, kind: &str) -> Option<&'a Value> {
+    ks["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn ready_message(ks: &Value) -> String {
+    condition(ks, "Ready").map_or("no Ready condition".into(), |c| {
+        format!("Ready={} {}", c["status"], c["message"])
+    })
+}
+
+/// Ready at the current generation, with `revision` applied.
+fn ready_at(ks: &Value, revision: &str) -> bool {
+    condition(ks, "Ready").is_some_and(|c| c["status"] == "True")
+        && ks["status"]["observedGeneration"] == ks["metadata"]["generation"]
+        && ks["status"]["lastAppliedRevision"] == format!("main@sha1:{revision}")
+}
+
+/// One row of the table: a phase's samples for both controllers.
+struct Row {
+    workload: String,
+    flux: Result<Sample, String>,
+    ours: Result<Sample, String>,
+}
+
+/// One Kustomization of `n` ConfigMaps: cold apply, requested no-op, 1 % drift, a new revision
+/// dropping 10 %.
+async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Sample, String>)> {
+    let ns = bench.namespace("single", peer).await;
+    let all: Vec<String> = (0..n)
+        .map(|i| config_map(&format!("cm-{i}"), &i.to_string()))
+        .collect();
+    bench.sources(&ns, &[("app".into(), all)], "1111").await;
+    let mut controller = Controller::start(&bench.binaries, peer, &ns, &bench.logs);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let limit = Duration::from_secs(600);
+    let mut rows = Vec::new();
+    let labels = [
+        format!("1 x {n} ConfigMaps: cold apply"),
+        "  requested no-op reconcile".into(),
+        "  1 % drift corrected".into(),
+        "  new revision dropping 10 % (prune)".into(),
+    ];
+    let cold = bench
+        .measure(controller.pid(), async {
+            bench
+                .create_kustomizations(&ns, std::iter::once("app".to_string()), false)
+                .await;
+            bench
+                .wait(&ns, 1, &mut controller, limit, |ks| ready_at(ks, "1111"))
+                .await
+        })
+        .await;
+    let failed = cold.is_err();
+    rows.push((labels[0].clone(), cold));
+    if failed {
+        controller.stop();
+        return rows;
+    }
+    let api = bench.api(&ns, &kustomizations());
+    let request = |at: &'static str| {
+        let api = api.clone();
+        async move {
+            bench.count(1);
+            let patch = json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": at}}});
+            api.patch("app", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(())
+        }
+    };
+    let handled = |at: &'static str| {
+        move |ks: &Value| {
+            ks["status"]["lastHandledReconcileAt"] == at && ready_message(ks).starts_with("Ready=\"True\"")
+        }
+    };
+    let noop = bench
+        .measure(controller.pid(), async {
+            request("noop").await?;
+            bench.wait(&ns, 1, &mut controller, limit, handled("noop")).await
+        })
+        .await;
+    rows.push((labels[1].clone(), noop));
+
+    let cms = bench.api(&ns, &config_maps());
+    let drifted: Vec<String> = (0..n).step_by(100).map(|i| format!("cm-{i}")).collect();
+    for name in &drifted {
+        bench.count(1);
+        let patch = json!({"data": {"value": "drifted"}});
+        cms.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+    let drift = bench
+        .measure(controller.pid(), async {
+            request("drift").await?;
+            bench.wait(&ns, 1, &mut controller, limit, handled("drift")).await
+        })
+        .await;
+    let mut left = Vec::new();
+    for name in &drifted {
+        bench.count(1);
+        let cm = cms.get(name).await.unwrap();
+        if cm.data["data"]["value"] == "drifted" {
+            left.push(name.clone());
+        }
+    }
+    rows.push((
+        labels[2].clone(),
+        drift.and_then(|s| {
+            if left.is_empty() {
+                Ok(s)
+            } else {
+                Err(format!("drift left in place on {}", left.join(", ")))
+            }
+        }),
+    ));
+
+    let kept: Vec<String> = (0..n)
+        .filter(|i| i % 10 != 0)
+        .map(|i| config_map(&format!("cm-{i}"), &i.to_string()))
+        .collect();
+    let artifact = bench.artifacts.publish(
+        &format!("{ns}/app/2222.tar.gz"),
+        "main@sha1:2222",
+        &artifact_files(&kept),
+    );
+    let revision = bench
+        .measure(controller.pid(), async {
+            bench.set_artifacts(&ns, vec![("app".into(), artifact)]).await;
+            bench
+                .wait(&ns, 1, &mut controller, limit, |ks| ready_at(ks, "2222"))
+                .await
+        })
+        .await;
+    bench.count(1);
+    let remaining = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("cm-")))
+        .count();
+    rows.push((
+        labels[3].clone(),
+        revision.and_then(|s| {
+            if remaining == kept.len() {
+                Ok(s)
+            } else {
+                Err(format!("{remaining} ConfigMaps left, expected {}", kept.len()))
+            }
+        }),
+    ));
+    controller.stop();
+    rows
+}
+
+/// One Kustomization with `wait: true` per app, each with its own source, from nothing to all
+/// Ready.
+async fn many(
+    bench: &Bench,
+    peer: Peer,
+    workload: &str,
+    apps: Vec<(String, Vec<String>)>,
+) -> Result<Sample, String> {
+    let ns = bench.namespace(workload, peer).await;
+    bench.sources(&ns, &apps, "1111").await;
+    let mut controller = Controller::start(&bench.binaries, peer, &ns, &bench.logs);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let count = apps.len();
+    let sample = bench
+        .measure(controller.pid(), async {
+            bench
+                .create_kustomizations(&ns, apps.into_iter().map(|(name, _)| name), true)
+                .await;
+            bench
+                .wait(&ns, count, &mut controller, Duration::from_secs(1200), |ks| {
+                    ready_at(ks, "1111")
+                })
+                .await
+        })
+        .await;
+    controller.stop();
+    sample
+}
+
+/// Both controllers, in turn, on `apps` in namespaces of their own.
+async fn many_row(bench: &Bench, workload: String, short: &str, apps: Vec<(String, Vec<String>)>) -> Row {
+    let flux = many(bench, Peer::Flux, short, apps.clone()).await;
+    let ours = many(bench, Peer::Ours, short, apps).await;
+    Row { workload, flux, ours }
+}
+
+async fn apply_crds(client: &Client, dir: &std::path::Path) {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(&()),
+    );
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let crd: Value = serde_yaml::from_str(&text).unwrap();
+        let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+        api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(crd))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+fn scaled(n: usize, scale: f64) -> usize {
+    ((n as f64 * scale).round() as usize).max(1)
+}
+
+const HEADER: &str = "| workload | Flux wall | ours wall | faster | Flux requests | ours requests | fewer | Flux CPU | ours CPU | Flux peak RSS | ours peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|";
+
+/// One table line; a failed phase shows its reason instead of numbers.
+fn line(row: &Row) -> String {
+    let secs = |s: &Sample| format!("{:.1} s", s.wall.as_secs_f64());
+    let ratio = |a: f64, b: f64| format!("{:.1}x", a / b);
+    let mib = |s: &Sample| format!("{:.0} MiB", s.peak_rss_kib as f64 / 1024.0);
+    match (&row.flux, &row.ours) {
+        (Ok(f), Ok(o)) => format!(
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {:.1} s | {:.1} s | {} | {} |",
+            row.workload,
+            secs(f),
+            secs(o),
+            ratio(f.wall.as_secs_f64(), o.wall.as_secs_f64()),
+            f.requests,
+            o.requests,
+            ratio(f.requests, o.requests.max(1.0)),
+            f.cpu,
+            o.cpu,
+            mib(f),
+            mib(o)
+        ),
+        (flux, ours) => {
+            let cell = |r: &Result<Sample, String>| match r {
+                Ok(s) => format!("{}, {:.0} requests", secs(s), s.requests),
+                Err(e) => format!("FAILED: {e}"),
+            };
+            format!(
+                "| {} | flux: {} | ours: {} | | | | | | | | |",
+                row.workload,
+                cell(flux),
+                cell(ours)
+            )
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let flux_dir = PathBuf::from(
+        std::env::var("FLUX_KC_BIN")
+            .expect("FLUX_KC_BIN is unset: `make bench-controller` sets it from e2e/fluxkc/build.sh"),
+    );
+    let ours = PathBuf::from(
+        std::env::var("BENCH_CONTROLLER").unwrap_or_else(|_| "target/release/kustomize-controller".into()),
+    );
+    let scale: f64 = std::env::var("BENCH_SCALE")
+        .ok()
+        .map_or(1.0, |s| s.parse().expect("BENCH_SCALE is a number"));
+    let client = Client::try_default().await.expect("KUBECONFIG");
+    apply_crds(&client, &flux_dir.join("crds")).await;
+    let mut bench = Bench {
+        client,
+        own: AtomicU64::new(0),
+        background_per_sec: 0.0,
+        artifacts: ArtifactServer::start().await,
+        binaries: Binaries { flux_dir, ours },
+        logs: std::env::temp_dir().join(format!("bench-controller-{}", std::process::id())),
+        run: std::process::id().to_string(),
+    };
+    std::fs::create_dir_all(&bench.logs).unwrap();
+    let quiet = Duration::from_secs(10);
+    let own_before = bench.own.load(Ordering::SeqCst);
+    let before = bench.served().await;
+    tokio::time::sleep(quiet).await;
+    let own = (bench.own.load(Ordering::SeqCst) - own_before) as f64;
+    bench.background_per_sec = ((bench.served().await - before - own) / quiet.as_secs_f64()).max(0.0);
+    eprintln!(
+        "background: {:.1} requests/s; controller logs in {}",
+        bench.background_per_sec,
+        bench.logs.display()
+    );
+
+    let mut rows = Vec::new();
+    let n = scaled(1000, scale);
+    let flux = single(&bench, Peer::Flux, n).await;
+    let mut ours = single(&bench, Peer::Ours, n).await.into_iter();
+    for (workload, flux) in flux {
+        let ours = ours
+            .next()
+            .map_or_else(|| Err("not run after an earlier failure".to_string()), |(_, s)| s);
+        rows.push(Row { workload, flux, ours });
+        eprintln!("{}", line(rows.last().unwrap()));
+    }
+
+    let k = scaled(100, scale);
+    let apps = (0..k)
+        .map(|a| {
+            let name = format!("app{a}");
+            let mut objects: Vec<String> = (0..9)
+                .map(|i| config_map(&format!("{name}-cm{i}"), &i.to_string()))
+                .collect();
+            objects.push(deployment(&name, 1));
+            (name, objects)
+        })
+        .collect();
+    let workload = format!("{k} x (9 ConfigMaps + 1 Deployment), wait: true, to all Ready");
+    rows.push(many_row(&bench, workload, "wait", apps).await);
+    eprintln!("{}", line(rows.last().unwrap()));
+
+    let f = scaled(1000, scale);
+    let fleet = (0..f)
+        .map(|a| {
+            let name = format!("app{a}");
+            let objects = fleet_app(&name);
+            (name, objects)
+        })
+        .collect();
+    let workload = format!("{f} x (ServiceAccount, Service, Deployment at 0, Ingress), wait: true");
+    rows.push(many_row(&bench, workload, "fleet", fleet).await);
+
+    println!("{HEADER}");
+    for row in &rows {
+        println!("{}", line(row));
+    }
+    println!(
+        "Flux kustomize-controller from {}, ours {}; flags {}; requests from apiserver_request_total less this program's and {:.1}/s background",
+        bench.binaries.flux_dir.display(),
+        bench.binaries.ours.display(),
+        FLAGS.join(" "),
+        bench.background_per_sec
+    );
+    let failed = rows.iter().any(|r| r.flux.is_err() || r.ours.is_err());
+    if failed {
+        std::process::exit(1);
+    }
+}

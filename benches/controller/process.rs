@@ -1,0 +1,110 @@
+//! The controllers under test: how each is started, and what its process used.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The flags both controllers get, in one place: Flux's default concurrency, one namespace,
+/// no leader election, quiet logs, ports picked by the system.
+pub(crate) const FLAGS: &[&str] = &[
+    "--concurrent=4",
+    "--watch-all-namespaces=false",
+    "--enable-leader-election=false",
+    "--log-level=error",
+    "--metrics-addr=127.0.0.1:0",
+    "--health-addr=127.0.0.1:0",
+];
+
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Peer {
+    Flux,
+    Ours,
+}
+
+impl Peer {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Peer::Flux => "flux",
+            Peer::Ours => "ours",
+        }
+    }
+}
+
+pub(crate) struct Binaries {
+    pub(crate) flux_dir: PathBuf,
+    pub(crate) ours: PathBuf,
+}
+
+impl Binaries {
+    pub(crate) fn command(&self, peer: Peer) -> Command {
+        // Both take the same arguments: ours reads Flux's flags without a subcommand.
+        match peer {
+            Peer::Flux => Command::new(self.flux_dir.join("kustomize-controller")),
+            Peer::Ours => Command::new(&self.ours),
+        }
+    }
+}
+
+/// One controller process and where its log goes.
+pub(crate) struct Controller {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    pub(crate) fn start(binaries: &Binaries, peer: Peer, ns: &str, logs: &Path) -> Controller {
+        let log = logs.join(format!("{ns}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = binaries
+            .command(peer)
+            .args(FLAGS)
+            .env("RUNTIME_NAMESPACE", ns)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start the {} controller: {e}", peer.name()));
+        Controller { child, log }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Why the controller is no longer usable, if it exited.
+    pub(crate) fn exited(&mut self) -> Option<String> {
+        let status = self.child.try_wait().ok()??;
+        Some(format!(
+            "controller exited ({status}); log tail: {}",
+            self.log_tail()
+        ))
+    }
+
+    pub(crate) fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+
+    pub(crate) fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// CPU seconds (user + system) and peak RSS in KiB of a process, from /proc.
+pub(crate) fn usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    // After the command name: state is field 3, utime 14 and stime 15, in clock ticks.
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let cpu = (ticks(11) + ticks(12)) / 100.0;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    (cpu, rss)
+}

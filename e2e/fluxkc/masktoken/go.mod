@@ -1,0 +1,3 @@
+module github.com/fluxcd/pkg/masktoken
+
+go 1.24

@@ -1,0 +1,213 @@
+//! Remote clusters from `spec.kubeConfig.configMapRef`: no kubeconfig, but the address of a
+//! cluster that trusts this cluster's ServiceAccount tokens (an OIDC/JWT authenticator for
+//! this cluster's issuer). The controller asks its own cluster for a token of the ServiceAccount
+//! the ConfigMap names (a TokenRequest for the ConfigMap's audiences) and presents it there.
+//!
+//! Only this provider is implemented (Flux calls it `generic`; `kubernetes` is the credential
+//! provider's name). Cloud providers (aws, azure, gcp) and spiffe are refused by name: falling
+//! back to the controller's own cluster would apply a tenant's objects to the wrong cluster.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::{Client, Config};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use sha2::{Digest, Sha256};
+
+use super::identity::IdentityError;
+
+/// Providers that get a TokenRequest token.
+const TOKEN_REQUEST_PROVIDERS: [&str; 2] = ["generic", "kubernetes"];
+
+/// Lifetime asked for each token; the API server may grant a shorter one.
+const TOKEN_SECONDS: i64 = 3600;
+
+/// One remote cluster as a ConfigMap describes it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct WorkloadCluster {
+    pub address: String,
+    /// PEM; the system roots when absent.
+    pub ca: Option<String>,
+    pub service_account: String,
+    pub audiences: Vec<String>,
+}
+
+/// Reads the ConfigMap's keys (`provider`, `address`, `ca.crt`, `serviceAccountName`,
+/// `audiences` one per line, defaulting to the address).
+pub(crate) fn from_config_map(
+    config_map: &str,
+    data: &BTreeMap<String, String>,
+) -> Result<WorkloadCluster, IdentityError> {
+    let get = |key: &str| data.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let missing = |key: &'static str| IdentityError::ConfigMapKey(config_map.to_string(), key);
+    let provider = get("provider").ok_or_else(|| missing("provider"))?;
+    if !TOKEN_REQUEST_PROVIDERS.contains(&provider) {
+        return Err(IdentityError::UnsupportedProvider(
+            config_map.to_string(),
+            provider.to_string(),
+        ));
+    }
+    let address = get("address").ok_or_else(|| missing("address"))?.to_string();
+    let service_account = get("serviceAccountName")
+        .ok_or_else(|| missing("serviceAccountName"))?
+        .to_string();
+    let mut audiences: Vec<String> = get("audiences")
+        .map(|a| {
+            a.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    if audiences.is_empty() {
+        audiences.push(address.clone());
+    }
+    Ok(WorkloadCluster {
+        address,
+        ca: data.get("ca.crt").cloned().filter(|c| !c.trim().is_empty()),
+        service_account,
+        audiences,
+    })
+}
+
+impl WorkloadCluster {
+    /// What makes the client: a changed ConfigMap is a new identity.
+    pub fn digest(&self) -> String {
+        let mut hash = Sha256::new();
+        for part in [
+            &self.address,
+            self.ca.as_deref().unwrap_or(""),
+            &self.service_account,
+        ] {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        for audience in &self.audiences {
+            hash.update(audience.as_bytes());
+            hash.update([0]);
+        }
+        format!("configmap:{}", hex::encode(hash.finalize()))
+    }
+
+    /// The remote cluster's client config, presenting `token`.
+    pub fn config(&self, config_map: &str, token: &str) -> Result<Config, IdentityError> {
+        let invalid = |key: &'static str| IdentityError::ConfigMapValue(config_map.to_string(), key);
+        let mut config = Config::new(self.address.parse().map_err(|_| invalid("address"))?);
+        if let Some(ca) = &self.ca {
+            let roots = CertificateDer::pem_slice_iter(ca.as_bytes())
+                .map(|c| c.map(|c| c.to_vec()))
+                .collect::<Result<Vec<_>, _>>()
+                .ok()
+                .filter(|roots| !roots.is_empty())
+                .ok_or_else(|| invalid("ca.crt"))?;
+            config.root_cert = Some(roots);
+        }
+        config.auth_info =
+            serde_json::from_value(serde_json::json!({ "token": token })).expect("a user with a token");
+        Ok(config)
+    }
+
+    /// A token of the ServiceAccount (in the Kustomization's namespace) for the audiences, and
+    /// how long it stays valid.
+    pub async fn token(&self, own: &Client, namespace: &str) -> Result<(String, Duration), IdentityError> {
+        let account = format!("{namespace}/{}", self.service_account);
+        let request = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"audiences": self.audiences, "expirationSeconds": TOKEN_SECONDS}
+        });
+        let granted: TokenRequest = Api::<ServiceAccount>::namespaced(own.clone(), namespace)
+            .create_subresource("token", &self.service_account, &PostParams::default(), &request)
+            .await
+            .map_err(|e| IdentityError::TokenRequest(account.clone(), e))?;
+        let status = granted.status.ok_or(IdentityError::NoToken(account))?;
+        let left = status.expiration_timestamp.0.duration_since(Timestamp::now());
+        Ok((status.token, left.try_into().unwrap_or_default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_config_map_names_address_account_and_audiences() {
+        let cluster = from_config_map(
+            "team-a/remote",
+            &data(&[
+                ("provider", "generic"),
+                ("address", "https://remote:6443"),
+                ("serviceAccountName", "deployer"),
+                ("audiences", "a\n\nb\n"),
+                ("ca.crt", "PEM"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(cluster.audiences, ["a", "b"]);
+        assert_eq!(cluster.ca.as_deref(), Some("PEM"));
+        let defaulted = from_config_map(
+            "team-a/remote",
+            &data(&[
+                ("provider", "kubernetes"),
+                ("address", "https://remote:6443"),
+                ("serviceAccountName", "deployer"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(defaulted.audiences, ["https://remote:6443"]);
+        assert_ne!(cluster.digest(), defaulted.digest());
+    }
+
+    #[test]
+    fn other_providers_and_missing_keys_are_refused_by_name() {
+        for provider in ["aws", "azure", "gcp", "spiffe"] {
+            let err = from_config_map(
+                "team-a/remote",
+                &data(&[
+                    ("provider", provider),
+                    ("address", "https://x"),
+                    ("serviceAccountName", "d"),
+                ]),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(&err, IdentityError::UnsupportedProvider(_, p) if p == provider),
+                "{err}"
+            );
+            assert!(err.to_string().contains(&format!("'{provider}'")), "{err}");
+        }
+        let cases = [
+            (
+                vec![("address", "https://x"), ("serviceAccountName", "d")],
+                "provider",
+            ),
+            (
+                vec![("provider", "generic"), ("serviceAccountName", "d")],
+                "address",
+            ),
+            (
+                vec![("provider", "generic"), ("address", "https://x")],
+                "serviceAccountName",
+            ),
+        ];
+        for (pairs, key) in cases {
+            let err = from_config_map("team-a/remote", &data(&pairs)).unwrap_err();
+            assert!(
+                matches!(err, IdentityError::ConfigMapKey(_, k) if k == key),
+                "{key}"
+            );
+        }
+    }
+}

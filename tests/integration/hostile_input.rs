@@ -1,0 +1,170 @@
+//! Hostile trees given to `kustomize-controller build`: each must be refused quickly and in
+//! little memory, with an error naming the culprit, instead of taking the process down. The
+//! child's peak RSS and CPU time come from the kernel's own counters (wait4's ru_maxrss,
+//! ru_utime and ru_stime, reported by GNU time): CPU time, unlike elapsed time, does not grow
+//! when other tests load the machine.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Peak resident memory a refused build may reach.
+const MAX_RSS_KB: u64 = 100 * 1024;
+/// CPU time a refusal may take.
+const MAX_SECONDS: f64 = 2.0;
+/// A build still running after this many seconds is stopped: the bound has failed by then.
+const STOP_AFTER: &str = "8";
+
+/// What the kernel counted for one `build` run.
+struct Measured {
+    status: std::process::ExitStatus,
+    stderr: String,
+    max_rss_kb: u64,
+    /// User plus system CPU time.
+    cpu_seconds: f64,
+    elapsed_seconds: f64,
+}
+
+/// Runs `kustomize-controller build <dir> --root <root>` under GNU time, which waits for it
+/// with wait4 and reports the child's ru_maxrss and elapsed time.
+fn measured_build(root: &Path, dir: &str) -> Measured {
+    let report = root.join("time-report");
+    let output = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M %U %S %e")
+        .arg("-o")
+        .arg(&report)
+        .args(["timeout", STOP_AFTER])
+        .arg(env!("CARGO_BIN_EXE_kustomize-controller"))
+        .arg("build")
+        .arg(dir)
+        .arg("--root")
+        .arg(root)
+        .output()
+        .expect("GNU time (/usr/bin/time, Debian package `time`) runs the build");
+    let report = std::fs::read_to_string(&report).expect("GNU time wrote its report");
+    // A killed child adds a "Command terminated by signal" line before the figures.
+    let figures = report.lines().last().unwrap_or_default();
+    let numbers: Vec<f64> = figures
+        .split(' ')
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("unexpected GNU time report: {report}"))
+        })
+        .collect();
+    let [rss, user, system, elapsed] = numbers[..] else {
+        panic!("unexpected GNU time report: {report}")
+    };
+    Measured {
+        status: output.status,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        max_rss_kb: rss as u64,
+        cpu_seconds: user + system,
+        elapsed_seconds: elapsed,
+    }
+}
+
+/// The build was refused (not killed, not crashed) within the bounds, with an error that
+/// mentions every one of `mentions`.
+fn assert_refused_within_bounds(m: &Measured, mentions: &[&str]) {
+    let figures = format!(
+        "{:?}, peak RSS {} KB, {:.2} s CPU, {:.2} s elapsed",
+        m.status, m.max_rss_kb, m.cpu_seconds, m.elapsed_seconds
+    );
+    eprintln!("build: {figures}");
+    assert_eq!(
+        m.status.code(),
+        Some(1),
+        "the build must fail with an error, not run away or crash ({figures}); stderr: {}",
+        m.stderr
+    );
+    for text in mentions {
+        assert!(
+            m.stderr.contains(text),
+            "the error should mention {text:?}: {}",
+            m.stderr
+        );
+    }
+    assert!(
+        m.max_rss_kb < MAX_RSS_KB,
+        "peak RSS {} KB, bound {MAX_RSS_KB} KB",
+        m.max_rss_kb
+    );
+    assert!(
+        m.cpu_seconds < MAX_SECONDS,
+        "refused after {} s of CPU, bound {MAX_SECONDS} s",
+        m.cpu_seconds
+    );
+}
+
+#[test]
+fn an_alias_bomb_is_refused_in_little_memory_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    // ~90 KB: one anchored list of 10^4 scalars, aliased 10^4 times (10^8 nodes expanded).
+    let mut bomb = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\na: &a [");
+    bomb.push_str(&vec!["x"; 10_000].join(", "));
+    bomb.push_str("]\nb:\n");
+    bomb.push_str(&"- *a\n".repeat(10_000));
+    assert!(
+        bomb.len() < 100_000,
+        "the attack is a small file: {} bytes",
+        bomb.len()
+    );
+    std::fs::create_dir(tmp.path().join("app")).unwrap();
+    std::fs::write(tmp.path().join("app/bomb.yaml"), bomb).unwrap();
+    std::fs::write(
+        tmp.path().join("app/kustomization.yaml"),
+        "resources: [bomb.yaml]\n",
+    )
+    .unwrap();
+
+    let measured = measured_build(tmp.path(), "app");
+    assert_refused_within_bounds(&measured, &["bomb.yaml", "aliases expand"]);
+}
+
+#[test]
+fn a_chain_of_thirty_thousand_bases_is_refused_naming_the_path() {
+    // In memory: 60,000 files on a busy disk take longer than the build.
+    let tmp = tempfile::tempdir_in("/dev/shm").expect("a temporary directory in /dev/shm");
+    const CHAIN: usize = 30_000;
+    for i in 0..CHAIN {
+        let dir = tmp.path().join(format!("d{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let text = if i + 1 < CHAIN {
+            format!("resources: [../d{}]\n", i + 1)
+        } else {
+            "resources: [cm.yaml]\n".to_string()
+        };
+        std::fs::write(dir.join("kustomization.yaml"), text).unwrap();
+    }
+    std::fs::write(
+        tmp.path().join(format!("d{}/cm.yaml", CHAIN - 1)),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: end\n",
+    )
+    .unwrap();
+
+    let measured = measured_build(tmp.path(), "d0");
+    // The error names the kustomization where the limit was reached: 100 bases below d0.
+    assert_refused_within_bounds(&measured, &["d100", "nested deeper than 100"]);
+}
+
+#[test]
+fn deeply_nested_brackets_are_refused_before_the_scanner_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 400 KB of brackets: the YAML scanner alone takes minutes over it.
+    let depth = 200_000;
+    let deep = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\ndata: {}{}\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    std::fs::create_dir(tmp.path().join("app")).unwrap();
+    std::fs::write(tmp.path().join("app/deep.yaml"), deep).unwrap();
+    std::fs::write(
+        tmp.path().join("app/kustomization.yaml"),
+        "resources: [deep.yaml]\n",
+    )
+    .unwrap();
+
+    let measured = measured_build(tmp.path(), "app");
+    assert_refused_within_bounds(&measured, &["deep.yaml", "nested deeper than 1000"]);
+}
