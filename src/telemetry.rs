@@ -385,7 +385,11 @@ mod tests {
         assert_eq!(bucket("0.147176453809388"), Some("0"), "{text}");
         assert_eq!(bucket("0.564621617328617"), Some("1"), "{text}");
         assert_eq!(bucket("1799.99999999999"), Some("1"), "{text}");
-        assert_eq!(text.matches("gotk_reconcile_duration_seconds_bucket").count(), 11, "10 bounds and +Inf");
+        assert_eq!(
+            text.matches("gotk_reconcile_duration_seconds_bucket").count(),
+            11,
+            "10 bounds and +Inf"
+        );
         assert!(
             text.contains(r#"gotk_reconcile_condition{kind="Kustomization",name="apps",namespace="flux-system",type="Ready",status="True"} 1"#),
             "{text}"

@@ -136,7 +136,7 @@ fn run_oracle(kustomize: &Path, copy_dir: &Path) -> Result<Result<Vec<Value>, St
             let empty = text
                 .lines()
                 .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
-            if !empty && !text.contains("sortOptions") && !text.contains("kind: Component") {
+            if !empty && !text.contains("sortOptions") {
                 // A flow-style mapping cannot take a block key after it: add the key inside.
                 let forced = match text.trim_start().strip_prefix('{') {
                     Some(rest) => format!("{{sortOptions: {{order: fifo}}, {rest}"),

@@ -380,7 +380,8 @@ mod tests {
     #[test]
     fn actions_name_the_step_as_flux_does() {
         let mut deleted = ks();
-        deleted.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+        deleted.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
         let cases = [
             (ks(), "Progressing", "Apply"),
             (ks(), "ReconciliationSucceeded", "Reconcile"),
@@ -395,7 +396,12 @@ mod tests {
             assert_eq!(action(&ks, &notice), expected, "{reason}");
         }
         // No metadata: the key is left out, as Go's omitempty does.
-        let payload = forward_payload(&ks(), &Notice::info("Progressing", "m", BTreeMap::new()), "kc-0", now());
+        let payload = forward_payload(
+            &ks(),
+            &Notice::info("Progressing", "m", BTreeMap::new()),
+            "kc-0",
+            now(),
+        );
         assert!(payload.get("metadata").is_none(), "{payload}");
     }
 
@@ -421,7 +427,9 @@ mod tests {
         let forwarder = Forwarder::start(addr, 4);
         // `send` is not async: queuing cannot wait on the receiver. With the first event stuck
         // on the black hole, at most the queue's room plus the one in flight is kept.
-        let kept = (0..10).filter(|i| forwarder.send(format!("{{\"n\":{i}}}"))).count();
+        let kept = (0..10)
+            .filter(|i| forwarder.send(format!("{{\"n\":{i}}}")))
+            .count();
         assert!((4..=5).contains(&kept), "kept {kept} of 10");
         // Delivery goes on meanwhile, on its own task.
         while accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 {

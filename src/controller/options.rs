@@ -369,10 +369,7 @@ mod tests {
         assert_eq!(o.log_level, "error");
         assert!(!o.watch_all_namespaces && o.no_remote_bases);
         assert_eq!(o.default_service_account, "");
-        assert_eq!(
-            o.without_effect.set(),
-            ["--override-manager-before-dry-run"]
-        );
+        assert_eq!(o.without_effect.set(), ["--override-manager-before-dry-run"]);
     }
 
     #[test]

@@ -310,7 +310,10 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
         Err(failure) => {
             let elapsed = duration::format(pass.started.elapsed());
             let failed = match failure.requeue {
-                Some(after) => format!("Reconciliation failed after {elapsed}, next try in {}", duration::format(after)),
+                Some(after) => format!(
+                    "Reconciliation failed after {elapsed}, next try in {}",
+                    duration::format(after)
+                ),
                 None => format!("Reconciliation failed after {elapsed}"),
             };
             tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");

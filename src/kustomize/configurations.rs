@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::BuildError;
 use super::file::FieldSpec;
 use super::loader::Loader;
-use super::resmap::{ResId, ResMap, Resource};
+use super::resmap::{ResMap, Resource};
 use super::transform::{path_segments, selects, visit_path};
 
 /// Field specs beyond the builtin ones, one list per transformer.
@@ -364,23 +364,6 @@ pub(crate) fn images(map: &mut ResMap, re: &Regex, rewrite: &dyn Fn(&str) -> Str
             set_strings(res, spec, &|old| re.is_match(old).then(|| rewrite(old)));
         }
     });
-}
-
-/// The custom `replicas` specs: the count written at each path of the objects named `name`.
-/// Returns whether any object was selected.
-pub(crate) fn replicas(map: &mut ResMap, name: &str, count: i64, specs: &[FieldSpec]) -> bool {
-    let mut matched = false;
-    map.each(|res| {
-        if !res.any_id(|id| id.name == name) {
-            return;
-        }
-        let id: ResId = res.id();
-        for spec in specs.iter().filter(|s| selects(s, &id) && !s.kind.is_empty()) {
-            matched = true;
-            change_at(res, spec, &|v| *v = Value::from(count));
-        }
-    });
-    matched
 }
 
 #[cfg(test)]

@@ -42,18 +42,17 @@ const SUPPORTED: &[&str] = &[
     "replacements",
     "vars",
     "crds",
-];
-
-/// Fields kustomize knows that this engine refuses when they are non-empty.
-const UNSUPPORTED: &[&str] = &[
-    "openapi",
     "generators",
     "transformers",
     "validators",
-    "helmCharts",
     "helmGlobals",
-    "helmChartInflationGenerator",
 ];
+
+/// Fields kustomize knows that this engine refuses when they are non-empty.
+const UNSUPPORTED: &[&str] = &["openapi"];
+
+/// Fields that inflate Helm charts, which Flux disables.
+const HELM: &[&str] = &["helmCharts", "helmChartInflationGenerator"];
 
 /// Whether a kustomization is a Kustomization or a Component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +92,10 @@ pub(crate) struct KustomizationFile {
     pub(crate) replacements: Vec<super::replacements::ReplacementField>,
     pub(crate) vars: Vec<Value>,
     pub(crate) crds: Vec<String>,
+    pub(crate) generators: Vec<String>,
+    pub(crate) transformers: Vec<String>,
+    pub(crate) validators: Vec<String>,
+    pub(crate) helm_globals: Option<Value>,
 }
 
 /// One `labels` entry.
@@ -193,7 +196,9 @@ impl KustomizationFile {
     pub(crate) fn parse(text: &str, file: &str) -> Result<(KustomizationFile, Kind), BuildError> {
         // kustomize decodes kustomization files with sigs.k8s.io/yaml (YAML 1.1): `y` is a
         // boolean there, and a boolean where a string belongs is an error.
-        let map = super::yaml::parse_object_yaml11(text, file)?;
+        let mut map = super::yaml::parse_object_yaml11(text, file)?;
+        // kustomize decodes through JSON into Go types, where null is the zero value.
+        drop_nulls(&mut map, false);
         if map.is_empty() {
             return Err(BuildError::Kustomization {
                 file: file.to_string(),
@@ -213,13 +218,11 @@ impl KustomizationFile {
                 message: e.to_string(),
             }
         })?;
-        let kind = match (
-            k.api_version.as_deref().unwrap_or(""),
-            k.kind.as_deref().unwrap_or(""),
-        ) {
-            (_, "" | "Kustomization") => Kind::Kustomization,
-            (_, "Component") => Kind::Component,
-            (_, other) => {
+        let api_version = k.api_version.as_deref().unwrap_or("");
+        let kind = match k.kind.as_deref().unwrap_or("") {
+            "" | "Kustomization" => Kind::Kustomization,
+            "Component" => Kind::Component,
+            other => {
                 return Err(BuildError::Invalid {
                     file: file.into(),
                     field: "kind".into(),
@@ -227,6 +230,17 @@ impl KustomizationFile {
                 });
             }
         };
+        let (name, want) = match kind {
+            Kind::Kustomization => ("Kustomization", "kustomize.config.k8s.io/v1beta1"),
+            Kind::Component => ("Component", "kustomize.config.k8s.io/v1alpha1"),
+        };
+        if !api_version.is_empty() && api_version != want {
+            return Err(BuildError::Invalid {
+                file: file.into(),
+                field: "apiVersion".into(),
+                message: format!("apiVersion for {name} should be {want}"),
+            });
+        }
         // Deprecated spellings, as kustomize's FixKustomization folds them.
         k.resources.append(&mut k.bases);
         k.images.append(&mut k.image_tags);
@@ -248,7 +262,7 @@ impl KustomizationFile {
         if let Some(other) = k
             .build_metadata
             .iter()
-            .find(|b| b.as_str() != "originAnnotations")
+            .find(|b| b.as_str() != "originAnnotations" && b.as_str() != "transformerAnnotations")
         {
             return Err(BuildError::Unsupported {
                 file: file.into(),
@@ -268,6 +282,38 @@ impl KustomizationFile {
     }
 }
 
+/// Fields whose values are string maps (labels, annotations): a null value there is "".
+const STRING_MAPS: &[&str] = &[
+    "commonLabels",
+    "commonAnnotations",
+    "pairs",
+    "labels",
+    "annotations",
+];
+
+/// Removes null fields from `map` and the maps below it, as a null decodes to an empty
+/// field; inside a string map (`in_string_map`) a null value is the empty string instead.
+fn drop_nulls(map: &mut Map<String, Value>, in_string_map: bool) {
+    if in_string_map {
+        for value in map.values_mut().filter(|v| v.is_null()) {
+            *value = Value::String(String::new());
+        }
+        return;
+    }
+    map.retain(|_, v| !v.is_null());
+    for (key, value) in map.iter_mut() {
+        let string_map = STRING_MAPS.contains(&key.as_str());
+        match value {
+            Value::Object(m) => drop_nulls(m, string_map),
+            Value::Array(items) => items
+                .iter_mut()
+                .filter_map(Value::as_object_mut)
+                .for_each(|m| drop_nulls(m, false)),
+            _ => {}
+        }
+    }
+}
+
 fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> {
     for (key, value) in map {
         if SUPPORTED.contains(&key.as_str()) {
@@ -279,7 +325,16 @@ fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> 
             Value::Object(o) => o.is_empty(),
             _ => false,
         };
-        if UNSUPPORTED.contains(&key.as_str()) {
+        if HELM.contains(&key.as_str()) && !empty {
+            return Err(BuildError::Kustomization {
+                file: file.to_string(),
+                message: format!(
+                    "trouble configuring builtin HelmChartInflationGenerator: {}",
+                    super::plugins::HELM_DISABLED
+                ),
+            });
+        }
+        if UNSUPPORTED.contains(&key.as_str()) || HELM.contains(&key.as_str()) {
             if empty {
                 continue;
             }
@@ -312,11 +367,11 @@ mod tests {
     }
 
     #[test]
-    fn helm_charts_are_unsupported() {
+    fn helm_charts_are_refused_with_kustomizes_message() {
         let err = KustomizationFile::parse("helmCharts:\n- name: x\n", "k.yaml").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "k.yaml: field 'helmCharts' is not supported by this engine"
+            "k.yaml: trouble configuring builtin HelmChartInflationGenerator: must specify --enable-helm"
         );
     }
 
@@ -330,6 +385,40 @@ mod tests {
         assert_eq!(k.resources, vec!["a.yaml", "../b"]);
         assert_eq!(k.images[0].new_tag, "1");
         assert_eq!(kind, Kind::Kustomization);
+    }
+
+    #[test]
+    fn null_fields_are_empty_and_null_label_values_are_empty_strings() {
+        let (k, _) = KustomizationFile::parse(
+            "resources:\npatches:\ncommonLabels:\n  a:\nconfigMapGenerator:\n- name: g\n  literals:\n",
+            "k",
+        )
+        .unwrap();
+        assert!(k.resources.is_empty() && k.patches.is_empty());
+        assert_eq!(k.common_labels.get("a").map(String::as_str), Some(""));
+        assert_eq!(k.config_map_generator[0].name, "g");
+    }
+
+    #[test]
+    fn api_version_must_match_the_kind() {
+        let err = KustomizationFile::parse(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\n",
+            "k",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "k: invalid field 'apiVersion': apiVersion for Component should be kustomize.config.k8s.io/v1alpha1"
+        );
+        let err = KustomizationFile::parse(
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nresources: []\n",
+            "k",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("apiVersion for Kustomization should be kustomize.config.k8s.io/v1beta1")
+        );
     }
 
     #[test]

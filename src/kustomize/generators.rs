@@ -73,6 +73,7 @@ pub(crate) fn run(
             res.origin = Some(Origin::Generator {
                 file: ctx.file.to_path_buf(),
                 kind,
+                name: None,
             });
             map.append(res, &file)
         }

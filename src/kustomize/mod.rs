@@ -12,13 +12,16 @@
 
 use std::path::{Path, PathBuf};
 
+pub(crate) mod buildmeta;
 pub(crate) mod configurations;
 pub(crate) mod file;
+pub(crate) mod folded;
 pub(crate) mod generators;
 pub(crate) mod loader;
 pub(crate) mod nameref;
 pub mod packed;
 pub(crate) mod patch;
+pub(crate) mod plugins;
 pub(crate) mod replacements;
 pub(crate) mod resmap;
 pub mod selector;
@@ -27,6 +30,7 @@ pub(crate) mod target;
 pub(crate) mod transform;
 pub(crate) mod vars;
 pub mod yaml;
+pub(crate) mod yaml11;
 
 /// Default for [`BuildOptions::max_file_bytes`]: 16 MiB.
 pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;

@@ -81,6 +81,8 @@ struct Index {
     candidates: Vec<Candidate>,
     /// Kind, then name: looked up by `&str` without building a key.
     by_kind_name: HashMap<String, HashMap<String, Vec<usize>>>,
+    /// The effective namespaces objects were loaded in (cluster-scoped ones aside).
+    original_namespaces: std::collections::HashSet<String>,
 }
 
 impl Index {
@@ -113,9 +115,16 @@ impl Index {
                 }
             }
         }
+        let original_namespaces = candidates
+            .iter()
+            .map(|c| c.original())
+            .filter(|id| !is_cluster_scoped(&id.group, &id.version, &id.kind))
+            .map(|id| id.effective_namespace().to_string())
+            .collect();
         Index {
             candidates,
             by_kind_name,
+            original_namespaces,
         }
     }
 
@@ -263,11 +272,15 @@ impl Selection<'_> {
     /// its own namespace and, for a RoleBinding, objects in the namespaces of its
     /// ServiceAccount subjects.
     fn could_refer_to(&self, candidate: &Candidate) -> bool {
-        if is_cluster_scoped(&self.referrer_id.group, &self.referrer_id.kind) {
+        if is_cluster_scoped(
+            &self.referrer_id.group,
+            &self.referrer_id.version,
+            &self.referrer_id.kind,
+        ) {
             return true;
         }
         let id = candidate.current();
-        is_cluster_scoped(&id.group, &id.kind)
+        is_cluster_scoped(&id.group, &id.version, &id.kind)
             || id.effective_namespace() == self.referrer_id.effective_namespace()
             || self.subject_namespaces.contains(&id.namespace)
     }
@@ -282,8 +295,14 @@ impl Selection<'_> {
             .filter(|c| self.could_refer_to(c))
             .collect();
         if let Some(ns) = namespace {
+            // A reference with a namespace means objects loaded in that namespace when the
+            // build has any, else objects now in it (kustomize groups the whole build).
             let wanted = if ns.is_empty() { "default" } else { ns };
-            candidates.retain(|c| c.any_id(|id| id.name == old && id.effective_namespace() == wanted));
+            if self.index.original_namespaces.contains(wanted) {
+                candidates.retain(|c| c.original().effective_namespace() == wanted);
+            } else {
+                candidates.retain(|c| c.current().effective_namespace() == wanted);
+            }
         }
         if candidates.len() > 1 {
             let same_context: Vec<&Candidate> = candidates

@@ -27,6 +27,11 @@ impl Packed {
         )
     }
 
+    /// Whether the compact text contains `needle`: a cheap test before parsing.
+    pub(crate) fn contains(&self, needle: &str) -> bool {
+        self.0.contains(needle)
+    }
+
     /// The value, parsed again.
     pub(crate) fn to_value(&self) -> Value {
         serde_json::from_str(&self.0).expect("packed text is JSON this module wrote")

@@ -52,7 +52,7 @@ impl ResId {
     /// The namespace used for comparisons: `default` when empty for namespaced kinds, and a
     /// fixed marker for cluster-scoped kinds.
     pub(crate) fn effective_namespace(&self) -> &str {
-        if is_cluster_scoped(&self.group, &self.kind) {
+        if is_cluster_scoped(&self.group, &self.version, &self.kind) {
             "~cluster"
         } else if self.namespace.is_empty() {
             "default"
@@ -115,38 +115,58 @@ pub(crate) fn annotations_as_strings(meta: &mut Map<String, Value>) {
     }
 }
 
-/// Kinds the Kubernetes 1.21.2 schema (kustomize's builtin) knows as cluster-scoped.
-/// Anything else, CRD kinds included, is treated as namespaced, as kustomize does.
-pub(crate) fn is_cluster_scoped(group: &str, kind: &str) -> bool {
-    const CLUSTER: &[(&str, &str)] = &[
-        ("", "Namespace"),
-        ("", "Node"),
-        ("", "PersistentVolume"),
-        ("", "ComponentStatus"),
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition"),
-        ("storage.k8s.io", "StorageClass"),
-        ("storage.k8s.io", "CSIDriver"),
-        ("storage.k8s.io", "CSINode"),
-        ("storage.k8s.io", "VolumeAttachment"),
-        ("scheduling.k8s.io", "PriorityClass"),
-        ("apiregistration.k8s.io", "APIService"),
-        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-        ("node.k8s.io", "RuntimeClass"),
-        ("policy", "PodSecurityPolicy"),
-        ("extensions", "PodSecurityPolicy"),
-        ("certificates.k8s.io", "CertificateSigningRequest"),
-        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
-        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
-        ("networking.k8s.io", "IngressClass"),
-        ("authentication.k8s.io", "TokenReview"),
-        ("authorization.k8s.io", "SelfSubjectAccessReview"),
-        ("authorization.k8s.io", "SelfSubjectRulesReview"),
-        ("authorization.k8s.io", "SubjectAccessReview"),
+/// Whether kustomize knows `group/version` `kind` as cluster-scoped. It knows scope only
+/// for the exact API versions of its builtin Kubernetes 1.21 schema, so a cluster-scoped
+/// kind at a newer version (`flowcontrol.apiserver.k8s.io/v1` FlowSchema,
+/// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy) or any CRD kind counts as
+/// namespaced here and gets the kustomization's namespace. The applier takes the real
+/// scope from discovery.
+pub(crate) fn is_cluster_scoped(group: &str, version: &str, kind: &str) -> bool {
+    const V1_AND_BETA: &[&str] = &["v1", "v1beta1"];
+    const BETA: &[&str] = &["v1beta1"];
+    const CLUSTER: &[(&str, &[&str], &[&str])] = &[
+        (
+            "",
+            &["v1"],
+            &[
+                "ComponentStatus",
+                "Namespace",
+                "Node",
+                "NodeProxyOptions",
+                "PersistentVolume",
+            ],
+        ),
+        (
+            "admissionregistration.k8s.io",
+            V1_AND_BETA,
+            &["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"],
+        ),
+        ("apiextensions.k8s.io", V1_AND_BETA, &["CustomResourceDefinition"]),
+        ("apiregistration.k8s.io", V1_AND_BETA, &["APIService"]),
+        ("certificates.k8s.io", V1_AND_BETA, &["CertificateSigningRequest"]),
+        (
+            "flowcontrol.apiserver.k8s.io",
+            BETA,
+            &["FlowSchema", "PriorityLevelConfiguration"],
+        ),
+        ("networking.k8s.io", V1_AND_BETA, &["IngressClass"]),
+        ("node.k8s.io", V1_AND_BETA, &["RuntimeClass"]),
+        ("policy", BETA, &["PodSecurityPolicy"]),
+        (
+            "rbac.authorization.k8s.io",
+            V1_AND_BETA,
+            &["ClusterRole", "ClusterRoleBinding"],
+        ),
+        ("scheduling.k8s.io", V1_AND_BETA, &["PriorityClass"]),
+        (
+            "storage.k8s.io",
+            V1_AND_BETA,
+            &["CSIDriver", "CSINode", "StorageClass", "VolumeAttachment"],
+        ),
     ];
-    CLUSTER.iter().any(|(g, k)| *g == group && *k == kind)
+    CLUSTER
+        .iter()
+        .any(|(g, versions, kinds)| *g == group && versions.contains(&version) && kinds.contains(&kind))
 }
 
 /// How a generated ConfigMap/Secret still has to be finished at the top level.
@@ -166,6 +186,8 @@ pub(crate) enum Origin {
     Generator {
         file: std::path::PathBuf,
         kind: &'static str,
+        /// The plugin config's name, for a generator configured under `generators:`.
+        name: Option<String>,
     },
 }
 
@@ -182,6 +204,8 @@ pub(crate) struct Resource {
     pub(crate) suffixes: Vec<String>,
     pub(crate) generated: Option<Generated>,
     pub(crate) origin: Option<Origin>,
+    /// The transformers that ran over it (for `buildMetadata: [transformerAnnotations]`).
+    pub(crate) transformations: Vec<std::sync::Arc<super::buildmeta::Transformation>>,
 }
 
 /// The object: packed between build steps, open while a step works on it (see
@@ -215,6 +239,7 @@ impl Resource {
             suffixes: Vec::new(),
             generated: None,
             origin: None,
+            transformations: Vec::new(),
         };
         res.pack();
         res
@@ -305,6 +330,37 @@ impl Resource {
             *meta = Value::Object(Map::new());
         }
         meta.as_object_mut().expect("made an object above")
+    }
+
+    /// Drops an empty or null `metadata.annotations`, as kustomize's output never carries
+    /// one (an empty `metadata.labels` or `data` stays).
+    pub(crate) fn drop_empty_annotations(&mut self) {
+        if let Body::Packed { object, .. } = &self.body
+            && !object.contains(r#""annotations":{}"#)
+            && !object.contains(r#""annotations":null"#)
+        {
+            return;
+        }
+        let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(Map::is_empty);
+        let has_empty = self
+            .obj()
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .is_some_and(empty);
+        if has_empty && let Some(Value::Object(meta)) = self.obj_mut().get_mut("metadata") {
+            meta.remove("annotations");
+        }
+    }
+
+    /// Sets one annotation, creating `metadata.annotations` when missing.
+    pub(crate) fn set_annotation(&mut self, key: &str, value: String) {
+        let annotations = self
+            .metadata_mut()
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(a) = annotations {
+            a.insert(key.into(), Value::String(value));
+        }
     }
 
     /// Renames the object, remembering the old id.

@@ -13,7 +13,7 @@ use super::loader::Loader;
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{nameref, replacements, vars, yaml};
+use super::{buildmeta, nameref, plugins, replacements, vars, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -38,14 +38,7 @@ pub(crate) fn build_root(
     let dir = loader.resolve(&dir, &dir)?;
     let mut map = ResMap::default();
     let mut visiting = Vec::new();
-    accumulate(
-        loader,
-        &dir,
-        override_text,
-        Kind::Kustomization,
-        &mut visiting,
-        &mut map,
-    )?;
+    accumulate(loader, &dir, override_text, None, &mut visiting, &mut map)?;
     map.each(|res| {
         if res.generated.as_ref().is_some_and(|g| g.hash_suffix) {
             let name = format!("{}-{}", res.id().name, generators::content_hash(&res.obj()));
@@ -58,30 +51,32 @@ pub(crate) fn build_root(
     if let Some(sort) = root.sort_options.filter(|s| s.order == "legacy") {
         super::sort::legacy(&mut map, sort.legacy_sort_options.as_ref());
     }
+    if root.build_metadata.iter().any(|b| b == "transformerAnnotations") {
+        buildmeta::annotate(&mut map, |path| relative(&dir, path));
+    }
     if root.build_metadata.iter().any(|b| b == "originAnnotations") {
         map.each(|res| {
             if let Some(origin) = &res.origin {
                 let text = match origin {
                     Origin::File(path) => format!("path: {}\n", relative(&dir, path)),
-                    Origin::Generator { file, kind } => {
+                    Origin::Generator { file, kind, name } => {
+                        let name = name
+                            .as_ref()
+                            .map(|n| format!("  name: {n}\n"))
+                            .unwrap_or_default();
                         format!(
-                            "configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n",
+                            "configuredIn: {}\nconfiguredBy:\n  apiVersion: builtin\n  kind: {kind}\n{name}",
                             relative(&dir, file)
                         )
                     }
                 };
-                let meta = res.metadata_mut();
-                let annotations = meta
-                    .entry("annotations")
-                    .or_insert_with(|| Value::Object(Default::default()));
-                if let Value::Object(a) = annotations {
-                    a.insert(ORIGIN.into(), Value::String(text));
-                }
+                res.set_annotation(ORIGIN, text);
             }
         });
     }
     let mut out = Vec::with_capacity(map.resources.len());
-    for res in map.resources {
+    for mut res in map.resources {
+        res.drop_empty_annotations();
         let local = res
             .obj()
             .get("metadata")
@@ -187,7 +182,7 @@ fn accumulate(
     loader: &Loader,
     dir: &Path,
     override_text: Option<&str>,
-    expected: Kind,
+    expected: Option<Kind>,
     visiting: &mut Vec<PathBuf>,
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
@@ -205,7 +200,10 @@ fn accumulate(
     let (file, text) = read_kustomization(loader, dir, override_text)?;
     let shown = loader.show(&file);
     let (k, kind) = KustomizationFile::parse(&text, &shown)?;
-    if kind != expected {
+    // The root may be either kind: a Component built directly builds like a Kustomization.
+    if let Some(expected) = expected
+        && kind != expected
+    {
         let want = if expected == Kind::Component {
             "Component"
         } else {
@@ -258,7 +256,14 @@ fn accumulate_body(
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
             let mut sub = ResMap::default();
-            accumulate(loader, &sub_dir, None, Kind::Kustomization, visiting, &mut sub)?;
+            accumulate(
+                loader,
+                &sub_dir,
+                None,
+                Some(Kind::Kustomization),
+                visiting,
+                &mut sub,
+            )?;
             map.append_all(sub, shown)?;
         } else if is_remote(entry) {
             return Err(BuildError::Remote {
@@ -288,6 +293,13 @@ fn accumulate_body(
     for args in &k.secret_generator {
         generators::run(&ctx, map, GenKind::Secret, args, k.generator_options.as_ref())?;
     }
+    let plugin_ctx = plugins::Context { loader, dir, file };
+    plugins::generate(
+        &plugin_ctx,
+        map,
+        &k.generators,
+        &mut dir_builder(loader, visiting),
+    )?;
     for entry in &k.components {
         let path = dir.join(entry);
         if is_remote(entry) {
@@ -297,11 +309,42 @@ fn accumulate_body(
             });
         }
         let comp_dir = loader.resolve(&path, file)?;
-        accumulate(loader, &comp_dir, None, Kind::Component, visiting, map)?;
+        accumulate(loader, &comp_dir, None, Some(Kind::Component), visiting, map)?;
     }
     let patch_ctx = patches::Context { loader, dir, file };
     run_transformers(k, &patch_ctx, shown, map)?;
+    plugins::transform(
+        &plugin_ctx,
+        map,
+        &k.transformers,
+        &mut dir_builder(loader, visiting),
+    )?;
+    plugins::validate(
+        &plugin_ctx,
+        map,
+        &k.validators,
+        &mut dir_builder(loader, visiting),
+    )?;
     vars::merge(map, &vars::parse(&k.vars, shown)?, shown)
+}
+
+/// Builds a kustomization directory that a plugin entry names, as a base is built.
+fn dir_builder<'a>(
+    loader: &'a Loader,
+    visiting: &'a mut Vec<PathBuf>,
+) -> impl FnMut(&Path) -> Result<ResMap, BuildError> + 'a {
+    move |sub_dir| {
+        let mut sub = ResMap::default();
+        accumulate(
+            loader,
+            sub_dir,
+            None,
+            Some(Kind::Kustomization),
+            visiting,
+            &mut sub,
+        )?;
+        Ok(sub)
+    }
 }
 
 /// kustomize's builtin transformer order.
@@ -311,8 +354,17 @@ fn run_transformers(
     file: &str,
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
+    let ran =
+        |map: &mut ResMap, kind: &str, runs: usize| buildmeta::ran(map, patch_ctx.file, kind, None, runs);
+    let non_empty = |s: &Option<String>| usize::from(s.as_deref().is_some_and(|s| !s.is_empty()));
     patches::strategic_merge(patch_ctx, map, &k.patches_strategic_merge)?;
+    ran(
+        map,
+        "PatchStrategicMergeTransformer",
+        usize::from(!k.patches_strategic_merge.is_empty()),
+    );
     patches::patches(patch_ctx, map, &k.patches)?;
+    ran(map, "PatchTransformer", k.patches.len());
     let config = map.config.clone();
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
@@ -330,6 +382,9 @@ fn run_transformers(
         configurations::with_builtin(fieldspecs::common_labels(), &config.common_labels, file)?;
     let template_labels =
         configurations::with_builtin(fieldspecs::template_labels(), &config.template_labels, file)?;
+    ran(map, "NamespaceTransformer", non_empty(&k.namespace));
+    ran(map, "PrefixTransformer", non_empty(&k.name_prefix));
+    ran(map, "SuffixTransformer", non_empty(&k.name_suffix));
     for label in &k.labels {
         let mut specs = configurations::with_builtin(label.fields.clone(), &config.labels, file)?;
         specs = if label.include_selectors {
@@ -343,6 +398,12 @@ fn run_transformers(
         transform::labels::apply(map, &label.pairs, &specs, file, "labels")?;
     }
     transform::labels::apply(map, &k.common_labels, &common_labels, file, "commonLabels")?;
+    let label_runs = if k.labels.is_empty() && k.common_labels.is_empty() {
+        0
+    } else {
+        k.labels.len() + 1
+    };
+    ran(map, "LabelTransformer", label_runs);
     transform::labels::apply(
         map,
         &k.common_annotations,
@@ -350,13 +411,21 @@ fn run_transformers(
         file,
         "commonAnnotations",
     )?;
+    ran(
+        map,
+        "AnnotationsTransformer",
+        usize::from(!k.common_annotations.is_empty()),
+    );
     patches::json6902(patch_ctx, map, &k.patches_json6902)?;
+    ran(map, "PatchJson6902Transformer", k.patches_json6902.len());
     for replica in &k.replicas {
         transform::replicas::apply(map, replica, file, &config.replicas)?;
     }
+    ran(map, "ReplicaCountTransformer", k.replicas.len());
     for image in &k.images {
         transform::images::apply(map, image, file, &config.images)?;
     }
+    ran(map, "ImageTagTransformer", k.images.len());
     let found = replacements::load(
         patch_ctx.loader,
         patch_ctx.dir,

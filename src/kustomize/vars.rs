@@ -115,7 +115,7 @@ pub(crate) fn merge(map: &mut ResMap, incoming: &[Var], file: &str) -> Result<()
     let mut bound = Vec::with_capacity(incoming.len());
     for var in incoming {
         let want = &var.objref;
-        let exact = !want.namespace.is_empty() || is_cluster_scoped(&want.group, &want.kind);
+        let exact = !want.namespace.is_empty() || is_cluster_scoped(&want.group, &want.version, &want.kind);
         let same = |id: &ResId| {
             id.name == want.name
                 && id.group == want.group

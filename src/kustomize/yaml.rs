@@ -59,17 +59,19 @@ fn for_each_document(
     }
     refuse_deep_flow(text, origin)?;
     let mut index = 0;
+    let folded = super::folded::folded_starts(text);
     let nodes = NodeBudget {
         left: Cell::new(text.len().saturating_add(ALIAS_NODE_BUDGET)),
     };
     for document in serde_yaml::Deserializer::from_str(text) {
-        let json = document
+        let mut json = document
             .deserialize_any(Scalars {
                 text,
                 yaml11,
                 nodes: &nodes,
             })
             .map_err(|e| yaml_error(origin, &e))?;
+        super::folded::apply(&mut json, &folded);
         if !json.is_null() {
             index += 1;
             each(index, json)?;
@@ -455,6 +457,23 @@ pub(crate) fn scalar_text(v: &Value) -> String {
 /// Prints objects as YAML documents separated by `---`: block style, keys in map order,
 /// and every string that kyaml would read back as something else (`"0755"`, `"true"`,
 /// `"2024-01-01"`, `"yes"`) double-quoted, so the text parses back to the same values.
+///
+/// The quirks of kustomize's printing (goyaml v2) matched here, in one place; each decides
+/// what a value becomes when Flux substitutes variables in this text and reads it back:
+/// - keys sorted, two-space indent, list items at their key's indentation, `{}` and `[]`
+///   for empty maps and lists;
+/// - quoted: the empty string, YAML 1.1 booleans in any common case (`y`, `n`, `on`, `off`,
+///   `yes`, `No`, ...), `null`/`~`, numbers in every YAML 1.1 spelling (`012`, `0x1F`,
+///   `0o17`, `0b101`, `1_000`, `1e3`, `.5`, `+1`, `3.`, `.inf`, `.NaN`), timestamps
+///   (`2024-01-01`, `2024-1-1`, `2001-12-14t21:59:43.10-05:00`) and base-60 numbers (`1:20`);
+/// - plain: `=`, `<<`, `1,000`, `0x`, `yes please`, which goyaml v2 prints unquoted too;
+/// - on the way in, a folded block scalar gains the line break kustomize's round trip adds
+///   before a more-indented line (see `folded`).
+///
+/// Not matched (values read back the same, only the text differs): goyaml v2 single-quotes
+/// strings that start with an indicator (`'-'`, `'*x'`) where this printer double-quotes,
+/// prints multi-line strings as `|` blocks where this printer writes one escaped line, and
+/// folds long strings at 80 columns.
 pub(crate) fn emit_documents(objects: &[Value]) -> String {
     document_pieces(objects).collect()
 }
@@ -576,7 +595,8 @@ fn quote_if_needed(s: &str) -> String {
                 | "+.inf"
                 | ".nan"
         )
-        && resolve_plain(s) == Value::String(s.to_string());
+        && resolve_plain(s) == Value::String(s.to_string())
+        && !super::yaml11::reads_as_other(s);
     if plain_ok {
         s.to_string()
     } else {
@@ -700,6 +720,54 @@ mod tests {
         let text = emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
         let back = parse_documents(&text, "emitted").unwrap();
         assert_eq!(back, vec![v, serde_json::json!({"n": 1})], "{text}");
+    }
+
+    #[test]
+    fn strings_are_quoted_where_kustomize_quotes_them() {
+        // As kustomize v5.8.1 printed these ConfigMap values.
+        let quoted = [
+            "y",
+            "Y",
+            "n",
+            "N",
+            "on",
+            "off",
+            "yes",
+            "No",
+            "2024-01-01",
+            "2024-01-01T10:00:00Z",
+            "2024-1-1",
+            "2001-12-14t21:59:43.10-05:00",
+            "1:20",
+            "190:20:30",
+            "0x1F",
+            "1e3",
+            "~",
+            "null",
+            ".5",
+            "+1",
+            "0o17",
+            "1_000",
+            "0b101",
+            ".inf",
+            ".NaN",
+            "1.0",
+            "012",
+            "0",
+            "-0",
+            "08",
+            "True",
+            "NULL",
+            "+.5",
+            "1.5e+3",
+            "3.",
+        ];
+        for s in quoted {
+            assert_eq!(quote_if_needed(s), format!("\"{s}\""), "{s}");
+        }
+        for s in ["=", "<<", "a=b", "1,000", "0x", "yes please", "1 2"] {
+            assert_eq!(quote_if_needed(s), s, "{s}");
+        }
     }
 
     #[test]

@@ -121,10 +121,7 @@ fn reconcile_context(span: &[(String, Value)]) -> Vec<(String, Value)> {
     }
     let kind = get("controllerKind").and_then(|k| k.as_str().map(str::to_string));
     if let (Some(kind), Some(name), Some(namespace)) = (kind, get("name"), get("namespace")) {
-        context.push((
-            kind,
-            serde_json::json!({"name": name, "namespace": namespace}),
-        ));
+        context.push((kind, serde_json::json!({"name": name, "namespace": namespace})));
     }
     let known = ["controller", "controllerGroup", "controllerKind"];
     context.extend(
@@ -314,8 +311,7 @@ mod tests {
 
     fn lines(encoding: LogEncoding, log: impl FnOnce()) -> Vec<String> {
         let buffer = Buffer::default();
-        let subscriber =
-            tracing_subscriber::registry().with(FluxLayer::new(encoding, buffer.clone()));
+        let subscriber = tracing_subscriber::registry().with(FluxLayer::new(encoding, buffer.clone()));
         tracing::subscriber::with_default(subscriber, log);
         let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
         text.lines().map(str::to_string).collect()

@@ -26,9 +26,9 @@ const CONTROLLER: &str = "kustomization";
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
 const RECONCILE_TIME_BUCKETS: [f64; 40] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
-    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
-    30.0, 40.0, 50.0, 60.0,
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25,
+    1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0,
+    50.0, 60.0,
 ];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -132,7 +132,10 @@ fn controller_gauge(value: f64) -> (Vec<(String, String)>, f64) {
 
 fn queue_gauge(value: f64) -> (Vec<(String, String)>, f64) {
     (
-        vec![("name".into(), CONTROLLER.into()), ("controller".into(), CONTROLLER.into())],
+        vec![
+            ("name".into(), CONTROLLER.into()),
+            ("controller".into(), CONTROLLER.into()),
+        ],
         value,
     )
 }
@@ -157,7 +160,9 @@ impl RuntimeMetrics {
             time: Family::new_with_constructor(|| Histogram::new(RECONCILE_TIME_BUCKETS)),
             max_concurrent: Family::default(),
             // The work queue's: 10 ns times powers of ten, 12 buckets.
-            work_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(10e-9, 10.0, 12))),
+            work_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(10e-9, 10.0, 12))
+            }),
             retries: Family::default(),
             in_flight: InFlight::default(),
         };

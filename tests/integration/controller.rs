@@ -486,7 +486,12 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     eventually(
         "the leader logs its reconcile",
         Duration::from_secs(10),
-        || async { first.logs().contains(r#""Kustomization":{"name":"app""#).then_some(()) },
+        || async {
+            first
+                .logs()
+                .contains(r#""Kustomization":{"name":"app""#)
+                .then_some(())
+        },
     )
     .await;
     assert!(

@@ -40,7 +40,11 @@ async fn apply_labelled(s: &Scenario, name: &str, shard: &str) {
         "spec": s.spec(json!({})),
     });
     Api::<Kustomization>::namespaced(s.client.clone(), s.namespace())
-        .patch(name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(object))
+        .patch(
+            name,
+            &PatchParams::apply("e2e-tests").force(),
+            &Patch::Apply(object),
+        )
         .await
         .unwrap();
 }
@@ -68,10 +72,17 @@ impl EventReceiver {
             if let Ok(addr) = std::fs::read_to_string(&addr_file) {
                 break addr;
             }
-            assert!(std::time::Instant::now() < deadline, "event-receiver did not start");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "event-receiver did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         };
-        Self { child, addr: format!("http://{addr}/"), out }
+        Self {
+            child,
+            addr: format!("http://{addr}/"),
+            out,
+        }
     }
 
     fn accepted(&self) -> Vec<Value> {
@@ -104,7 +115,10 @@ fn flux_logs(log: &Path, filter: &[&str]) -> Vec<String> {
         .expect("run logcheck (built by e2e/fluxpeer/build.sh)");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "logcheck refused our log: {stderr}");
-    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test]
@@ -115,8 +129,16 @@ async fn started_with_fluxs_deployment_it_leads_reconciles_logs_and_forwards_eve
     let receiver = EventReceiver::start(dir.path());
     let deployment = flux_deployment();
     // Flux's Deployment, as read from the module: the test depends on what it says.
-    assert!(deployment.args.contains(&"--watch-all-namespaces".to_string()), "{:?}", deployment.args);
-    assert!(deployment.args.contains(&"--log-encoding=json".to_string()), "{:?}", deployment.args);
+    assert!(
+        deployment.args.contains(&"--watch-all-namespaces".to_string()),
+        "{:?}",
+        deployment.args
+    );
+    assert!(
+        deployment.args.contains(&"--log-encoding=json".to_string()),
+        "{:?}",
+        deployment.args
+    );
     assert_eq!(deployment.namespace_env, ["RUNTIME_NAMESPACE"]);
     // The ports our listen addresses stand in for.
     assert_eq!(
@@ -129,7 +151,10 @@ async fn started_with_fluxs_deployment_it_leads_reconciles_logs_and_forwards_eve
     let controller = start_as_flux(
         &n,
         &pod,
-        &[format!("--watch-label-selector={selector}"), format!("--events-addr={}", receiver.addr)],
+        &[
+            format!("--watch-label-selector={selector}"),
+            format!("--events-addr={}", receiver.addr),
+        ],
     );
 
     s.publish_objects("repo", REV1, &objects("one")).await;
@@ -139,7 +164,10 @@ async fn started_with_fluxs_deployment_it_leads_reconciles_logs_and_forwards_eve
     // Flux's Lease name for a sharded controller: the base name and sha256(selector)[:8].
     let digest = hex::encode(sha2::Sha256::digest(selector.as_bytes()));
     let lease_name = format!("kustomize-controller-leader-election-{}", &digest[..8]);
-    let lease = Api::<Lease>::namespaced(s.client.clone(), &n).get(&lease_name).await.unwrap();
+    let lease = Api::<Lease>::namespaced(s.client.clone(), &n)
+        .get(&lease_name)
+        .await
+        .unwrap();
     assert_eq!(
         lease.spec.and_then(|l| l.holder_identity).as_deref(),
         Some(pod.as_str())
@@ -168,15 +196,25 @@ async fn started_with_fluxs_deployment_it_leads_reconciles_logs_and_forwards_eve
     }
 
     // A change, then a failure.
-    s.publish_objects("repo", REV2, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [broken\n")
-        .await;
+    s.publish_objects(
+        "repo",
+        REV2,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [broken\n",
+    )
+    .await;
     s.wait_ready(&controller, "app", "False", "").await;
-    let events = eventually("a change and a failure event", Duration::from_secs(60), || async {
-        let events = receiver.accepted();
-        let change = events.iter().any(|e| e["severity"] == "info" && e["action"] == "Apply");
-        let failure = events.iter().any(|e| e["severity"] == "error");
-        (change && failure).then_some(events)
-    })
+    let events = eventually(
+        "a change and a failure event",
+        Duration::from_secs(60),
+        || async {
+            let events = receiver.accepted();
+            let change = events
+                .iter()
+                .any(|e| e["severity"] == "info" && e["action"] == "Apply");
+            let failure = events.iter().any(|e| e["severity"] == "error");
+            (change && failure).then_some(events)
+        },
+    )
     .await;
     assert_eq!(receiver.rejected(), "", "the receiver refused some of our events");
     let change = events.iter().find(|e| e["action"] == "Apply").unwrap();
@@ -187,24 +225,48 @@ async fn started_with_fluxs_deployment_it_leads_reconciles_logs_and_forwards_eve
     assert_eq!(change["reportingInstance"], pod.as_str());
     assert_eq!(change["metadata"]["kustomize.toolkit.fluxcd.io/revision"], REV1);
     let message = change["message"].as_str().unwrap();
-    assert!(message.contains(&format!("Secret/{n}/creds created")), "{message}");
+    assert!(
+        message.contains(&format!("Secret/{n}/creds created")),
+        "{message}"
+    );
     let failure = events.iter().find(|e| e["severity"] == "error").unwrap();
     assert_eq!(failure["reason"], "BuildFailed", "{failure}");
-    assert_eq!(failure["metadata"]["kustomize.toolkit.fluxcd.io/revision"], REV2, "{failure}");
+    assert_eq!(
+        failure["metadata"]["kustomize.toolkit.fluxcd.io/revision"], REV2,
+        "{failure}"
+    );
     let all = serde_json::to_string(&events).unwrap();
-    assert!(!all.contains(SECRET_VALUE), "a Secret value reached an event: {all}");
+    assert!(
+        !all.contains(SECRET_VALUE),
+        "a Secret value reached an event: {all}"
+    );
 
     // Every line decodes as flux's log entry; `flux logs --kind --name --namespace` keeps
     // our reconcile lines.
     let logs = controller.logs();
     assert!(!logs.contains(SECRET_VALUE), "a Secret value reached the log");
-    let kept = flux_logs(&controller.log, &["--kind=Kustomization", "--name=app", &format!("--namespace={n}")]);
+    let kept = flux_logs(
+        &controller.log,
+        &["--kind=Kustomization", "--name=app", &format!("--namespace={n}")],
+    );
     assert!(
-        kept.iter().any(|l| l.contains(&format!("Kustomization/app.{n} - ")) && l.contains("Reconciliation finished")),
+        kept.iter().any(
+            |l| l.contains(&format!("Kustomization/app.{n} - ")) && l.contains("Reconciliation finished")
+        ),
         "{kept:#?}\n{logs}"
     );
-    assert!(kept.iter().any(|l| l.contains(" error Kustomization/app.")), "{kept:#?}");
-    let other = flux_logs(&controller.log, &["--kind=Kustomization", "--name=other", &format!("--namespace={n}")]);
+    assert!(
+        kept.iter().any(|l| l.contains(" error Kustomization/app.")),
+        "{kept:#?}"
+    );
+    let other = flux_logs(
+        &controller.log,
+        &[
+            "--kind=Kustomization",
+            "--name=other",
+            &format!("--namespace={n}"),
+        ],
+    );
     assert!(other.is_empty(), "{other:#?}");
 
     s.delete().await;
@@ -250,7 +312,12 @@ async fn a_black_holed_events_addr_does_not_hold_reconciles() {
         }
         Some(())
     };
-    eventually("all Kustomizations applied", Duration::from_secs(300), all_applied).await;
+    eventually(
+        "all Kustomizations applied",
+        Duration::from_secs(300),
+        all_applied,
+    )
+    .await;
     let connections = accepted.load(Ordering::SeqCst);
     assert!(
         connections < 2 * names.len(),

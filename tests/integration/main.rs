@@ -5,10 +5,10 @@ mod support;
 
 mod applier;
 mod controller;
-mod flux_cli;
-mod flux_gitops;
 mod dropin;
 mod flux_build_cli;
+mod flux_cli;
+mod flux_gitops;
 mod foundation;
 mod handover;
 mod health;

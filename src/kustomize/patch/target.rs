@@ -25,8 +25,8 @@ impl Target {
     /// Whether this target selects `object`, matching name and namespace against the
     /// current or the `original` identity (kustomize's effective namespaces).
     pub(crate) fn selects(&self, object: &Map<String, Value>, original: Option<OriginalId<'_>>) -> bool {
-        let (group, _) = split_api_version(str_at(object, &["apiVersion"]));
-        let cluster_scoped = is_cluster_scoped(group, str_at(object, &["kind"]));
+        let (group, version) = split_api_version(str_at(object, &["apiVersion"]));
+        let cluster_scoped = is_cluster_scoped(group, version, str_at(object, &["kind"]));
         self.0.matches(
             object,
             Namespacing::Kustomize {

@@ -8,13 +8,32 @@ use crate::kustomize::BuildError;
 use crate::kustomize::file::{FieldSpec, Image};
 use crate::kustomize::resmap::ResMap;
 
-use super::{path_segments, visit_path};
+use super::{path_segments, selects, visit_path};
 
 /// Applies one `images` entry to every object.
 /// `extra` are the `images` field specs of `configurations`.
 pub(crate) fn apply(
     map: &mut ResMap,
     image: &Image,
+    file: &str,
+    extra: &[FieldSpec],
+) -> Result<(), BuildError> {
+    let specs: Vec<FieldSpec> = FIELD_SPEC_PATHS
+        .iter()
+        .map(|path| FieldSpec {
+            path: (*path).into(),
+            ..FieldSpec::default()
+        })
+        .collect();
+    apply_specs(map, image, &specs, file, extra)
+}
+
+/// Applies one image entry with its own field specs (an ImageTagTransformer config): the
+/// deep walk over containers first, then the field specs, then `extra` (from `configurations`).
+pub(crate) fn apply_specs(
+    map: &mut ResMap,
+    image: &Image,
+    specs: &[FieldSpec],
     file: &str,
     extra: &[FieldSpec],
 ) -> Result<(), BuildError> {
@@ -36,9 +55,11 @@ pub(crate) fn apply(
         }
         // kustomize then runs its field-spec pass over the same containers; for most entries
         // that is idempotent, but a tagSuffix is appended a second time there.
+        let id = res.id();
         res.edit(|obj| {
-            for path in FIELD_SPEC_PATHS {
-                let _ = visit_path::<()>(obj, &path_segments(path), false, &|| Value::Null, &mut |v| {
+            for spec in specs.iter().filter(|s| selects(s, &id)) {
+                let path = path_segments(&spec.path);
+                let _ = visit_path::<()>(obj, &path, spec.create, &|| Value::Null, &mut |v| {
                     if let Value::String(s) = v
                         && re.is_match(s)
                     {

@@ -40,7 +40,9 @@ pub(crate) fn path_segments(path: &str) -> Vec<String> {
 
 /// Calls `visit` on every value found at `path` below `node`. Lists met on the way are
 /// entered element by element. With `create`, missing (or null) fields are created: maps for
-/// intermediate keys, `leaf()` for the last one.
+/// intermediate keys, `leaf()` for the last one. A `key[]` segment names a list, which is
+/// never created (a StatefulSet without `volumeClaimTemplates` gets none); a null there
+/// becomes an empty list, as kustomize's field-spec walker makes it.
 pub(crate) fn visit_path<E>(
     node: &mut Value,
     path: &[String],
@@ -59,9 +61,13 @@ pub(crate) fn visit_path<E>(
     };
     let key = first.strip_suffix("[]").unwrap_or(first);
     let Value::Object(map) = node else { return Ok(()) };
+    let is_list = first.ends_with("[]");
+    if is_list && let Some(v @ Value::Null) = map.get_mut(key) {
+        *v = Value::Array(Vec::new());
+    }
     let missing = map.get(key).is_none_or(Value::is_null);
     if missing {
-        if !create {
+        if !create || is_list {
             return Ok(());
         }
         let fresh = if rest.is_empty() {
@@ -74,7 +80,7 @@ pub(crate) fn visit_path<E>(
     let child = map.get_mut(key).expect("present or created");
     if rest.is_empty() {
         if let Value::Array(items) = child
-            && first.ends_with("[]")
+            && is_list
         {
             for item in items {
                 visit(item)?;
@@ -84,6 +90,21 @@ pub(crate) fn visit_path<E>(
         return visit(child);
     }
     visit_path(child, rest, create, leaf, visit)
+}
+
+/// Rewrites the value at `spec`'s path in `obj` with `set`, creating it (as an empty
+/// string) where the spec says so.
+pub(crate) fn set_at(obj: &mut Value, spec: &FieldSpec, set: &dyn Fn(&mut Value)) {
+    let _ = visit_path::<()>(
+        obj,
+        &path_segments(&spec.path),
+        spec.create,
+        &|| Value::String(String::new()),
+        &mut |v| {
+            set(v);
+            Ok(())
+        },
+    );
 }
 
 #[cfg(test)]
@@ -121,5 +142,15 @@ mod tests {
         assert!(v["spec"].get("x").is_none());
         visited(&mut v, "spec/x/y", true, json!({}));
         assert_eq!(v["spec"]["x"], json!({"y": {}}));
+    }
+
+    #[test]
+    fn list_segments_are_never_created_and_null_lists_become_empty() {
+        let mut v = json!({"spec": {"template": {}}});
+        visited(&mut v, "spec/claims[]/metadata/labels", true, json!({}));
+        assert_eq!(v, json!({"spec": {"template": {}}}));
+        let mut v = json!({"spec": {"claims": null}});
+        visited(&mut v, "spec/claims[]/metadata/labels", true, json!({}));
+        assert_eq!(v, json!({"spec": {"claims": []}}));
     }
 }

@@ -172,8 +172,12 @@ fn source_api(client: &Client, kind: SourceKind, namespace: &str) -> Api<Dynamic
 /// A spec that source-controller's own CRDs accept.
 fn stand_in_spec(kind: SourceKind) -> serde_json::Value {
     match kind {
-        SourceKind::GitRepository => serde_json::json!({"interval": "1m", "url": "https://example.invalid/repo"}),
-        SourceKind::OCIRepository => serde_json::json!({"interval": "1m", "url": "oci://example.invalid/repo"}),
+        SourceKind::GitRepository => {
+            serde_json::json!({"interval": "1m", "url": "https://example.invalid/repo"})
+        }
+        SourceKind::OCIRepository => {
+            serde_json::json!({"interval": "1m", "url": "oci://example.invalid/repo"})
+        }
         SourceKind::Bucket => {
             serde_json::json!({"interval": "1m", "bucketName": "repo", "endpoint": "example.invalid"})
         }

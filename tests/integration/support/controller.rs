@@ -28,7 +28,9 @@ pub struct ControllerProcess {
 
 /// The arguments most tests start the controller with: one namespace, quick dependency requeues.
 fn test_args(extra_args: &[&str]) -> Vec<String> {
-    let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"].map(String::from).to_vec();
+    let mut args = ["run", "--watch-all-namespaces=false", "--requeue-dependency=2s"]
+        .map(String::from)
+        .to_vec();
     args.extend(extra_args.iter().map(|a| a.to_string()));
     args
 }
@@ -56,7 +58,12 @@ impl ControllerProcess {
         Self::launch(namespace, "kc-test", &test_args(extra_args), Some(kubeconfig))
     }
 
-    fn launch(namespace: &str, identity: &str, args: &[String], kubeconfig: Option<&std::path::Path>) -> Self {
+    fn launch(
+        namespace: &str,
+        identity: &str,
+        args: &[String],
+        kubeconfig: Option<&std::path::Path>,
+    ) -> Self {
         let (metrics_port, health_port) = (free_port(), free_port());
         let mut command = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"));
         if let Some(kubeconfig) = kubeconfig {

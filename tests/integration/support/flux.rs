@@ -119,7 +119,11 @@ impl SourceController {
 /// to the test's namespace: a repeated flag keeps its last value, as pflag's do, so the added
 /// `--watch-all-namespaces=false` keeps other tests' Kustomizations out of its sight.
 pub fn start_our_controller(namespace: &str) -> ControllerProcess {
-    super::flux_deployment::start_as_flux(namespace, "kustomize-controller-0", &["--watch-all-namespaces=false".to_string()])
+    super::flux_deployment::start_as_flux(
+        namespace,
+        "kustomize-controller-0",
+        &["--watch-all-namespaces=false".to_string()],
+    )
 }
 
 /// A Git smart-HTTP server (`git http-backend`) over a temporary directory of bare repositories.

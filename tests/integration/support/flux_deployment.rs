@@ -57,7 +57,12 @@ pub fn flux_deployment() -> FluxDeployment {
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|p| Some((p["name"].as_str()?.to_string(), u16::try_from(p["containerPort"].as_u64()?).ok()?)))
+        .filter_map(|p| {
+            Some((
+                p["name"].as_str()?.to_string(),
+                u16::try_from(p["containerPort"].as_u64()?).ok()?,
+            ))
+        })
         .collect();
     let probes = ["readinessProbe", "livenessProbe"]
         .iter()

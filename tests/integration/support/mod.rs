@@ -141,6 +141,6 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
 pub mod applier;
 pub mod controller;
 pub mod flux;
+pub mod flux_deployment;
 pub mod remote;
 pub mod tls;
-pub mod flux_deployment;
