@@ -4,6 +4,7 @@
 mod support;
 
 mod applier;
+mod chaos;
 mod controller;
 mod dropin;
 mod flux_build_cli;
