@@ -33,7 +33,7 @@ fn object_name(i: usize) -> String {
 
 /// The revision-2 build keeps the even-numbered objects and drops the odd ones.
 fn kept_in_rev2(i: usize) -> bool {
-    i % 2 == 0
+    i.is_multiple_of(2)
 }
 
 fn objects_yaml(indices: impl Iterator<Item = usize>) -> String {
