@@ -134,7 +134,6 @@ pub fn request<'a>(
         force: false,
         ignore,
         revision,
-        digest: "sha256:test",
     }
 }
 
