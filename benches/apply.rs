@@ -147,7 +147,14 @@ async fn main() {
             .await
             .expect("settle");
         let _ = &cold;
-        run(&applier, "no-op, fast path", "rev1b", objects(&ns, n, None), 2 * nf).await;
+        run(
+            &applier,
+            "no-op, fast path",
+            "rev1b",
+            objects(&ns, n, None),
+            2 * nf,
+        )
+        .await;
         // a restarted controller has no fingerprints: a full dry-run, Flux's algorithm
         let restarted = Applier::new(ResourceResolver::new(client.clone()), ApplierOptions::default());
         run(
@@ -158,7 +165,14 @@ async fn main() {
             2 * nf,
         )
         .await;
-        run(&applier, "no-op, new revision", "rev1c", objects(&ns, n, None), 2 * nf).await;
+        run(
+            &applier,
+            "no-op, new revision",
+            "rev1c",
+            objects(&ns, n, None),
+            2 * nf,
+        )
+        .await;
 
         // 1 % drift: out-of-band edits of 1 % of the objects (ConfigMaps)
         let cms = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(editor.clone(), &ns);

@@ -206,6 +206,9 @@ mod tests {
         live: Value,
     }
 
+    /// A named change to the next run.
+    type RunChange = (&'static str, fn(&mut NextRun));
+
     /// Whether the next run reports the object from its print, without a dry-run.
     fn from_print(store: &FingerprintStore, next: &NextRun) -> bool {
         let key = run_key(next.force, &next.ignore);
@@ -217,7 +220,8 @@ mod tests {
 
     #[test]
     fn a_print_survives_a_new_revision_and_nothing_that_decides_the_outcome() {
-        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}});
+        let object =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}});
         let live = json!({"uid": "u", "resourceVersion": "10"});
         let store = FingerprintStore::default();
         let print = ObjectPrint {
@@ -225,7 +229,12 @@ mod tests {
             live: Some(live_print(&live)),
             action: Action::Unchanged,
         };
-        store.record("ns/ks", &run_key(false, &[]), HashMap::from([("cm".to_string(), print)]), true);
+        store.record(
+            "ns/ks",
+            &run_key(false, &[]),
+            HashMap::from([("cm".to_string(), print)]),
+            true,
+        );
         let same = || NextRun {
             force: false,
             ignore: Vec::new(),
@@ -235,11 +244,13 @@ mod tests {
         // a new revision leaves every input above as it was: the object keeps its print
         assert!(from_print(&store, &same()));
 
-        let changes: [(&str, fn(&mut NextRun)); 6] = [
+        let changes: [RunChange; 6] = [
             ("manifest changed", |n| n.object["data"]["a"] = "2".into()),
             ("live object written", |n| n.live["resourceVersion"] = "11".into()),
             ("live object recreated", |n| n.live["uid"] = "v".into()),
-            ("live object gained a generation", |n| n.live["generation"] = 1.into()),
+            ("live object gained a generation", |n| {
+                n.live["generation"] = 1.into()
+            }),
             ("force", |n| n.force = true),
             ("ignore rule", |n| {
                 n.ignore = vec![serde_json::from_value(json!({"paths": ["/data"]})).unwrap()];

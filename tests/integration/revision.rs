@@ -41,7 +41,9 @@ fn config_maps(changed: &[usize]) -> String {
     (0..N)
         .map(|i| {
             let value = if changed.contains(&i) { "value2" } else { "value1" };
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  value: {value}-{i}\n")
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  value: {value}-{i}\n"
+            )
         })
         .collect::<Vec<_>>()
         .join("---\n")
