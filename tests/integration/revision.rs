@@ -13,27 +13,13 @@ const REV2: &str = "main@sha1:2222222222222222222222222222222222222222";
 /// ConfigMaps in one applied revision.
 const N: usize = 200;
 
-/// `kustomize_controller_api_requests_total` so far, by `verb resource`.
+/// The controller's API requests so far, by `verb resource`.
 async fn requests(controller: &ControllerProcess) -> BTreeMap<String, f64> {
-    let text = controller.metrics_text().await.expect("metrics");
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let Some(sample) = line.strip_prefix("kustomize_controller_api_requests_total{") else {
-            continue;
-        };
-        let (labels, value) = sample.rsplit_once("} ").expect("a sample line");
-        let label = |name: &str| {
-            labels
-                .split(',')
-                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
-                .and_then(|v| v.strip_suffix('"'))
-                .unwrap_or_else(|| panic!("a {name} label in {line}"))
-                .to_string()
-        };
-        let key = format!("{} {}", label("verb"), label("resource"));
-        *out.entry(key).or_default() += value.parse::<f64>().unwrap();
-    }
-    out
+    let counts = controller.api_requests().await;
+    counts
+        .into_iter()
+        .map(|((verb, resource), n)| (format!("{verb} {resource}"), n))
+        .collect()
 }
 
 /// ConfigMaps `cm-0`..`cm-{N-1}`; those in `changed` carry `value2` instead of `value1`.
