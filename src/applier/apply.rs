@@ -148,7 +148,7 @@ impl Applier {
         changes: &mut ChangeSet,
     ) -> Result<ChangeSet, Vec<ObjectError>> {
         let p = self.prepare(req, Mode::Apply).await?;
-        let key = run_key(req.revision, req.digest, req.force, req.ignore);
+        let key = run_key(req.force, req.ignore);
         let owner_key = req.owner.key();
         let previous = self
             .prints

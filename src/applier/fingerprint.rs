@@ -9,9 +9,15 @@
 //! kind (owner-label selector) and sends only objects whose hashes differ, or that are missing,
 //! through the dry-run.
 //!
+//! A print says nothing about the source revision: an object whose normalized desired manifest
+//! and live metadata are both unchanged has the same outcome whatever revision it came from, so
+//! a new revision that changes m of N objects sends only those m through the dry-run. What else
+//! decides the outcome invalidates the prints: a live change (the live hash), the force and
+//! ignore settings of the run (the run key; the field managers are fixed per applier).
+//!
 //! State is in memory only: it is lost on restart (the first reconcile after start is a full
-//! dry-run), dropped on any apply error, and replaced on a new revision, new build output,
-//! changed force/ignore settings, or after `full_sync_every`.
+//! dry-run), dropped on any apply error, and replaced on changed force/ignore settings or after
+//! `full_sync_every`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,10 +33,10 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Identifies the inputs of a run: source revision, build digest, force and ignore rules.
-pub(crate) fn run_key(revision: &str, digest: &str, force: bool, ignore: &[IgnoreRule]) -> String {
+/// Identifies the settings of a run that decide every object's outcome: force and ignore rules.
+pub(crate) fn run_key(force: bool, ignore: &[IgnoreRule]) -> String {
     let rules = serde_json::to_string(ignore).unwrap_or_default();
-    sha256_hex(format!("{revision}\n{digest}\n{force}\n{rules}").as_bytes())
+    sha256_hex(format!("{force}\n{rules}").as_bytes())
 }
 
 /// Hash of a normalized desired object.
@@ -76,6 +82,14 @@ pub(crate) struct ObjectPrint {
     pub(crate) live: Option<String>,
     /// What to report when nothing changed: `Unchanged` or `Skipped`.
     pub(crate) action: Action,
+}
+
+impl ObjectPrint {
+    /// Whether an object with `desired` print and `live` metadata print still has the recorded
+    /// outcome, whichever revision it came from.
+    pub(crate) fn holds(&self, desired: &str, live: Option<&str>) -> bool {
+        self.desired == desired && self.live.as_deref() == live
+    }
 }
 
 struct RunState {
@@ -173,24 +187,79 @@ mod tests {
     }
 
     #[test]
-    fn fast_path_needs_the_same_inputs_and_a_recent_full_sync() {
+    fn fast_path_needs_the_same_settings_and_a_recent_full_sync() {
         let store = FingerprintStore::default();
-        let key = run_key("main@sha1:abc", "sha256:1", false, &[]);
+        let key = run_key(false, &[]);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
         store.record("ns/ks", &key, HashMap::new(), true);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_some());
-        // another revision, or the same run forced
-        for (revision, force) in [("main@sha1:def", false), ("main@sha1:abc", true)] {
-            let other = run_key(revision, "sha256:1", force, &[]);
-            assert!(
-                store
-                    .fast_path("ns/ks", &other, Duration::from_secs(60))
-                    .is_none(),
-                "{revision} force={force}"
-            );
-        }
         assert!(store.fast_path("ns/ks", &key, Duration::ZERO).is_none());
         store.forget("ns/ks");
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
+    }
+
+    /// One object's next run: its settings, manifest and live metadata.
+    struct NextRun {
+        force: bool,
+        ignore: Vec<IgnoreRule>,
+        object: Value,
+        live: Value,
+    }
+
+    /// A named change to the next run.
+    type RunChange = (&'static str, fn(&mut NextRun));
+
+    /// Whether the next run reports the object from its print, without a dry-run.
+    fn from_print(store: &FingerprintStore, next: &NextRun) -> bool {
+        let key = run_key(next.force, &next.ignore);
+        store
+            .fast_path("ns/ks", &key, Duration::from_secs(60))
+            .and_then(|prints| prints.get("cm").cloned())
+            .is_some_and(|p| p.holds(&desired_print(&next.object), Some(&live_print(&next.live))))
+    }
+
+    #[test]
+    fn a_print_survives_a_new_revision_and_nothing_that_decides_the_outcome() {
+        let object =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}});
+        let live = json!({"uid": "u", "resourceVersion": "10"});
+        let store = FingerprintStore::default();
+        let print = ObjectPrint {
+            desired: desired_print(&object),
+            live: Some(live_print(&live)),
+            action: Action::Unchanged,
+        };
+        store.record(
+            "ns/ks",
+            &run_key(false, &[]),
+            HashMap::from([("cm".to_string(), print)]),
+            true,
+        );
+        let same = || NextRun {
+            force: false,
+            ignore: Vec::new(),
+            object: object.clone(),
+            live: live.clone(),
+        };
+        // a new revision leaves every input above as it was: the object keeps its print
+        assert!(from_print(&store, &same()));
+
+        let changes: [RunChange; 6] = [
+            ("manifest changed", |n| n.object["data"]["a"] = "2".into()),
+            ("live object written", |n| n.live["resourceVersion"] = "11".into()),
+            ("live object recreated", |n| n.live["uid"] = "v".into()),
+            ("live object gained a generation", |n| {
+                n.live["generation"] = 1.into()
+            }),
+            ("force", |n| n.force = true),
+            ("ignore rule", |n| {
+                n.ignore = vec![serde_json::from_value(json!({"paths": ["/data"]})).unwrap()];
+            }),
+        ];
+        for (change, apply) in changes {
+            let mut next = same();
+            apply(&mut next);
+            assert!(!from_print(&store, &next), "{change}");
+        }
     }
 }

@@ -15,8 +15,8 @@
 //! - an object moved between two Kustomizations of one source keeps its UID whichever
 //!   reconciles first; one that both keep claiming is a conflict naming both, not a silent
 //!   take-over (the `handover` module);
-//! - a no-op reconcile with the same revision and build output costs one LIST per kind (the
-//!   `fingerprint` module); a full run reads live objects with one LIST per kind too, so it
+//! - a no-op reconcile costs one LIST per kind, and a new revision changing m objects one LIST
+//!   per kind and the m dry-runs and applies (the `fingerprint` module); a full run reads live objects with one LIST per kind too, so it
 //!   costs one dry-run per object instead of a GET and a dry-run;
 //! - writes within a stage, and deletes within a stage, run with bounded concurrency (Flux
 //!   applies and deletes one at a time).
@@ -101,9 +101,8 @@ pub struct ApplyRequest<'a> {
     pub force: bool,
     /// `spec.ignore`.
     pub ignore: &'a [IgnoreRule],
-    /// Source revision and build digest: with the force/ignore settings they key the fast path.
+    /// The source revision, for handing objects over between Kustomizations of one source.
     pub revision: &'a str,
-    pub digest: &'a str,
 }
 
 /// The server-side-apply resource manager. Shares the resolver's client; keeps the no-op

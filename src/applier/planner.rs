@@ -451,7 +451,7 @@ impl Applier {
             let Some(prev) = previous.get(&desired[i].object.id()) else {
                 continue;
             };
-            if live == prev.live {
+            if prev.holds(&desired[i].print, live.as_deref()) {
                 out.push((
                     i,
                     Outcome {

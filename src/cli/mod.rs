@@ -159,7 +159,6 @@ pub async fn diff(args: DiffArgs) -> Result<DiffReport, String> {
         force: spec.force,
         ignore: &spec.ignore,
         revision: "",
-        digest: "",
     };
     let diffs = applier.diff(request).await.map_err(|e| e.to_string())?;
     let mut report = DiffReport {

@@ -462,7 +462,6 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         force: spec.force,
         ignore: &spec.ignore,
         revision: &artifact.revision,
-        digest: &built.digest,
     };
     let applied_changes = tools.applier.apply(request).await;
     pass.stamp.now = Timestamp::now();

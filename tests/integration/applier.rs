@@ -224,9 +224,16 @@ async fn an_identical_apply_writes_nothing_and_costs_one_list_per_kind() {
     assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
     assert_eq!(counts.total(), 4, "{:?}", counts.snapshot());
 
-    // a new revision with the same objects: a full dry-run, still no write
+    // a new revision with the same objects: their fingerprints hold, so the same quiet no-op
     counts.reset();
-    let third = t.apply(objects(), "rev2").await.expect("third apply");
+    let renewed = t.apply(objects(), "rev2").await.expect("new revision");
+    assert_eq!(renewed.with_action(Action::Unchanged).count(), 5, "{renewed}");
+    assert_eq!(counts.verb("list"), 4, "{:?}", counts.snapshot());
+    assert_eq!(counts.total(), 4, "{:?}", counts.snapshot());
+
+    // after a restart: a full dry-run, still no write
+    counts.reset();
+    let third = t.apply_restarted(objects(), "rev2").await.expect("third apply");
     assert_eq!(third.with_action(Action::Unchanged).count(), 5, "{third}");
     assert_eq!(counts.verb("patch"), 0, "{:?}", counts.snapshot());
     assert_eq!(counts.verb("dry-run-patch"), 5, "{:?}", counts.snapshot());
@@ -1023,11 +1030,14 @@ async fn a_pod_and_the_service_account_it_runs_as_apply_in_one_go() {
         t.counts.snapshot()
     );
 
-    // what the admission plugin added (the token volume) is not drift: a full re-apply (new
-    // revision) writes nothing (the fake kubelet writes the Pod's status meanwhile, so its
+    // what the admission plugin added (the token volume) is not drift: a full re-apply (after
+    // a restart) writes nothing (the fake kubelet writes the Pod's status meanwhile, so its
     // resourceVersion is no witness)
     t.counts.reset();
-    let cs = t.apply(vec![pod, sa], "rev2").await.expect("second apply");
+    let cs = t
+        .apply_restarted(vec![pod, sa], "rev2")
+        .await
+        .expect("second apply");
     assert_eq!(
         lines(&cs),
         [

@@ -43,20 +43,9 @@ pub async fn config_map_deployer(s: &Scenario, name: &str) {
 
 /// The controller's API requests so far, by resource (every verb added up; discovery is "").
 async fn requests_by_resource(controller: &ControllerProcess) -> BTreeMap<String, f64> {
-    let text = controller.metrics_text().await.expect("metrics");
     let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let Some(labels) = line.strip_prefix("kustomize_controller_api_requests_total{") else {
-            continue;
-        };
-        let (labels, value) = labels.rsplit_once("} ").expect("a sample line");
-        let resource = labels
-            .split(',')
-            .find_map(|l| l.strip_prefix("resource=\""))
-            .and_then(|r| r.strip_suffix('"'))
-            .expect("a resource label")
-            .to_string();
-        *out.entry(resource).or_default() += value.parse::<f64>().unwrap();
+    for ((_, resource), n) in controller.api_requests().await {
+        *out.entry(resource).or_default() += n;
     }
     out
 }

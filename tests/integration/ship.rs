@@ -48,7 +48,6 @@ async fn config_builds_with_our_engine_and_validates_on_the_api_server() {
         force: false,
         ignore: &[],
         revision: "",
-        digest: "",
     };
     let diffs = applier
         .diff(request)
@@ -149,7 +148,6 @@ async fn apply_tree(root: &Path) {
         force: false,
         ignore: &[],
         revision: "r1",
-        digest: "d1",
     };
     let changes = applier.apply(request).await.unwrap();
     assert!(

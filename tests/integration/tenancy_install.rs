@@ -64,7 +64,6 @@ async fn the_multi_tenant_component_locks_the_controller_down() {
         force: false,
         ignore: &[],
         revision: "",
-        digest: "",
     };
     applier
         .diff(request)

@@ -53,6 +53,7 @@ pub struct ApplyTest {
     pub counts: RequestCounts,
     pub client: Client,
     pub owner: Owner,
+    options: ApplierOptions,
     ns: TestNamespace,
 }
 
@@ -63,13 +64,14 @@ impl ApplyTest {
     }
 
     pub async fn with_options(prefix: &str, owner: &str, options: ApplierOptions) -> Self {
-        let (applier, counts, client) = applier_with(options).await;
+        let (applier, counts, client) = applier_with(options.clone()).await;
         let ns = TestNamespace::new(&client, prefix).await;
         Self {
             applier,
             counts,
             owner: Owner::new(owner, &ns.name),
             client,
+            options,
             ns,
         }
     }
@@ -85,6 +87,17 @@ impl ApplyTest {
 
     pub async fn apply(&self, objects: Vec<Value>, revision: &'static str) -> Result<ChangeSet, ApplyError> {
         self.applier.apply(self.request(objects, revision)).await
+    }
+
+    /// As [`ApplyTest::apply`], by a new applier on the same counted client, as after a restart:
+    /// no fingerprints, so every object is dry-run.
+    pub async fn apply_restarted(
+        &self,
+        objects: Vec<Value>,
+        revision: &'static str,
+    ) -> Result<ChangeSet, ApplyError> {
+        let restarted = Applier::new(ResourceResolver::new(self.client.clone()), self.options.clone());
+        restarted.apply(self.request(objects, revision)).await
     }
 
     /// As [`ApplyTest::apply`], with `spec.ignore` rules.
@@ -121,7 +134,7 @@ impl ApplyTest {
     }
 }
 
-/// An apply request for `owner`: not forced, with a fixed digest.
+/// An apply request for `owner`: not forced.
 pub fn request<'a>(
     owner: &Owner,
     objects: Vec<Value>,
@@ -134,7 +147,6 @@ pub fn request<'a>(
         force: false,
         ignore,
         revision,
-        digest: "sha256:test",
     }
 }
 

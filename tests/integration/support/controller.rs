@@ -126,6 +126,28 @@ impl ControllerProcess {
         http_get(self.metrics_port, "/metrics").await
     }
 
+    /// `kustomize_controller_api_requests_total` so far, by (verb, resource).
+    pub async fn api_requests(&self) -> std::collections::BTreeMap<(String, String), f64> {
+        let text = self.metrics_text().await.expect("metrics");
+        let mut out = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let Some(sample) = line.strip_prefix("kustomize_controller_api_requests_total{") else {
+                continue;
+            };
+            let (labels, value) = sample.rsplit_once("} ").expect("a sample line");
+            let label = |name: &str| {
+                labels
+                    .split(',')
+                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or_else(|| panic!("a {name} label in {line}"))
+                    .to_string()
+            };
+            *out.entry((label("verb"), label("resource"))).or_default() += value.parse::<f64>().unwrap();
+        }
+        out
+    }
+
     /// The value of a metric line starting with `prefix`, from /metrics.
     pub async fn metric(&self, prefix: &str) -> Option<f64> {
         let text = self.metrics_text().await?;
