@@ -141,13 +141,19 @@ impl Chaos {
         let ids: Vec<_> = entries.iter().map(|e| e.id.clone()).collect();
         let unique: BTreeSet<_> = ids.iter().cloned().collect();
         assert_eq!(ids.len(), unique.len(), "no inventory entry twice");
-        let want: BTreeSet<_> = expected.iter().map(|name| format!("{n}_{name}__ConfigMap")).collect();
+        let want: BTreeSet<_> = expected
+            .iter()
+            .map(|name| format!("{n}_{name}__ConfigMap"))
+            .collect();
         assert_eq!(unique, want, "the inventory equals the build");
         assert!(entries.iter().all(|e| e.v == "v1"));
 
         let labelled = self.labelled().await;
         let labelled_names: BTreeSet<_> = labelled.keys().cloned().collect();
-        assert_eq!(&labelled_names, expected, "owner labels only on inventory objects");
+        assert_eq!(
+            &labelled_names, expected,
+            "owner labels only on inventory objects"
+        );
         for (name, (_, labels)) in &labelled {
             assert_eq!(labels.get(NAMESPACE_LABEL).map(String::as_str), Some(n), "{name}");
         }
@@ -184,10 +190,17 @@ async fn sigkill_during_first_apply_and_prune_converges() {
 
     // Prune: revision 2 drops half. Kill once at most k of our objects are left, for k spread
     // over the deletions; the kept objects must never be touched.
-    let kept: BTreeSet<_> = (0..OBJECTS).filter(|&i| kept_in_rev2(i)).map(object_name).collect();
+    let kept: BTreeSet<_> = (0..OBJECTS)
+        .filter(|&i| kept_in_rev2(i))
+        .map(object_name)
+        .collect();
     chaos
         .s
-        .publish_objects("repo", REV2, &objects_yaml((0..OBJECTS).filter(|&i| kept_in_rev2(i))))
+        .publish_objects(
+            "repo",
+            REV2,
+            &objects_yaml((0..OBJECTS).filter(|&i| kept_in_rev2(i))),
+        )
         .await;
     let dropped = OBJECTS - kept.len();
     let mut last = OBJECTS;
@@ -195,13 +208,19 @@ async fn sigkill_during_first_apply_and_prune_converges() {
     for i in 1..=KILLS {
         let threshold = (OBJECTS - i * dropped / (KILLS + 1)).min(last - 1);
         last = chaos
-            .kill_when(&format!("at most {threshold} objects"), |count| count <= threshold)
+            .kill_when(&format!("at most {threshold} objects"), |count| {
+                count <= threshold
+            })
             .await;
         mid_prune.push(last);
         let labelled = chaos.labelled().await;
         for name in &kept {
             let uid = labelled.get(name).map(|(uid, _)| uid);
-            assert_eq!(uid, before_prune.get(name), "kept object {name} untouched after a kill");
+            assert_eq!(
+                uid,
+                before_prune.get(name),
+                "kept object {name} untouched after a kill"
+            );
         }
     }
     eprintln!("prune kill points (objects left): {mid_prune:?}");
@@ -211,7 +230,11 @@ async fn sigkill_during_first_apply_and_prune_converges() {
     );
     let after_prune = chaos.converge(REV2, &kept).await;
     for name in &kept {
-        assert_eq!(after_prune.get(name), before_prune.get(name), "{name} kept its UID");
+        assert_eq!(
+            after_prune.get(name),
+            before_prune.get(name),
+            "{name} kept its UID"
+        );
     }
     chaos.s.delete().await;
 }
