@@ -25,7 +25,9 @@ help:
 tools:
 	@command -v go >/dev/null || { echo "Go is required (see README: Requirements)"; exit 1; }
 	@command -v $(CARGO) >/dev/null || { echo "Rust (cargo) is required (see README: Requirements)"; exit 1; }
-	@for t in openssl curl python3 flock setsid git; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
+	@for t in openssl curl python3 flock setsid git gpg; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
+	@# The hostile-input tests read a child's peak RSS and CPU through GNU time's wait4 counters.
+	@test -x /usr/bin/time || { echo "GNU time (/usr/bin/time, Debian package time) is required"; exit 1; }
 
 .PHONY: test
 test: tools
