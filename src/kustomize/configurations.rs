@@ -16,7 +16,7 @@ use super::BuildError;
 use super::file::FieldSpec;
 use super::loader::Loader;
 use super::resmap::{ResMap, Resource};
-use super::transform::{path_segments, selects, visit_path};
+use super::transform::{change_at, selects};
 
 /// Field specs beyond the builtin ones, one list per transformer.
 #[derive(Deserialize, Default, Debug, Clone, PartialEq)]
@@ -273,22 +273,6 @@ pub(crate) fn with_builtin(
         message,
     })?;
     Ok(builtin)
-}
-
-/// Calls `change` on every value at `spec` of `res` (created as null when the spec says so).
-fn change_at(res: &mut Resource, spec: &FieldSpec, change: &dyn Fn(&mut Value)) {
-    res.edit(|obj| {
-        let _ = visit_path::<()>(
-            obj,
-            &path_segments(&spec.path),
-            spec.create,
-            &|| Value::Null,
-            &mut |v| {
-                change(v);
-                Ok(())
-            },
-        );
-    });
 }
 
 /// Writes `value(old)` into every string at `spec` of `res` (created when the spec says so).

@@ -7,7 +7,7 @@ use crate::kustomize::BuildError;
 use crate::kustomize::file::{FieldSpec, Replica};
 use crate::kustomize::resmap::ResMap;
 
-use super::{path_segments, selects, visit_path};
+use super::{change_at, selects};
 
 const KINDS: &[&str] = &["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"];
 
@@ -47,18 +47,7 @@ pub(crate) fn apply_specs(
                 continue;
             }
             matched = true;
-            res.edit(|obj| {
-                let _ = visit_path::<()>(
-                    obj,
-                    &path_segments(&spec.path),
-                    spec.create,
-                    &|| Value::Null,
-                    &mut |v| {
-                        *v = Value::from(replica.count);
-                        Ok(())
-                    },
-                );
-            });
+            change_at(res, spec, &|v| *v = Value::from(replica.count));
         }
     });
     if !matched {
