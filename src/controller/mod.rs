@@ -12,6 +12,7 @@ pub mod identity;
 mod kubeconfig;
 pub mod leader;
 pub mod options;
+mod parked;
 pub mod reconcile;
 pub mod status;
 mod vars;
@@ -59,6 +60,8 @@ pub(crate) struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Consecutive failed artifact downloads per object, for the download retries.
     download_failures: Mutex<HashMap<String, u32>>,
+    /// Health waits parked off the workers, with the passes they conclude.
+    pub waits: parked::Waits<reconcile::Pass>,
 }
 
 impl Context {
@@ -192,6 +195,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         client,
         failures: Mutex::default(),
         download_failures: Mutex::default(),
+        waits: parked::Waits::default(),
         options,
     });
 
@@ -449,6 +453,10 @@ async fn run_controller(ctx: Arc<Context>) {
 
     if !options.feature_gates.disable_config_watchers {
         controller = watch_configs(controller, &ctx, &reader);
+    }
+    // A parked health wait that ended asks for the run that concludes its pass.
+    if let Some(ended) = ctx.waits.triggers() {
+        controller = controller.reconcile_on(ended);
     }
 
     controller

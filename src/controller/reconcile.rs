@@ -5,12 +5,16 @@
 //!   -> apply -> inventory -> prune -> health -> status (one final write, only if it changed)
 //! ```
 //!
+//! A health wait that the first look at the objects does not decide is parked (see
+//! `parked`): the health progress is written, the worker is released, and the run that
+//! follows the verdict resumes right after the source is resolved, concluding the pass.
+//!
 //! Steps that touch the API: resolve, dependsOn, vars, apply, prune, health, status writes and
 //! events. Status is computed by the pure `status` module from what the steps returned; events
 //! are collected during the pass and emitted at the end, only for real changes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
@@ -18,11 +22,12 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::ObjectRef;
 use tracing::Instrument;
 
 use crate::api::conditions::{READY, keys, reason};
 use crate::api::kustomization::KustomizationStatus;
-use crate::api::{Kustomization, duration};
+use crate::api::{Kustomization, ResourceInventory, duration};
 use crate::applier::handover;
 use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{Action as ChangeAction, ApplyRequest, ChangeSet, Owner, PruneError};
@@ -36,6 +41,7 @@ use crate::telemetry::{ObjectLabels, ReconcileResult};
 
 use super::dependencies::{DependencyError, check_dependencies};
 use super::events::{self, Notice};
+use super::parked::{Resume, Settled, Waited, Work};
 use super::status::{self, Applied, BuiltRevision, Failed, Progress, Stamp};
 use super::vars::substitution_vars;
 use super::{Context, finalize, jittered};
@@ -78,16 +84,21 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
         name: name.clone(),
         namespace: namespace.clone(),
     };
-    let started = Instant::now();
     let worker = ctx.metrics.runtime.start();
+    // The reconcile duration covers the whole pass, apply and health wait, as Flux's does: a
+    // run that parks a pass records nothing, the run that concludes it records from its start.
+    let began = Mutex::new(Some(Instant::now()));
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, keys::FINALIZER, ks, |event| async {
         match event {
-            FinalizerEvent::Apply(ks) => reconcile_apply(ks, &ctx).await,
-            FinalizerEvent::Cleanup(ks) => finalize::cleanup(&ks, &ctx)
-                .await
-                .map(|()| Action::await_change())
-                .map_err(ReconcileError::from),
+            FinalizerEvent::Apply(ks) => reconcile_apply(ks, &ctx, &began).await,
+            FinalizerEvent::Cleanup(ks) => {
+                ctx.waits.cancel(&key);
+                finalize::cleanup(&ks, &ctx)
+                    .await
+                    .map(|()| Action::await_change())
+                    .map_err(ReconcileError::from)
+            }
         }
     })
     .instrument(span)
@@ -101,8 +112,10 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
         }
         Err(_) => ReconcileResult::Failure,
     };
-    ctx.metrics
-        .record_reconcile(&labels, started.elapsed(), result_label);
+    if let Some(began) = began.into_inner().expect("pass start lock") {
+        ctx.metrics
+            .record_reconcile(&labels, began.elapsed(), result_label);
+    }
     worker.finish(match &result {
         Err(_) => crate::telemetry::Outcome::Error,
         Ok(action) if *action == Action::await_change() => crate::telemetry::Outcome::Success,
@@ -154,8 +167,10 @@ async fn build_within<T: Send + 'static>(
     }
 }
 
-/// What one pass did, threaded through the steps.
-struct Pass {
+/// What one pass did, threaded through the steps. A parked pass is kept whole until the run
+/// that concludes it.
+#[derive(Clone)]
+pub(crate) struct Pass {
     ks: Arc<Kustomization>,
     old: KustomizationStatus,
     status: KustomizationStatus,
@@ -167,6 +182,27 @@ struct Pass {
     requeue_dependency: Duration,
     /// Change-set event lines collected from apply and prune.
     changes: Vec<String>,
+    /// The status last written during the pass, when one was: what the final write compares
+    /// against (`old` stays the status before the pass, for events and transition times).
+    written: Option<KustomizationStatus>,
+    /// What the health checks conclude: set once the apply and prune are done.
+    rollout: Option<Rollout>,
+}
+
+/// What the end of a pass needs from its apply: the build, for the history, and the new
+/// inventory.
+#[derive(Clone)]
+struct Rollout {
+    built: BuiltRevision,
+    inventory: ResourceInventory,
+}
+
+/// How the pipeline left a pass.
+enum Flow {
+    /// Concluded: the final status is computed.
+    Concluded,
+    /// Waiting for health, off the worker: the status says so already.
+    Parked,
 }
 
 impl Pass {
@@ -233,7 +269,11 @@ impl Pass {
     }
 }
 
-async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn reconcile_apply(
+    ks: Arc<Kustomization>,
+    ctx: &Context,
+    began: &Mutex<Option<Instant>>,
+) -> Result<Action, ReconcileError> {
     let old = ks.status.clone().unwrap_or_default();
     let stamp = Stamp {
         generation: ks.metadata.generation.unwrap_or_default(),
@@ -250,16 +290,28 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
         started: Instant::now(),
         requeue_dependency: ctx.options.requeue_dependency,
         changes: Vec::new(),
+        written: None,
+        rollout: None,
     };
 
     if ks.spec.suspend {
+        ctx.waits.cancel(&super::object_key(&ks));
         tracing::info!("reconciliation is suspended for this object");
         status::finalize_status(&mut pass.status, &pass.stamp, requested_at.as_deref());
         write_if_changed(ctx, &pass).await?;
         return Ok(Action::await_change());
     }
 
-    let outcome = run_pipeline(&mut pass, ctx).await;
+    let outcome = match run_pipeline(&mut pass, ctx).await {
+        Ok(Flow::Parked) => {
+            *began.lock().expect("pass start lock") = None;
+            emit_changes(ctx, &pass).await;
+            return Ok(Action::await_change());
+        }
+        Ok(Flow::Concluded) => Ok(()),
+        Err(failure) => Err(failure),
+    };
+    *began.lock().expect("pass start lock") = Some(pass.started);
     status::finalize_status(&mut pass.status, &pass.stamp, requested_at.as_deref());
     status::keep_transition_times(&pass.old, &mut pass.status);
     let written = write_if_changed(ctx, &pass).await?;
@@ -273,15 +325,8 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
 
     // Events: change-set lines always (they are changes); outcome events only when the
     // status says something new, so a quiet interval emits nothing.
+    emit_changes(ctx, &pass).await;
     let metadata = pass.metadata();
-    if !pass.changes.is_empty() {
-        ctx.notifier
-            .emit(
-                &ks,
-                &Notice::info(reason::PROGRESSING, pass.changes.join("\n"), metadata.clone()),
-            )
-            .await;
-    }
     match outcome {
         Ok(()) => {
             let message = format!(
@@ -335,6 +380,14 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
     }
 }
 
+/// The change-set lines of the pass, as one event, when there are any: they are changes.
+async fn emit_changes(ctx: &Context, pass: &Pass) {
+    if !pass.changes.is_empty() {
+        let notice = Notice::info(reason::PROGRESSING, pass.changes.join("\n"), pass.metadata());
+        ctx.notifier.emit(&pass.ks, &notice).await;
+    }
+}
+
 /// Whether the Ready condition says something else than before (a new failure, a recovery, a
 /// new revision).
 fn ready_changed(old: &KustomizationStatus, new: &KustomizationStatus) -> bool {
@@ -344,12 +397,12 @@ fn ready_changed(old: &KustomizationStatus, new: &KustomizationStatus) -> bool {
     view(old) != view(new)
 }
 
-async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure> {
+async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailure> {
     let ks = pass.ks.clone();
     let spec = &ks.spec;
 
     // Health expressions are configuration: check them before doing any work.
-    let exprs = health::cel::compile(&spec.health_check_exprs).map_err(|e| pass.fail(e))?;
+    let exprs = Arc::new(health::cel::compile(&spec.health_check_exprs).map_err(|e| pass.fail(e))?);
 
     // Resolve the source and its artifact.
     let access = SourceAccess {
@@ -363,6 +416,23 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
     pass.revision = Some(artifact.revision.clone());
     pass.origin_revision = artifact.origin_revision().map(str::to_string);
     tracing::Span::current().record("revision", artifact.revision.as_str());
+
+    // A parked health wait for this very work: conclude it once it has a verdict. For other
+    // work (a new revision, generation or reconcile request) it is dropped and the pass runs.
+    let key = super::object_key(&ks);
+    let work = Work {
+        generation: pass.stamp.generation,
+        revision: artifact.revision.clone(),
+        requested_at: ks.annotations().get(keys::REQUESTED_AT_ANNOTATION).cloned(),
+    };
+    match ctx.waits.resume(&key, &work) {
+        Resume::Idle => {}
+        Resume::Waiting => return Ok(Flow::Parked),
+        Resume::Finished(parked, waited) => {
+            *pass = parked;
+            return conclude(pass, Some(waited)).map_or(Ok(Flow::Concluded), Err);
+        }
+    }
 
     // dependsOn.
     if !spec.depends_on.is_empty() {
@@ -388,6 +458,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         write_status(ctx, &ks, &pass.status)
             .await
             .map_err(|e| pass.fail(e))?;
+        pass.written = Some(pass.status.clone());
     }
 
     // Fetch.
@@ -518,42 +589,73 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         .filter(|e| e.action != ChangeAction::Skipped)
         .map(|e| (e.api_version.as_str(), &e.object));
     let targets = health::wait_targets(&ks, applied);
-    let mut health_elapsed = None;
-    if !targets.is_empty() {
-        pass.step(Progress::HealthChecks);
-        let started = Instant::now();
-        let waited = health::wait(
-            &tools.resolver,
-            &targets,
-            &exprs,
-            spec.timeout(),
-            std::future::pending(),
-        )
-        .await;
-        pass.stamp.now = Timestamp::now();
-        if let Err(error) = waited {
-            let build = pass.built(&built_revision);
+    pass.rollout = Some(Rollout {
+        built: built_revision,
+        inventory,
+    });
+    if targets.is_empty() {
+        return conclude(pass, None).map_or(Ok(Flow::Concluded), Err);
+    }
+    pass.step(Progress::HealthChecks);
+    let (resolver, timeout) = (tools.resolver.clone(), spec.timeout());
+    let started = ctx
+        .waits
+        .start(ObjectRef::from_obj(ks.as_ref()), |undecided| async move {
+            health::wait_signalling(&resolver, &targets, &exprs, timeout, undecided).await
+        });
+    match started.settle().await {
+        Settled::Done(waited) => conclude(pass, Some(waited)).map_or(Ok(Flow::Concluded), Err),
+        Settled::Undecided(started) => {
+            // A rollout to wait for: say so as Flux does, with the new inventory (a deletion
+            // meanwhile prunes what this pass applied), and give the worker back.
+            let inventory = pass.rollout.as_ref().map(|r| r.inventory.clone());
+            status::mark_health_checks(&mut pass.status, &pass.stamp, &work.revision, timeout, inventory);
+            status::keep_transition_times(&pass.old, &mut pass.status);
+            write_status(ctx, &ks, &pass.status)
+                .await
+                .map_err(|e| pass.fail(e))?;
+            pass.written = Some(pass.status.clone());
+            let parked = Pass {
+                changes: Vec::new(),
+                ..pass.clone()
+            };
+            ctx.waits.park(&key, work, parked, started);
+            Ok(Flow::Parked)
+        }
+    }
+}
+
+/// The end of the pass after its apply: the health verdict (`None` when nothing is checked)
+/// decides between Ready=True and HealthCheckFailed (returned). One rule for a wait that
+/// ended on the worker and one that was parked.
+fn conclude(pass: &mut Pass, waited: Option<Waited>) -> Option<StepFailure> {
+    let Rollout { built, inventory } = pass.rollout.take().expect("concluded after the apply");
+    pass.stamp.now = Timestamp::now();
+    let health = match waited {
+        None => None,
+        Some(Waited {
+            verdict: Err(error), ..
+        }) => {
+            let build = pass.built(&built);
             let unhealthy = !matches!(error, HealthError::Canceled);
-            let inventory = std::mem::take(&mut inventory);
-            return Err(pass.fail_with(error, |f| {
+            return Some(pass.fail_with(error, |f| {
                 f.unhealthy = unhealthy;
                 f.build = Some(build);
                 f.inventory = Some(inventory);
             }));
         }
-        health_elapsed = Some(started.elapsed());
-    }
-
+        Some(Waited { elapsed, .. }) => Some(elapsed),
+    };
     let applied = Applied {
-        revision: artifact.revision.clone(),
+        revision: built.revision,
         origin_revision: pass.origin_revision.clone(),
         inventory,
         digest: built.digest,
-        health: health_elapsed,
+        health,
         duration: pass.started.elapsed(),
     };
     status::mark_applied(&mut pass.status, &pass.stamp, &applied);
-    Ok(())
+    None
 }
 
 /// The Kustomizations of `ks`'s namespace and source that have not applied `revision` yet
@@ -600,7 +702,8 @@ fn dependency_failure(pass: &mut Pass, error: DependencyError) -> StepFailure {
 /// Writes the status when it differs from the stored one in more than times and counters.
 /// Returns whether it wrote.
 async fn write_if_changed(ctx: &Context, pass: &Pass) -> Result<bool, ReconcileError> {
-    if status::same_ignoring_time(&pass.old, &pass.status) {
+    let stored = pass.written.as_ref().unwrap_or(&pass.old);
+    if status::same_ignoring_time(stored, &pass.status) {
         return Ok(false);
     }
     write_status(ctx, &pass.ks, &pass.status)

@@ -178,6 +178,30 @@ pub(crate) fn mark_progress(
     );
 }
 
+/// The status while health checks run off the worker, as Flux writes it before its wait:
+/// Ready=Unknown, Reconciling and Healthy=Unknown saying which revision is checked, and the
+/// inventory of what was just applied (a deletion meanwhile prunes that).
+pub(crate) fn mark_health_checks(
+    status: &mut KustomizationStatus,
+    stamp: &Stamp,
+    revision: &str,
+    timeout: Duration,
+    inventory: Option<ResourceInventory>,
+) {
+    mark_progress(status, stamp, Progress::HealthChecks, revision, timeout);
+    set_condition(
+        &mut status.conditions,
+        stamp,
+        HEALTHY,
+        UNKNOWN,
+        reason::PROGRESSING,
+        &Progress::HealthChecks.message(revision, timeout),
+    );
+    if inventory.is_some() {
+        status.inventory = inventory;
+    }
+}
+
 /// Flux's end-of-reconcile bookkeeping (`finalizeStatus`).
 pub(crate) fn finalize_status(status: &mut KustomizationStatus, stamp: &Stamp, requested_at: Option<&str>) {
     if let Some(requested_at) = requested_at {

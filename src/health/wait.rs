@@ -157,8 +157,22 @@ pub async fn wait(
     tokio::select! {
         biased;
         () = cancel => Err(HealthError::Canceled),
-        verdict = watch_until_verdict(resolver, objects, exprs, timeout) => verdict,
+        verdict = watch_until_verdict(resolver, objects, exprs, timeout, None) => verdict,
     }
+}
+
+/// [`wait`] without cancellation (drop the future to stop it) that also says when the wait
+/// will be a real one: `undecided` is sent once every watch has listed its objects and they
+/// do not decide the wait yet. A wait decided by those first lists never sends it, so a
+/// caller can tell "already healthy" from "rollout in progress" without a timing guess.
+pub async fn wait_signalling(
+    resolver: &ResourceResolver,
+    objects: &[WaitTarget],
+    exprs: &HealthExprs,
+    timeout: Duration,
+    undecided: tokio::sync::oneshot::Sender<()>,
+) -> Result<Report, HealthError> {
+    watch_until_verdict(resolver, objects, exprs, timeout, Some(undecided)).await
 }
 
 async fn watch_until_verdict(
@@ -166,6 +180,7 @@ async fn watch_until_verdict(
     objects: &[WaitTarget],
     exprs: &HealthExprs,
     timeout: Duration,
+    mut undecided: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<Report, HealthError> {
     let start = Instant::now();
     let deadline = start + timeout;
@@ -189,6 +204,13 @@ async fn watch_until_verdict(
         if let Some(verdict) = board.verdict(Instant::now() >= grace_end) {
             return verdict;
         }
+        if unresolved.is_empty()
+            && groups.iter().all(|g| g.listed_once)
+            && let Some(undecided) = undecided.take()
+        {
+            // The receiver is gone only when nobody waits for the signal any more.
+            let _ = undecided.send(());
+        }
         tokio::select! {
             () = sleep_until(deadline) => return Err(HealthError::Timeout(board.not_current())),
             () = sleep_until(grace_end), if Instant::now() < grace_end => {}
@@ -209,6 +231,8 @@ struct Group {
     members: HashMap<String, Vec<usize>>,
     /// Names listed since the watch (re)started, to find the missing ones when it is done.
     listed: HashSet<String>,
+    /// The first list is done: every member has been read or found missing.
+    listed_once: bool,
 }
 
 /// Resolves `kinds` and starts their watches; returns the kinds not served (yet), whose
@@ -277,6 +301,7 @@ async fn start_watches(
             groups.push(Group {
                 members,
                 listed: HashSet::new(),
+                listed_once: false,
             });
         }
     }
@@ -341,6 +366,7 @@ impl Board {
                 }
             }
             Ok(watcher::Event::InitDone) => {
+                group.listed_once = true;
                 for (name, indexes) in &group.members {
                     if !group.listed.contains(name) {
                         indexes.iter().for_each(|&index| self.missing(index));
