@@ -193,7 +193,7 @@ fn widget_group() -> String {
 }
 
 /// A namespaced CRD with a status subresource, unique per test.
-fn widget_crd(group: &str) -> Value {
+pub(crate) fn widget_crd(group: &str) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("widgets.{group}")},

@@ -13,6 +13,7 @@ mod flux_gitops;
 mod foundation;
 mod handover;
 mod health;
+mod health_parking;
 mod hostile_input;
 mod identity;
 mod revision;
