@@ -33,7 +33,7 @@ use crate::applier::inventory::{inventory_of, stale};
 use crate::applier::{Action as ChangeAction, ApplyRequest, ChangeSet, Owner, PruneError};
 use crate::error::{Retry, StepError};
 use crate::flux;
-use crate::health::{self, HealthError};
+use crate::health::{self, HealthCheckFailed, HealthError};
 use crate::kustomize::{BuildOptions, packed};
 use crate::sops;
 use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
@@ -242,7 +242,7 @@ impl Pass {
             terminal: retry == Retry::Terminal,
             build: None,
             inventory: None,
-            unhealthy: false,
+            unhealthy: None,
         };
         amend(&mut failed);
         status::mark_failed(&mut self.status, &self.stamp, &failed);
@@ -634,14 +634,22 @@ fn conclude(pass: &mut Pass, waited: Option<Waited>) -> Option<StepFailure> {
     let health = match waited {
         None => None,
         Some(Waited {
-            verdict: Err(error), ..
+            verdict: Err(error),
+            elapsed,
         }) => {
             let build = pass.built(&built);
-            let unhealthy = !matches!(error, HealthError::Canceled);
-            return Some(pass.fail_with(error, |f| {
-                f.unhealthy = unhealthy;
+            let amend = |f: &mut Failed| {
                 f.build = Some(build);
                 f.inventory = Some(inventory);
+            };
+            if matches!(error, HealthError::Canceled) {
+                return Some(pass.fail_with(error, amend));
+            }
+            let unhealthy = error.to_string();
+            let failed = HealthCheckFailed { elapsed, error };
+            return Some(pass.fail_with(failed, |f| {
+                amend(f);
+                f.unhealthy = Some(unhealthy);
             }));
         }
         Some(Waited { elapsed, .. }) => Some(elapsed),

@@ -281,8 +281,8 @@ pub(crate) struct Failed {
     /// The inventory to keep: objects applied before the failure, or stale objects whose
     /// prune was not confirmed. `None` leaves the inventory as it was.
     pub inventory: Option<ResourceInventory>,
-    /// Set when health checks ran and failed.
-    pub unhealthy: bool,
+    /// The Healthy=False message, when health checks ran and failed.
+    pub unhealthy: Option<String>,
 }
 
 /// What identifies a built revision in the history.
@@ -309,14 +309,14 @@ pub(crate) fn mark_failed(status: &mut KustomizationStatus, stamp: &Stamp, faile
         // Flux observes the generation on terminal errors: retrying it cannot help.
         status.observed_generation = stamp.generation;
     }
-    if failed.unhealthy {
+    if let Some(unhealthy) = &failed.unhealthy {
         set_condition(
             &mut status.conditions,
             stamp,
             HEALTHY,
             FALSE,
             reason::HEALTH_CHECK_FAILED,
-            &failed.message,
+            unhealthy,
         );
     }
     if let Some(inventory) = &failed.inventory {
@@ -610,7 +610,7 @@ mod tests {
             terminal: false,
             build: None,
             inventory: None,
-            unhealthy: false,
+            unhealthy: None,
         }
     }
 

@@ -8,4 +8,4 @@ pub mod wait;
 
 pub use kstatus::{ObjectStatus, Status};
 pub(crate) use targets::wait_targets;
-pub use wait::{HealthError, ObjectReport, Report, WaitTarget, wait, wait_signalling};
+pub use wait::{HealthCheckFailed, HealthError, ObjectReport, Report, WaitTarget, wait, wait_signalling};

@@ -22,6 +22,7 @@ use tokio::time::{Instant, sleep_until};
 use super::cel::HealthExprs;
 use super::kstatus::{self, ObjectStatus, Status};
 use crate::api::conditions::reason;
+use crate::api::duration;
 use crate::error::StepError;
 use crate::kube_ext::{ResolveError, ResourceResolver};
 
@@ -120,6 +121,22 @@ impl StepError for HealthError {
             HealthError::Canceled => reason::HEALTH_CHECK_CANCELED,
             _ => reason::HEALTH_CHECK_FAILED,
         }
+    }
+}
+
+/// A wait that ended without every object Current, as the Ready condition tells it (Flux's
+/// wording): how long the checks ran, then why they failed. The Healthy condition carries the
+/// wait's error alone.
+#[derive(Debug, thiserror::Error)]
+#[error("health check failed after {}: {error}", duration::format(*.elapsed))]
+pub struct HealthCheckFailed {
+    pub elapsed: Duration,
+    pub error: HealthError,
+}
+
+impl StepError for HealthCheckFailed {
+    fn reason(&self) -> &'static str {
+        reason::HEALTH_CHECK_FAILED
     }
 }
 
@@ -596,6 +613,27 @@ mod tests {
             panic!("absence of a TTL job is success")
         };
         assert_eq!(report.objects[0].status.status, Status::Current);
+    }
+
+    #[test]
+    fn a_failed_check_says_how_long_it_ran_before_why() {
+        let report = ObjectReport {
+            target: web(),
+            status: ObjectStatus::new(
+                Status::InProgress,
+                "Deployment does not have minimum availability.",
+            ),
+        };
+        let failed = HealthCheckFailed {
+            elapsed: Duration::from_millis(30_500),
+            error: HealthError::Timeout(vec![report]),
+        };
+        assert_eq!(
+            failed.to_string(),
+            "health check failed after 30.5s: timeout waiting for: [Deployment/apps/web: InProgress: \
+             Deployment does not have minimum availability.]"
+        );
+        assert_eq!(failed.reason(), "HealthCheckFailed");
     }
 
     #[test]

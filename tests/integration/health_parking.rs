@@ -292,7 +292,12 @@ async fn a_rollout_past_its_timeout_fails_the_health_check_without_holding_the_w
     let ready = condition(&slow, "Ready").unwrap();
     assert_eq!(ready.reason, "HealthCheckFailed");
     assert!(
-        ready.message.contains("timeout waiting for: ["),
+        ready.message.starts_with("health check failed after "),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains("s: timeout waiting for: ["),
         "{}",
         ready.message
     );
@@ -302,6 +307,11 @@ async fn a_rollout_past_its_timeout_fails_the_health_check_without_holding_the_w
         ready.message
     );
     let healthy = condition(&slow, "Healthy").unwrap();
+    assert!(
+        healthy.message.starts_with("timeout waiting for: ["),
+        "Healthy carries the wait's error alone: {}",
+        healthy.message
+    );
     assert_eq!(
         (healthy.status.as_str(), healthy.reason.as_str()),
         ("False", "HealthCheckFailed")
