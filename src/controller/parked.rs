@@ -347,9 +347,8 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
-    async fn other_work_supersedes_a_parked_wait_and_stops_it() {
-        let waits = Waits::default();
+    /// Parks a wait for `rev1` that never ends by itself; the flag says when it was stopped.
+    async fn park_endless(waits: &Waits<()>) -> Arc<AtomicBool> {
         let stopped = Arc::new(AtomicBool::new(false));
         let guard = Dropped(stopped.clone());
         let started = waits.start(object(), |undecided| async move {
@@ -362,6 +361,19 @@ mod tests {
             panic!("signalled")
         };
         waits.park("apps/app", work("rev1"), (), started);
+        stopped
+    }
+
+    async fn until_stopped(stopped: &AtomicBool) {
+        while !stopped.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn other_work_supersedes_a_parked_wait_and_stops_it() {
+        let waits = Waits::default();
+        let stopped = park_endless(&waits).await;
         for other in [
             work("rev2"),
             Work {
@@ -379,24 +391,16 @@ mod tests {
             matches!(waits.resume("apps/app", &work("rev1")), Resume::Idle),
             "the superseded wait is gone"
         );
-        while !stopped.load(Ordering::SeqCst) {
-            tokio::task::yield_now().await;
-        }
+        until_stopped(&stopped).await;
     }
 
     #[tokio::test]
-    async fn a_cancelled_wait_is_gone() {
+    async fn a_cancelled_wait_is_gone_and_stopped() {
         let waits = Waits::default();
-        let started = waits.start(object(), |undecided| async move {
-            let _ = undecided.send(());
-            std::future::pending::<()>().await;
-            healthy()
-        });
-        let Settled::Undecided(started) = started.settle().await else {
-            panic!("signalled")
-        };
-        waits.park("apps/app", work("rev1"), (), started);
+        let stopped = park_endless(&waits).await;
+        assert!(matches!(waits.resume("apps/app", &work("rev1")), Resume::Waiting));
         waits.cancel("apps/app");
         assert!(matches!(waits.resume("apps/app", &work("rev1")), Resume::Idle));
+        until_stopped(&stopped).await;
     }
 }

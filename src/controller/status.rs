@@ -460,6 +460,67 @@ mod tests {
     }
 
     #[test]
+    fn health_checks_off_the_worker_show_what_flux_shows_during_its_wait() {
+        let rev = "main@sha1:2222222222222222222222222222222222222222";
+        let mut status = KustomizationStatus::default();
+        set_condition(
+            &mut status.conditions,
+            &stamp(1, 0),
+            READY,
+            TRUE,
+            "ReconciliationSucceeded",
+            "Applied revision: r1",
+        );
+        let inventory = ResourceInventory {
+            entries: vec![ResourceRef {
+                id: "apps_web_apps_Deployment".into(),
+                v: "v1".into(),
+            }],
+        };
+        mark_health_checks(
+            &mut status,
+            &stamp(2, 5),
+            rev,
+            Duration::from_secs(300),
+            Some(inventory.clone()),
+        );
+        let shown: Vec<_> = status
+            .conditions
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.reason.as_str(),
+                    c.message.as_str(),
+                    c.observed_generation,
+                )
+            })
+            .collect();
+        let checking = "Running health checks for revision main@sha1:2222222222222222222222222222222222222222 with a timeout of 5m0s";
+        assert_eq!(
+            shown,
+            [
+                ("Reconciling", "True", "Progressing", checking, Some(2)),
+                (
+                    "Ready",
+                    "Unknown",
+                    "Progressing",
+                    "Reconciliation in progress",
+                    Some(2)
+                ),
+                ("Healthy", "Unknown", "Progressing", checking, Some(2)),
+            ]
+        );
+        assert_eq!(
+            status.inventory,
+            Some(inventory),
+            "a deletion meanwhile prunes what was applied"
+        );
+        assert_eq!(status.last_applied_revision, None, "applied only once healthy");
+    }
+
+    #[test]
     fn transition_time_moves_only_when_status_reason_or_message_change() {
         let mut conditions = Vec::new();
         set_condition(&mut conditions, &stamp(1, 0), READY, TRUE, "A", "m");
