@@ -107,6 +107,21 @@ impl ControllerProcess {
         self.child.id()
     }
 
+    /// Sends `signal` (`KILL`, `STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.child.id());
+    }
+
+    /// The exit status, once the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("poll the controller process")
+    }
+
     /// SIGTERM, as Kubernetes stops a pod; waits for the exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
