@@ -162,8 +162,12 @@ impl WriteFence {
     }
 
     fn lets_through(&self, method: &hyper::Method, path: &str) -> bool {
-        let read = matches!(*method, hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS);
-        read || path.starts_with("/apis/coordination.k8s.io/") || self.remaining(std::time::Instant::now()).is_some()
+        let read = matches!(
+            *method,
+            hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS
+        );
+        read || path.starts_with("/apis/coordination.k8s.io/")
+            || self.remaining(std::time::Instant::now()).is_some()
     }
 }
 
@@ -449,7 +453,11 @@ mod tests {
         use hyper::Method;
         let fence = WriteFence::default();
         let now = std::time::Instant::now();
-        assert_eq!(fence.remaining(now), Some(std::time::Duration::MAX), "open until set");
+        assert_eq!(
+            fence.remaining(now),
+            Some(std::time::Duration::MAX),
+            "open until set"
+        );
         assert!(fence.lets_through(&Method::PATCH, "/api/v1/namespaces/a/configmaps/x"));
 
         fence.allow_until(now + std::time::Duration::from_secs(30));
@@ -459,10 +467,16 @@ mod tests {
         fence.allow_until(now);
         assert_eq!(fence.remaining(now), None, "closed at the deadline");
         for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
-            assert!(!fence.lets_through(&method, "/api/v1/namespaces/a/configmaps/x"), "{method}");
+            assert!(
+                !fence.lets_through(&method, "/api/v1/namespaces/a/configmaps/x"),
+                "{method}"
+            );
         }
         assert!(fence.lets_through(&Method::GET, "/api/v1/namespaces/a/configmaps/x"));
         let lease = "/apis/coordination.k8s.io/v1/namespaces/a/leases/l";
-        assert!(fence.lets_through(&Method::PUT, lease), "renewing the Lease is how to reopen it");
+        assert!(
+            fence.lets_through(&Method::PUT, lease),
+            "renewing the Lease is how to reopen it"
+        );
     }
 }

@@ -33,7 +33,9 @@ const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollect
 fn config_maps(count: usize, value: &str) -> String {
     (0..count)
         .map(|i| {
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:04}\ndata:\n  value: \"{value}\"\n")
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:04}\ndata:\n  value: \"{value}\"\n"
+            )
         })
         .collect::<Vec<_>>()
         .join("---\n")
@@ -93,7 +95,11 @@ impl Election {
                 let m = cm.metadata;
                 (
                     m.name.unwrap_or_default(),
-                    (value, m.resource_version.unwrap_or_default(), m.uid.unwrap_or_default()),
+                    (
+                        value,
+                        m.resource_version.unwrap_or_default(),
+                        m.uid.unwrap_or_default(),
+                    ),
                 )
             })
             .collect()
@@ -101,7 +107,11 @@ impl Election {
 
     /// Waits until `replica` reports revision `revision` applied: longer than the shared
     /// helper waits, as hundreds of objects take a while on a loaded machine.
-    async fn wait_applied(&self, replica: &ControllerProcess, revision: &str) -> kustomize_controller::api::Kustomization {
+    async fn wait_applied(
+        &self,
+        replica: &ControllerProcess,
+        revision: &str,
+    ) -> kustomize_controller::api::Kustomization {
         let message = format!("Applied revision: {revision}");
         let applied = tokio::time::timeout(Duration::from_secs(240), async {
             loop {
@@ -131,7 +141,10 @@ impl Election {
         })
         .await;
         let count = seen.unwrap_or_else(|_| panic!("the leader never applied; log:\n{}", leader.logs()));
-        assert!(count < OBJECTS, "the fault lands mid-apply, not after it ({count} objects)");
+        assert!(
+            count < OBJECTS,
+            "the fault lands mid-apply, not after it ({count} objects)"
+        );
         count
     }
 }
@@ -139,10 +152,15 @@ impl Election {
 #[tokio::test]
 async fn failover_a_killed_leader_is_replaced_within_the_lease_duration_and_the_apply_finishes() {
     let (e, first, second) = Election::start("kc-failover").await;
-    e.s.publish_objects("repo", REV1, &config_maps(OBJECTS, "one")).await;
+    e.s.publish_objects("repo", REV1, &config_maps(OBJECTS, "one"))
+        .await;
     e.s.apply("app", json!({"timeout": "5m"})).await;
     let at_kill = e.wait_mid_apply(&first).await;
-    assert_eq!(writes(&second).await, BTreeMap::new(), "the standby wrote nothing");
+    assert_eq!(
+        writes(&second).await,
+        BTreeMap::new(),
+        "the standby wrote nothing"
+    );
     first.signal("KILL");
     let killed = Instant::now();
     drop(first);
@@ -166,26 +184,34 @@ async fn failover_a_killed_leader_is_replaced_within_the_lease_duration_and_the_
     let inventory = ks.status.and_then(|s| s.inventory).unwrap_or_default().entries;
     assert_eq!(inventory.len(), OBJECTS, "the inventory lists every object once");
     let wrote = writes(&second).await;
-    assert!(wrote.get("configmaps").copied().unwrap_or(0.0) > 0.0, "replica-2 did the rest: {wrote:?}");
+    assert!(
+        wrote.get("configmaps").copied().unwrap_or(0.0) > 0.0,
+        "replica-2 did the rest: {wrote:?}"
+    );
     e.s.delete().await;
 }
 
 #[tokio::test]
 async fn failover_a_paused_leader_resumed_past_its_renew_deadline_writes_nothing_and_exits() {
     let (e, mut first, second) = Election::start("kc-pause").await;
-    e.s.publish_objects("repo", REV1, &config_maps(OBJECTS, "one")).await;
+    e.s.publish_objects("repo", REV1, &config_maps(OBJECTS, "one"))
+        .await;
     e.s.apply("app", json!({"timeout": "5m"})).await;
     let at_pause = e.wait_mid_apply(&first).await;
     first.signal("STOP");
     let paused = Instant::now();
 
     // The standby takes over once the Lease expires and applies a newer revision.
-    e.s.publish_objects("repo", REV2, &config_maps(OBJECTS, "two")).await;
+    e.s.publish_objects("repo", REV2, &config_maps(OBJECTS, "two"))
+        .await;
     e.wait_holder("replica-2", Duration::from_secs(30)).await;
     e.wait_applied(&second, REV2).await;
     let settled = e.config_maps().await;
     assert_eq!(settled.len(), OBJECTS);
-    assert!(settled.values().all(|(value, _, _)| value == "two"), "replica-2 applied revision 2");
+    assert!(
+        settled.values().all(|(value, _, _)| value == "two"),
+        "replica-2 applied revision 2"
+    );
     let status_before = e.s.get("app").await.unwrap().metadata.resource_version;
 
     // Resumed, the old leader is far past its renew deadline: it must not write its stale
@@ -215,7 +241,11 @@ async fn failover_a_paused_leader_resumed_past_its_renew_deadline_writes_nothing
     );
     // Anything it sent would have landed by now.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(e.config_maps().await, settled, "no object was written after the resume");
+    assert_eq!(
+        e.config_maps().await,
+        settled,
+        "no object was written after the resume"
+    );
     assert_eq!(
         e.s.get("app").await.unwrap().metadata.resource_version,
         status_before,

@@ -93,7 +93,9 @@ fn name(i: usize) -> String {
 /// Two ConfigMaps whose value is `value`; each Kustomization prefixes their names.
 fn objects(value: &str) -> String {
     ["a", "b"]
-        .map(|n| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {n}\ndata:\n  value: \"{value}\"\n"))
+        .map(|n| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {n}\ndata:\n  value: \"{value}\"\n")
+        })
         .join("---\n")
 }
 
@@ -149,10 +151,21 @@ impl Outage {
 
     async fn publish(&self, revision: usize) {
         let files = [
-            ("kustomization.yaml", crate::support::controller::OBJECTS_KUSTOMIZATION),
+            (
+                "kustomization.yaml",
+                crate::support::controller::OBJECTS_KUSTOMIZATION,
+            ),
             ("objects.yaml", &objects(&format!("v{revision}"))),
         ];
-        publish(&self.client, &self.server, NAMESPACE, "repo", REVISIONS[revision], &files).await;
+        publish(
+            &self.client,
+            &self.server,
+            NAMESPACE,
+            "repo",
+            REVISIONS[revision],
+            &files,
+        )
+        .await;
     }
 
     async fn wait_all_applied(&self, revision: usize, limit: Duration) {
@@ -166,7 +179,8 @@ impl Outage {
                     .items
                     .iter()
                     .filter(|ks| {
-                        condition(ks, "Ready").is_some_and(|r| r.status == "True" && r.message.contains(&message))
+                        condition(ks, "Ready")
+                            .is_some_and(|r| r.status == "True" && r.message.contains(&message))
                     })
                     .count();
                 (done == KUSTOMIZATIONS).then_some(())
@@ -198,8 +212,18 @@ impl Outage {
             .await
             .expect("list Kustomizations");
         World {
-            config_maps: uids(cms.items.into_iter().map(|m| (m.metadata.name, m.metadata.uid)).collect()),
-            kustomizations: uids(kss.items.into_iter().map(|m| (m.metadata.name, m.metadata.uid)).collect()),
+            config_maps: uids(
+                cms.items
+                    .into_iter()
+                    .map(|m| (m.metadata.name, m.metadata.uid))
+                    .collect(),
+            ),
+            kustomizations: uids(
+                kss.items
+                    .into_iter()
+                    .map(|m| (m.metadata.name, m.metadata.uid))
+                    .collect(),
+            ),
         }
     }
 
@@ -208,7 +232,10 @@ impl Outage {
         let mut out = BTreeMap::new();
         for i in 0..KUSTOMIZATIONS {
             let events = events_about(&self.client, NAMESPACE, &name(i)).await;
-            out.insert(name(i), events.into_iter().map(|(t, r, n, _)| (t, r, n)).collect());
+            out.insert(
+                name(i),
+                events.into_iter().map(|(t, r, n, _)| (t, r, n)).collect(),
+            );
         }
         out
     }
@@ -246,15 +273,25 @@ impl Outage {
         self.publish(revision).await;
         self.wait_all_applied(revision, RECOVERY_LIMIT).await;
         let recovery = back.elapsed();
-        assert!(self.controller.exited().is_none(), "the controller is still running");
+        assert!(
+            self.controller.exited().is_none(),
+            "the controller is still running"
+        );
 
-        assert_eq!(self.world().await, world, "nothing pruned or recreated: the same UIDs");
+        assert_eq!(
+            self.world().await,
+            world,
+            "nothing pruned or recreated: the same UIDs"
+        );
         // Flux's events: one per change. Each Kustomization applied one new revision, so at
         // most that event and one about the failure it recovered from; never one repeated.
         let after = self.events().await;
         for (ks, old) in &events {
             let new: Vec<_> = after[ks].iter().filter(|e| !old.contains(e)).collect();
-            assert!(new.len() <= 2, "{ks}: no event flood after the {component} outage: {new:?}");
+            assert!(
+                new.len() <= 2,
+                "{ks}: no event flood after the {component} outage: {new:?}"
+            );
             let unique: std::collections::BTreeSet<_> = new.iter().collect();
             assert_eq!(unique.len(), new.len(), "{ks}: no event repeated: {new:?}");
         }
@@ -262,7 +299,11 @@ impl Outage {
         // most log2(T) + 2 attempts per watch, each a list and a watch. A watch retried at
         // once makes hundreds.
         let watched = requests.keys().filter(|(verb, _)| verb == "watch").count() as f64;
-        let reconnects: f64 = sent.iter().filter(|((verb, _), _)| verb == "list" || verb == "watch").map(|(_, n)| n).sum();
+        let reconnects: f64 = sent
+            .iter()
+            .filter(|((verb, _), _)| verb == "list" || verb == "watch")
+            .map(|(_, n)| n)
+            .sum();
         let limit = watched * 2.0 * (outage.as_secs_f64().log2() + 2.0);
         eprintln!("outage: {component}: requests during the outage {sent:?}; {watched} watches");
         assert!(

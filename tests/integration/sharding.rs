@@ -55,7 +55,10 @@ fn reconciles(log: &str) -> BTreeMap<String, usize> {
         let Ok(entry) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        let (Some(name), Some(id)) = (entry["Kustomization"]["name"].as_str(), entry["reconcileID"].as_str()) else {
+        let (Some(name), Some(id)) = (
+            entry["Kustomization"]["name"].as_str(),
+            entry["reconcileID"].as_str(),
+        ) else {
             continue;
         };
         ids.entry(name.to_string()).or_default().insert(id.to_string());
@@ -80,7 +83,11 @@ async fn label(s: &Scenario, name: &str, shard: Option<&str>) {
         "spec": s.spec(json!({"namePrefix": format!("{name}-")})),
     });
     Api::<Kustomization>::namespaced(s.client.clone(), s.namespace())
-        .patch(name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(object))
+        .patch(
+            name,
+            &PatchParams::apply("e2e-tests").force(),
+            &Patch::Apply(object),
+        )
         .await
         .unwrap_or_else(|e| panic!("apply Kustomization {name}: {e}"));
 }
@@ -89,7 +96,11 @@ async fn label(s: &Scenario, name: &str, shard: Option<&str>) {
 async fn sharding_each_kustomization_is_reconciled_by_one_shard_and_relabeling_moves_it() {
     let s = Scenario::new("kc-shard").await;
     let n = s.namespace();
-    let selectors = [format!("{KEY}=shard1"), format!("{KEY}=shard2"), DEFAULT_SHARD.to_string()];
+    let selectors = [
+        format!("{KEY}=shard1"),
+        format!("{KEY}=shard2"),
+        DEFAULT_SHARD.to_string(),
+    ];
     let instances: Vec<_> = selectors
         .iter()
         .enumerate()
@@ -110,46 +121,86 @@ async fn sharding_each_kustomization_is_reconciled_by_one_shard_and_relabeling_m
     let started = std::time::Instant::now();
     let all_ready = tokio::time::timeout(
         Duration::from_secs(300),
-        eventually("every Kustomization applied", Duration::from_secs(300), || async {
-            let list = api.list(&ListParams::default()).await.ok()?;
-            let ready = list
-                .items
-                .iter()
-                .filter(|ks| condition(ks, "Ready").is_some_and(|r| r.status == "True" && r.message.contains(&message)))
-                .count();
-            (ready == KUSTOMIZATIONS).then_some(())
-        }),
+        eventually(
+            "every Kustomization applied",
+            Duration::from_secs(300),
+            || async {
+                let list = api.list(&ListParams::default()).await.ok()?;
+                let ready = list
+                    .items
+                    .iter()
+                    .filter(|ks| {
+                        condition(ks, "Ready")
+                            .is_some_and(|r| r.status == "True" && r.message.contains(&message))
+                    })
+                    .count();
+                (ready == KUSTOMIZATIONS).then_some(())
+            },
+        ),
     )
     .await;
     assert!(
         all_ready.is_ok(),
         "not all applied; instance logs (tails):\n{}",
-        instances.iter().map(|i| i.logs().lines().rev().take(20).collect::<Vec<_>>().join("\n")).collect::<Vec<_>>().join("\n---\n")
+        instances
+            .iter()
+            .map(|i| i.logs().lines().rev().take(20).collect::<Vec<_>>().join("\n"))
+            .collect::<Vec<_>>()
+            .join("\n---\n")
     );
-    eprintln!("sharding: {KUSTOMIZATIONS} Kustomizations applied by 3 shards in {:?}", started.elapsed());
+    eprintln!(
+        "sharding: {KUSTOMIZATIONS} Kustomizations applied by 3 shards in {:?}",
+        started.elapsed()
+    );
 
     // Each instance elected itself on a Lease of its own.
-    let leases = Api::<Lease>::namespaced(s.client.clone(), n).list(&ListParams::default()).await.unwrap();
+    let leases = Api::<Lease>::namespaced(s.client.clone(), n)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
     let holders: BTreeMap<_, _> = leases
         .items
         .iter()
-        .map(|l| (l.metadata.name.clone().unwrap(), l.spec.as_ref().and_then(|s| s.holder_identity.clone())))
+        .map(|l| {
+            (
+                l.metadata.name.clone().unwrap(),
+                l.spec.as_ref().and_then(|s| s.holder_identity.clone()),
+            )
+        })
         .collect();
     let distinct_holders: BTreeSet<_> = holders.values().flatten().collect();
-    assert_eq!((holders.len(), distinct_holders.len()), (3, 3), "one Lease per shard: {holders:?}");
+    assert_eq!(
+        (holders.len(), distinct_holders.len()),
+        (3, 3),
+        "one Lease per shard: {holders:?}"
+    );
 
     // Exactly one instance reconciled each Kustomization: the one its label names.
     let handled: Vec<_> = instances.iter().map(|i| reconciles(&i.logs())).collect();
     for i in 0..KUSTOMIZATIONS {
         let by: Vec<_> = (0..3).filter(|&k| handled[k].contains_key(&name(i))).collect();
-        assert_eq!(by, vec![instance_of(shard_label(i))], "{} ({:?}) reconciled by instances {by:?}", name(i), shard_label(i));
+        assert_eq!(
+            by,
+            vec![instance_of(shard_label(i))],
+            "{} ({:?}) reconciled by instances {by:?}",
+            name(i),
+            shard_label(i)
+        );
     }
     for (k, instance) in instances.iter().enumerate() {
-        let share = (0..KUSTOMIZATIONS).filter(|&i| instance_of(shard_label(i)) == k).count();
+        let share = (0..KUSTOMIZATIONS)
+            .filter(|&i| instance_of(shard_label(i)) == k)
+            .count();
         let total = reconcile_total(instance).await;
-        eprintln!("sharding: instance {k} ({}) reconciled {total} times for its {share} Kustomizations", selectors[k]);
+        eprintln!(
+            "sharding: instance {k} ({}) reconciled {total} times for its {share} Kustomizations",
+            selectors[k]
+        );
         assert_eq!(handled[k].len(), share, "instance {k} handled its share");
-        assert!(total >= share as f64, "instance {k}'s metric counts its reconciles: {total} < {share}");
+        assert!(
+            total >= share as f64,
+            "instance {k}'s metric counts its reconciles: {total} < {share}"
+        );
     }
 
     // Relabel k000 from shard1 to shard2: shard2 takes it over, shard1 lets it go untouched.
@@ -160,9 +211,15 @@ async fn sharding_each_kustomization_is_reconciled_by_one_shard_and_relabeling_m
     let inventory_before = s.get(&moved).await.unwrap().status.and_then(|st| st.inventory);
     let shard1_before = reconciles(&instances[0].logs()).get(&moved).copied();
     label(&s, &moved, Some("shard2")).await;
-    eventually("shard2 reconciles the moved Kustomization", Duration::from_secs(60), || async {
-        reconciles(&instances[1].logs()).contains_key(&moved).then_some(())
-    })
+    eventually(
+        "shard2 reconciles the moved Kustomization",
+        Duration::from_secs(60),
+        || async {
+            reconciles(&instances[1].logs())
+                .contains_key(&moved)
+                .then_some(())
+        },
+    )
     .await;
     let ks = s.wait_applied(&instances[1], &moved, REV1).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -171,16 +228,29 @@ async fn sharding_each_kustomization_is_reconciled_by_one_shard_and_relabeling_m
         shard1_before,
         "the old shard did not reconcile it again (no prune, no second apply)"
     );
-    assert!(ks.metadata.deletion_timestamp.is_none(), "the Kustomization was not finalized");
-    assert_eq!(cms.get(&cm_name).await.unwrap().metadata.uid, uid_before, "its ConfigMap was not recreated");
-    assert_eq!(s.get(&moved).await.unwrap().status.and_then(|st| st.inventory), inventory_before, "its inventory was kept");
+    assert!(
+        ks.metadata.deletion_timestamp.is_none(),
+        "the Kustomization was not finalized"
+    );
+    assert_eq!(
+        cms.get(&cm_name).await.unwrap().metadata.uid,
+        uid_before,
+        "its ConfigMap was not recreated"
+    );
+    assert_eq!(
+        s.get(&moved).await.unwrap().status.and_then(|st| st.inventory),
+        inventory_before,
+        "its inventory was kept"
+    );
     s.delete().await;
 }
 
 /// The sharded install: `config/` with `components/sharding`, built by the real kustomize.
 #[test]
 fn sharding_component_builds_with_kustomize_into_three_disjoint_shards() {
-    let bin = std::env::var("E2E_BIN").expect("E2E_BIN is not set: run the tests with `make test` (e2e/controlplane/build.sh builds kustomize)");
+    let bin = std::env::var("E2E_BIN").expect(
+        "E2E_BIN is not set: run the tests with `make test` (e2e/controlplane/build.sh builds kustomize)",
+    );
     let work = std::env::temp_dir().join(format!("kc-sharding-{}", crate::support::unique_suffix()));
     let config = work.join("config");
     std::fs::create_dir_all(&work).unwrap();
@@ -198,7 +268,11 @@ fn sharding_component_builds_with_kustomize_into_three_disjoint_shards() {
         .arg(&config)
         .output()
         .expect("run kustomize");
-    assert!(output.status.success(), "kustomize build: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "kustomize build: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let objects: Vec<Value> = serde_yaml::Deserializer::from_slice(&output.stdout)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
@@ -220,7 +294,10 @@ fn sharding_component_builds_with_kustomize_into_three_disjoint_shards() {
                 .collect();
             let run = Run::try_parse_from(args.iter().copied())
                 .unwrap_or_else(|e| panic!("the controller refuses the arguments {args:?}: {e}"));
-            (d["metadata"]["name"].as_str().unwrap().to_string(), (d.clone(), run.options))
+            (
+                d["metadata"]["name"].as_str().unwrap().to_string(),
+                (d.clone(), run.options),
+            )
         })
         .collect();
     let selectors: BTreeMap<&str, &str> = deployments
@@ -237,13 +314,20 @@ fn sharding_component_builds_with_kustomize_into_three_disjoint_shards() {
     );
     for (name, (d, options)) in &deployments {
         assert_eq!(d["metadata"]["namespace"], "flux-system", "{name}");
-        assert!(options.enable_leader_election, "{name} elects a leader of its own shard");
+        assert!(
+            options.enable_leader_election,
+            "{name} elects a leader of its own shard"
+        );
         // No Deployment's selector picks another one's pods.
         let selector = &d["spec"]["selector"]["matchLabels"];
         for (other, (o, _)) in &deployments {
             let labels = &o["spec"]["template"]["metadata"]["labels"];
             let matches = selector.as_object().unwrap().iter().all(|(k, v)| &labels[k] == v);
-            assert_eq!(matches, name == other, "{name}'s selector {selector} vs {other}'s pods {labels}");
+            assert_eq!(
+                matches,
+                name == other,
+                "{name}'s selector {selector} vs {other}'s pods {labels}"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&work);

@@ -32,7 +32,9 @@ pub fn flux_bin() -> PathBuf {
 /// Installs source-controller's own CRDs (config/crd/bases of its module), once per binary.
 pub async fn source_controller_crds(client: &Client) {
     static INSTALLED: OnceCell<()> = OnceCell::const_new();
-    INSTALLED.get_or_init(|| install_source_controller_crds(client)).await;
+    INSTALLED
+        .get_or_init(|| install_source_controller_crds(client))
+        .await;
 }
 
 /// Installs source-controller's own CRDs on the control plane of `client`, e.g. one a test
