@@ -16,9 +16,11 @@ use kube::{Client, Config};
 use serde_json::json;
 
 use crate::support::artifacts::ArtifactServer;
-use crate::support::controller::{ControllerProcess, apply_kustomization, condition, events_about, publish};
+use crate::support::controller::{
+    ControllerProcess, all_applied, apply_kustomization, events_about, publish,
+};
 use crate::support::flux::install_source_controller_crds;
-use crate::support::{eventually, install_crd, unique_suffix};
+use crate::support::{install_crd, unique_suffix};
 
 const KUSTOMIZATIONS: usize = 20;
 const NAMESPACE: &str = "outage";
@@ -169,26 +171,16 @@ impl Outage {
     }
 
     async fn wait_all_applied(&self, revision: usize, limit: Duration) {
-        let message = format!("Applied revision: {}", REVISIONS[revision]);
-        let api = Api::<kustomize_controller::api::Kustomization>::namespaced(self.client.clone(), NAMESPACE);
-        let applied = tokio::time::timeout(
+        let applied = all_applied(
+            &self.client,
+            NAMESPACE,
+            KUSTOMIZATIONS,
+            REVISIONS[revision],
             limit,
-            eventually("every Kustomization applied", limit, || async {
-                let list = api.list(&ListParams::default()).await.ok()?;
-                let done = list
-                    .items
-                    .iter()
-                    .filter(|ks| {
-                        condition(ks, "Ready")
-                            .is_some_and(|r| r.status == "True" && r.message.contains(&message))
-                    })
-                    .count();
-                (done == KUSTOMIZATIONS).then_some(())
-            }),
         )
         .await;
         assert!(
-            applied.is_ok(),
+            applied,
             "not all Kustomizations applied {} within {limit:?}; controller log:\n{}",
             REVISIONS[revision],
             self.controller.logs()

@@ -11,12 +11,11 @@ use std::time::Duration;
 use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kustomize_controller::api::Kustomization;
+use kube::api::{Api, ListParams};
 use kustomize_controller::controller::options::RunOptions;
 use serde_json::{Value, json};
 
-use crate::support::controller::{ControllerProcess, Scenario, condition};
+use crate::support::controller::{ControllerProcess, Scenario, all_applied, apply_labelled_kustomization};
 use crate::support::eventually;
 
 const KUSTOMIZATIONS: usize = 300;
@@ -77,19 +76,8 @@ async fn reconcile_total(instance: &ControllerProcess) -> f64 {
 
 async fn label(s: &Scenario, name: &str, shard: Option<&str>) {
     let labels = shard.map_or_else(|| json!({}), |key| json!({KEY: key}));
-    let object = json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-        "metadata": {"name": name, "namespace": s.namespace(), "labels": labels},
-        "spec": s.spec(json!({"namePrefix": format!("{name}-")})),
-    });
-    Api::<Kustomization>::namespaced(s.client.clone(), s.namespace())
-        .patch(
-            name,
-            &PatchParams::apply("e2e-tests").force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("apply Kustomization {name}: {e}"));
+    let spec = s.spec(json!({"namePrefix": format!("{name}-")}));
+    apply_labelled_kustomization(&s.client, s.namespace(), name, labels, spec).await;
 }
 
 #[tokio::test]
@@ -116,31 +104,10 @@ async fn sharding_each_kustomization_is_reconciled_by_one_shard_and_relabeling_m
         label(&s, &name(i), shard_label(i)).await;
     }
 
-    let api = Api::<Kustomization>::namespaced(s.client.clone(), n);
-    let message = format!("Applied revision: {REV1}");
     let started = std::time::Instant::now();
-    let all_ready = tokio::time::timeout(
-        Duration::from_secs(300),
-        eventually(
-            "every Kustomization applied",
-            Duration::from_secs(300),
-            || async {
-                let list = api.list(&ListParams::default()).await.ok()?;
-                let ready = list
-                    .items
-                    .iter()
-                    .filter(|ks| {
-                        condition(ks, "Ready")
-                            .is_some_and(|r| r.status == "True" && r.message.contains(&message))
-                    })
-                    .count();
-                (ready == KUSTOMIZATIONS).then_some(())
-            },
-        ),
-    )
-    .await;
+    let all_ready = all_applied(&s.client, n, KUSTOMIZATIONS, REV1, Duration::from_secs(300)).await;
     assert!(
-        all_ready.is_ok(),
+        all_ready,
         "not all applied; instance logs (tails):\n{}",
         instances
             .iter()
@@ -149,7 +116,7 @@ async fn sharding_each_kustomization_is_reconciled_by_one_shard_and_relabeling_m
             .join("\n---\n")
     );
     eprintln!(
-        "sharding: {KUSTOMIZATIONS} Kustomizations applied by 3 shards in {:?}",
+        "sharding: {KUSTOMIZATIONS} Kustomizations applied by 3 shards {:?} after the last was created",
         started.elapsed()
     );
 
