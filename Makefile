@@ -16,6 +16,7 @@ TEST_THREADS ?= 8
 help:
 	@echo "make demo          run the controller on a local control plane (see README)"
 	@echo "make test          build what is missing, start a control plane, run every test, stop it"
+	@echo "make chaos         the fault suite: control-plane outages and the soak (slow)"
 	@echo "make conformance   compare the kustomize engine with the real kustomize"
 	@echo "make bench         benchmarks (not tests)"
 	@echo "make cluster-up | cluster-down | cluster-env   a control plane for development"
@@ -48,8 +49,26 @@ test: tools
 	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
 	$(CARGO) test --locked --lib --bins || status=$$?; \
 	$(CARGO) test --locked --test conformance || status=$$?; \
-	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) || status=$$?; \
+	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
+	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
+	exit $$status
+
+# The fault suite, after `make test` in CI: tests that start a control plane of their own and
+# take parts of it down (API server restart, an etcd outage of E2E_ETCD_OUTAGE_SECS, default
+# 30), and the soak. Their names contain one of these words; `make test` skips them.
+CHAOS_TESTS := outage soak
+CHAOS_SKIP := $(foreach t,$(CHAOS_TESTS),--skip $(t))
+.PHONY: chaos
+chaos: tools
+	@e2e/controlplane/build.sh >/dev/null
+	@e2e/flux/build.sh >/dev/null
+	@$(CARGO) build --locked --bin kustomize-controller --test integration
+	@E2E_STATE=$(TEST_STATE) e2e/cluster.sh up
+	@status=0; \
+	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
+	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
+	$(CARGO) test --locked --test integration -- --test-threads=2 $(CHAOS_TESTS) || status=$$?; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
 

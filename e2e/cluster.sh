@@ -5,6 +5,10 @@
 #   cluster.sh up     build what is missing, start, wait until ready, write the admin kubeconfig
 #   cluster.sh down   stop everything and delete the state directory
 #   cluster.sh env    print the KUBECONFIG export and the PATH to the built kubectl
+#   cluster.sh stop  etcd|apiserver|controller-manager|fake-kubelet
+#                     stop one component of a running cluster (fault tests: an outage)
+#   cluster.sh start etcd|apiserver|controller-manager|fake-kubelet
+#                     start it again with the command line, ports and data it had
 #
 # State lives in $E2E_STATE (default: .e2e/ in the work tree, git-ignored).
 #
@@ -58,8 +62,46 @@ certs() {
 
 start() { # name, command...: own process group, so down (or a crashed run) can kill it whole
   local name=$1; shift
-  setsid "$@" >"$state/$name.log" 2>&1 < /dev/null &
+  # The command line is kept so `cluster.sh start <name>` can bring the component back as it was.
+  printf '%q ' "$@" >"$state/$name.cmd"
+  setsid "$@" >>"$state/$name.log" 2>&1 < /dev/null &
   echo $! >"$state/$name.pid"
+}
+
+stop() { # name: TERM to its process group, KILL what is left after 5 s
+  local name=$1
+  [ -f "$state/$name.pid" ] || return 0
+  local pid; pid=$(cat "$state/$name.pid")
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  rm -f "$state/$name.pid"
+}
+
+component() { # name: one of the components `up` starts, or a usage error
+  case "${1:-}" in
+    etcd|apiserver|controller-manager|fake-kubelet) ;;
+    *) echo "usage: $0 stop|start etcd|apiserver|controller-manager|fake-kubelet" >&2; exit 2 ;;
+  esac
+  [ -f "$state/$1.cmd" ] || { log "no cluster in $state"; exit 1; }
+}
+
+restart_component() { # name: start it again from its saved command line, wait until it serves
+  local name=$1
+  if [ -f "$state/$name.pid" ] && kill -0 "$(cat "$state/$name.pid")" 2>/dev/null; then
+    log "$name is already running"; return 0
+  fi
+  local cmd; cmd=$(cat "$state/$name.cmd")
+  eval "start $name $cmd"
+  case "$name" in
+    etcd)
+      local url; url=$(sed -n 's/.*--listen-client-urls=\([^ ]*\).*/\1/p' "$state/etcd.cmd")
+      wait_for etcd 30 curl -fs "$url/health" ;;
+    apiserver)
+      local server; server=$(sed -n 's/.*server: "\([^"]*\)".*/\1/p' "$state/admin.kubeconfig")
+      wait_for kube-apiserver 90 curl -fs --cacert "$state/ca.crt" "$server/readyz" ;;
+  esac
+  log "$name started"
 }
 
 up() {
@@ -165,14 +207,7 @@ kubectl_ready() {
 
 down_quiet() {
   [ -d "$state" ] || return 0
-  for name in fake-kubelet controller-manager apiserver etcd; do
-    if [ -f "$state/$name.pid" ]; then
-      local pid; pid=$(cat "$state/$name.pid")
-      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL -- "-$pid" 2>/dev/null || true
-    fi
-  done
+  for name in fake-kubelet controller-manager apiserver etcd; do stop "$name"; done
   rm -rf "$state"
 }
 
@@ -183,5 +218,7 @@ case "${1:-}" in
     echo "export KUBECONFIG=$state/admin.kubeconfig"
     [ -f "$state/bin" ] && echo "export PATH=$(cat "$state/bin"):\$PATH"
     ;;
-  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+  stop) component "${2:-}"; stop "$2"; log "$2 stopped" ;;
+  start) component "${2:-}"; restart_component "$2" ;;
+  *) echo "usage: $0 up|down|env|stop <component>|start <component>" >&2; exit 2 ;;
 esac

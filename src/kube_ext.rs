@@ -139,14 +139,60 @@ pub struct ResponseKey {
     pub method: String,
 }
 
-/// API requests counted by [`counting_client`]; clones share the counts.
+/// Until when the clients may send writes; open (no limit) unless leader election closes it.
+/// The elector moves it forward to "renewal sent + renew deadline" on each renewal, so a
+/// replica that lost its Lease unawares (paused, partitioned) sends no more writes once its
+/// renew deadline has passed, which is before another replica may take the Lease over (the
+/// lease duration is longer). Lease requests pass always: they are how leadership is kept.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WriteFence(Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+
+impl WriteFence {
+    pub(crate) fn allow_until(&self, until: std::time::Instant) {
+        *self.0.lock().expect("write fence lock") = Some(until);
+    }
+
+    /// How long writes stay allowed from `now`: `None` once the fence has closed, unbounded
+    /// (`Duration::MAX`) while it was never set.
+    pub(crate) fn remaining(&self, now: std::time::Instant) -> Option<std::time::Duration> {
+        match *self.0.lock().expect("write fence lock") {
+            None => Some(std::time::Duration::MAX),
+            Some(until) => until.checked_duration_since(now).filter(|left| !left.is_zero()),
+        }
+    }
+
+    fn lets_through(&self, method: &hyper::Method, path: &str) -> bool {
+        let read = matches!(
+            *method,
+            hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS
+        );
+        read || path.starts_with("/apis/coordination.k8s.io/")
+            || self.remaining(std::time::Instant::now()).is_some()
+    }
+}
+
+/// A write the [`WriteFence`] held back.
+#[derive(Debug, thiserror::Error)]
+#[error("{method} {path} refused: this replica's leader lease is no longer renewed")]
+struct Fenced {
+    method: hyper::Method,
+    path: String,
+}
+
+/// API requests counted by [`counting_client`], and the write fence of those clients; clones
+/// share both.
 #[derive(Clone, Debug, Default)]
 pub struct RequestCounts {
     counts: Arc<std::sync::Mutex<std::collections::BTreeMap<RequestKey, u64>>>,
     responses: Arc<std::sync::Mutex<std::collections::BTreeMap<ResponseKey, u64>>>,
+    fence: WriteFence,
 }
 
 impl RequestCounts {
+    pub(crate) fn write_fence(&self) -> WriteFence {
+        self.fence.clone()
+    }
+
     fn record_response(&self, key: ResponseKey) {
         *self
             .responses
@@ -275,7 +321,7 @@ impl<S, B, R> tower::Service<hyper::Request<B>> for CountingService<S>
 where
     S: tower::Service<hyper::Request<B>, Response = hyper::Response<R>>,
     S::Future: Send + 'static,
-    S::Error: Send + 'static,
+    S::Error: From<tower::BoxError> + Send + 'static,
     R: Send + 'static,
 {
     type Response = S::Response;
@@ -288,6 +334,13 @@ where
 
     fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
         let counts = self.layer.counts.clone();
+        if !counts.fence.lets_through(req.method(), req.uri().path()) {
+            let refused = Fenced {
+                method: req.method().clone(),
+                path: req.uri().path().to_string(),
+            };
+            return Box::pin(std::future::ready(Err(tower::BoxError::from(refused).into())));
+        }
         counts.record(request_key(req.method(), req.uri().path(), req.uri().query()));
         let (host, method) = (self.layer.host.clone(), req.method().to_string());
         let response = self.inner.call(req);
@@ -393,5 +446,37 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    #[test]
+    fn the_write_fence_holds_back_writes_after_its_deadline_but_never_reads_or_leases() {
+        use hyper::Method;
+        let fence = WriteFence::default();
+        let now = std::time::Instant::now();
+        assert_eq!(
+            fence.remaining(now),
+            Some(std::time::Duration::MAX),
+            "open until set"
+        );
+        assert!(fence.lets_through(&Method::PATCH, "/api/v1/namespaces/a/configmaps/x"));
+
+        fence.allow_until(now + std::time::Duration::from_secs(30));
+        assert_eq!(fence.remaining(now), Some(std::time::Duration::from_secs(30)));
+        assert!(fence.lets_through(&Method::POST, "/api/v1/namespaces/a/configmaps"));
+
+        fence.allow_until(now);
+        assert_eq!(fence.remaining(now), None, "closed at the deadline");
+        for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            assert!(
+                !fence.lets_through(&method, "/api/v1/namespaces/a/configmaps/x"),
+                "{method}"
+            );
+        }
+        assert!(fence.lets_through(&Method::GET, "/api/v1/namespaces/a/configmaps/x"));
+        let lease = "/apis/coordination.k8s.io/v1/namespaces/a/leases/l";
+        assert!(
+            fence.lets_through(&Method::PUT, lease),
+            "renewing the Lease is how to reopen it"
+        );
     }
 }

@@ -9,6 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
+use crate::kube_ext::WriteFence;
+
 /// What a candidate should do with the Lease as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decision {
@@ -52,25 +54,34 @@ pub(crate) struct LeaderElector {
     lease_duration: Duration,
     renew_deadline: Duration,
     retry_period: Duration,
+    /// Held open until "last renewal sent + renew deadline": the clients' writes stop there.
+    fence: WriteFence,
+}
+
+/// How long a replica holds and renews its Lease.
+pub(crate) struct LeaseTimings {
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
 }
 
 impl LeaderElector {
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         namespace: &str,
         name: String,
         identity: String,
-        lease_duration: Duration,
-        renew_deadline: Duration,
-        retry_period: Duration,
+        timings: LeaseTimings,
+        fence: WriteFence,
     ) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
             name,
             identity,
-            lease_duration,
-            renew_deadline,
-            retry_period,
+            lease_duration: timings.lease_duration,
+            renew_deadline: timings.renew_deadline,
+            retry_period: timings.retry_period,
+            fence,
         }
     }
 
@@ -90,24 +101,27 @@ impl LeaderElector {
     }
 
     /// Renews the Lease every retry period; returns when it could not be renewed within the
-    /// renew deadline, i.e. leadership is lost and this replica must stop reconciling.
+    /// renew deadline, i.e. leadership is lost and this replica must stop reconciling. The
+    /// deadline is checked before each renewal and bounds it, so a replica resumed after a
+    /// pause (SIGSTOP, a frozen VM) or stuck on a hanging API server gives up at once; its
+    /// writes already stopped at the deadline (the fence).
     pub(crate) async fn hold(&self) {
-        let mut last_renewed = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.retry_period).await;
-            match self.try_hold().await {
-                Ok(true) => last_renewed = tokio::time::Instant::now(),
-                Ok(false) => {
+            let Some(left) = self.fence.remaining(std::time::Instant::now()) else {
+                break;
+            };
+            match tokio::time::timeout(left, self.try_hold()).await {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => {
                     tracing::error!(lease = %self.name, "leader lease taken by another replica");
                     return;
                 }
-                Err(error) => tracing::warn!(%error, lease = %self.name, "failed to renew leader lease"),
-            }
-            if last_renewed.elapsed() > self.renew_deadline {
-                tracing::error!(lease = %self.name, "leader lease not renewed within the renew deadline");
-                return;
+                Ok(Err(error)) => tracing::warn!(%error, lease = %self.name, "failed to renew leader lease"),
+                Err(_) => break,
             }
         }
+        tracing::error!(lease = %self.name, "leader lease not renewed within the renew deadline");
     }
 
     /// Gives the Lease up so another replica can take over at once.
@@ -129,6 +143,16 @@ impl LeaderElector {
     /// One round: true when we hold the Lease afterwards. Writes use the read resourceVersion,
     /// so two candidates racing for an expired Lease cannot both win.
     async fn try_hold(&self) -> Result<bool, kube::Error> {
+        let sent = std::time::Instant::now();
+        let held = self.write_lease().await?;
+        if held {
+            self.fence.allow_until(sent + self.renew_deadline);
+        }
+        Ok(held)
+    }
+
+    /// Reads the Lease and takes it over or renews it when `decide` says so.
+    async fn write_lease(&self) -> Result<bool, kube::Error> {
         let now = Timestamp::now();
         let existing = self.api.get_opt(&self.name).await?;
         let decision = decide(

@@ -156,9 +156,12 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
             &options.runtime_namespace,
             options.lease_name(),
             identity.clone(),
-            options.leader_election_lease_duration,
-            options.leader_election_renew_deadline,
-            options.leader_election_retry_period,
+            leader::LeaseTimings {
+                lease_duration: options.leader_election_lease_duration,
+                renew_deadline: options.leader_election_renew_deadline,
+                retry_period: options.leader_election_retry_period,
+            },
+            counts.write_fence(),
         )
     });
     // Ready means "able to serve": a standby replica is ready too, as with Flux.

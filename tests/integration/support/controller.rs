@@ -107,6 +107,21 @@ impl ControllerProcess {
         self.child.id()
     }
 
+    /// Sends `signal` (`KILL`, `STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.child.id());
+    }
+
+    /// The exit status, once the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("poll the controller process")
+    }
+
     /// SIGTERM, as Kubernetes stops a pod; waits for the exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
@@ -205,11 +220,19 @@ pub async fn publish(
 
 /// Creates or updates a Kustomization with server-side apply.
 pub async fn apply_kustomization(client: &Client, namespace: &str, name: &str, spec: Value) {
-    let object = json!({
+    apply_labelled_kustomization(client, namespace, name, json!({}), spec).await;
+}
+
+/// Creates or updates a Kustomization carrying `labels` with server-side apply.
+pub async fn apply_labelled_kustomization(client: &Client, namespace: &str, name: &str, labels: Value, spec: Value) {
+    let mut object = json!({
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     });
+    if labels.as_object().is_some_and(|l| !l.is_empty()) {
+        object["metadata"]["labels"] = labels;
+    }
     Api::<Kustomization>::namespaced(client.clone(), namespace)
         .patch(
             name,
@@ -268,6 +291,29 @@ pub async fn wait_ready(
             )
         }
     }
+}
+
+/// Waits until `count` Kustomizations in `namespace` report Flux's success message for
+/// `revision`; false when they did not within `limit`.
+pub async fn all_applied(client: &Client, namespace: &str, count: usize, revision: &str, limit: Duration) -> bool {
+    let message = format!("Applied revision: {revision}");
+    let api = Api::<Kustomization>::namespaced(client.clone(), namespace);
+    let applied = tokio::time::timeout(limit, async {
+        loop {
+            if let Ok(list) = api.list(&ListParams::default()).await {
+                let done = list
+                    .items
+                    .iter()
+                    .filter(|ks| condition(ks, "Ready").is_some_and(|r| r.status == "True" && r.message.contains(&message)))
+                    .count();
+                if done == count {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    applied.await.is_ok()
 }
 
 /// The `value` key of ConfigMap `namespace/name`, or `None` when the ConfigMap (or key) is

@@ -1,0 +1,321 @@
+//! Control-plane outages, on a control plane of the test's own (e2e/cluster.sh with its own
+//! E2E_STATE; the shared one is never touched): the API server restarted, and etcd stopped for
+//! E2E_ETCD_OUTAGE_SECS (default 30) while the controller reconciles 20 Kustomizations. The
+//! controller must ride both out: it does not exit, retries with backoff rather than in a hot
+//! loop, picks up a new revision once the control plane is back (its watches recovered), emits
+//! no flood of repeated events, and neither prunes nor recreates anything (UIDs unchanged).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, Config};
+use serde_json::json;
+
+use crate::support::artifacts::ArtifactServer;
+use crate::support::controller::{
+    ControllerProcess, all_applied, apply_kustomization, events_about, publish,
+};
+use crate::support::flux::install_source_controller_crds;
+use crate::support::{install_crd, unique_suffix};
+
+const KUSTOMIZATIONS: usize = 20;
+const NAMESPACE: &str = "outage";
+const REVISIONS: [&str; 3] = [
+    "main@sha1:a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+    "main@sha1:a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2",
+    "main@sha1:a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3",
+];
+/// Ready again after the control plane is back, new revision applied, within this bound. Watch
+/// reconnects back off up to tens of seconds, and the machine running the tests is shared.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(120);
+
+/// A control plane started by e2e/cluster.sh in a state directory under /tmp, stopped and
+/// deleted when dropped.
+struct OwnControlPlane {
+    state: PathBuf,
+}
+
+impl OwnControlPlane {
+    fn up() -> Self {
+        let state = std::env::temp_dir().join(format!("kc-outage-{}", unique_suffix()));
+        let plane = Self { state };
+        plane.cluster(&["up"]);
+        plane
+    }
+
+    fn cluster(&self, args: &[&str]) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/cluster.sh");
+        let output = Command::new(script)
+            .args(args)
+            .env("E2E_STATE", &self.state)
+            .output()
+            .expect("run e2e/cluster.sh");
+        assert!(
+            output.status.success(),
+            "cluster.sh {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.state.join("admin.kubeconfig")
+    }
+
+    async fn client(&self) -> Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).expect("own kubeconfig");
+        let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("own kube config");
+        Client::try_from(config).expect("kube client")
+    }
+}
+
+impl Drop for OwnControlPlane {
+    fn drop(&mut self) {
+        self.cluster(&["down"]);
+    }
+}
+
+fn outage_duration() -> Duration {
+    let secs = std::env::var("E2E_ETCD_OUTAGE_SECS").map_or(30, |v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("E2E_ETCD_OUTAGE_SECS must be a number of seconds, not {v:?}"))
+    });
+    Duration::from_secs(secs)
+}
+
+fn name(i: usize) -> String {
+    format!("k{i:02}")
+}
+
+/// Two ConfigMaps whose value is `value`; each Kustomization prefixes their names.
+fn objects(value: &str) -> String {
+    ["a", "b"]
+        .map(|n| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {n}\ndata:\n  value: \"{value}\"\n")
+        })
+        .join("---\n")
+}
+
+/// A snapshot of what the controller left in the namespace.
+#[derive(Debug, PartialEq)]
+struct World {
+    /// ConfigMap name → uid.
+    config_maps: BTreeMap<String, String>,
+    /// Kustomization name → uid.
+    kustomizations: BTreeMap<String, String>,
+}
+
+/// Fields drop in order: the controller stops before its control plane goes away.
+struct Outage {
+    controller: ControllerProcess,
+    server: ArtifactServer,
+    client: Client,
+    plane: OwnControlPlane,
+}
+
+impl Outage {
+    async fn start() -> Self {
+        let plane = OwnControlPlane::up();
+        let client = plane.client().await;
+        install_crd(&client, &kustomize_controller::api::kustomization::crd()).await;
+        install_source_controller_crds(&client).await;
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+        let server = ArtifactServer::start().await;
+        let controller = ControllerProcess::start_with_kubeconfig(NAMESPACE, &plane.kubeconfig(), &[]);
+        let outage = Self {
+            controller,
+            server,
+            client,
+            plane,
+        };
+        outage.publish(0).await;
+        for i in 0..KUSTOMIZATIONS {
+            let spec = json!({
+                // Short enough that every Kustomization reconciles during an outage.
+                "interval": "15s", "retryInterval": "5s", "prune": true, "timeout": "30s",
+                "targetNamespace": NAMESPACE, "namePrefix": format!("{}-", name(i)),
+                "sourceRef": {"kind": "GitRepository", "name": "repo"},
+            });
+            apply_kustomization(&outage.client, NAMESPACE, &name(i), spec).await;
+        }
+        outage.wait_all_applied(0, Duration::from_secs(180)).await;
+        outage
+    }
+
+    async fn publish(&self, revision: usize) {
+        let files = [
+            (
+                "kustomization.yaml",
+                crate::support::controller::OBJECTS_KUSTOMIZATION,
+            ),
+            ("objects.yaml", &objects(&format!("v{revision}"))),
+        ];
+        publish(
+            &self.client,
+            &self.server,
+            NAMESPACE,
+            "repo",
+            REVISIONS[revision],
+            &files,
+        )
+        .await;
+    }
+
+    async fn wait_all_applied(&self, revision: usize, limit: Duration) {
+        let applied = all_applied(
+            &self.client,
+            NAMESPACE,
+            KUSTOMIZATIONS,
+            REVISIONS[revision],
+            limit,
+        )
+        .await;
+        assert!(
+            applied,
+            "not all Kustomizations applied {} within {limit:?}; controller log:\n{}",
+            REVISIONS[revision],
+            self.controller.logs()
+        );
+    }
+
+    async fn world(&self) -> World {
+        let uids = |items: Vec<(Option<String>, Option<String>)>| {
+            items
+                .into_iter()
+                .map(|(n, u)| (n.unwrap_or_default(), u.unwrap_or_default()))
+                .filter(|(n, _)| n != "kube-root-ca.crt")
+                .collect()
+        };
+        let cms = Api::<ConfigMap>::namespaced(self.client.clone(), NAMESPACE)
+            .list_metadata(&ListParams::default())
+            .await
+            .expect("list ConfigMaps");
+        let kss = Api::<kustomize_controller::api::Kustomization>::namespaced(self.client.clone(), NAMESPACE)
+            .list_metadata(&ListParams::default())
+            .await
+            .expect("list Kustomizations");
+        World {
+            config_maps: uids(
+                cms.items
+                    .into_iter()
+                    .map(|m| (m.metadata.name, m.metadata.uid))
+                    .collect(),
+            ),
+            kustomizations: uids(
+                kss.items
+                    .into_iter()
+                    .map(|m| (m.metadata.name, m.metadata.uid))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// (type, reason, note) of the events about each Kustomization.
+    async fn events(&self) -> BTreeMap<String, Vec<(String, String, String)>> {
+        let mut out = BTreeMap::new();
+        for i in 0..KUSTOMIZATIONS {
+            let events = events_about(&self.client, NAMESPACE, &name(i)).await;
+            out.insert(
+                name(i),
+                events.into_iter().map(|(t, r, n, _)| (t, r, n)).collect(),
+            );
+        }
+        out
+    }
+
+    async fn requests_sent(&self) -> BTreeMap<(String, String), f64> {
+        self.controller.api_requests().await
+    }
+
+    /// Takes a component down for `down` (restarted at once for zero), then publishes revision
+    /// `revision` and waits until every Kustomization applied it. Checks the controller rode
+    /// the outage out and returns what it measured.
+    async fn ride_out(&mut self, component: &str, down: Duration, revision: usize) -> String {
+        let world = self.world().await;
+        let events = self.events().await;
+        let requests = self.requests_sent().await;
+        let stopped = Instant::now();
+        self.plane.cluster(&["stop", component]);
+        tokio::time::sleep(down).await;
+        self.plane.cluster(&["start", component]);
+        // Until the component serves again, counted from the stop.
+        let mut sent = self.requests_sent().await;
+        for (key, before) in &requests {
+            *sent.entry(key.clone()).or_default() -= before;
+        }
+        sent.retain(|_, n| *n > 0.0);
+        let outage_requests: f64 = sent.values().sum();
+        let outage = stopped.elapsed();
+        let back = Instant::now();
+        assert!(
+            self.controller.exited().is_none(),
+            "the controller exited during the {component} outage; log:\n{}",
+            self.controller.logs()
+        );
+        // The new revision shows the watches recovered: the source change comes in by a watch.
+        self.publish(revision).await;
+        self.wait_all_applied(revision, RECOVERY_LIMIT).await;
+        let recovery = back.elapsed();
+        assert!(
+            self.controller.exited().is_none(),
+            "the controller is still running"
+        );
+
+        assert_eq!(
+            self.world().await,
+            world,
+            "nothing pruned or recreated: the same UIDs"
+        );
+        // Flux's events: one per change. Each Kustomization applied one new revision, so at
+        // most that event and one about the failure it recovered from; never one repeated.
+        let after = self.events().await;
+        for (ks, old) in &events {
+            let new: Vec<_> = after[ks].iter().filter(|e| !old.contains(e)).collect();
+            assert!(
+                new.len() <= 2,
+                "{ks}: no event flood after the {component} outage: {new:?}"
+            );
+            let unique: std::collections::BTreeSet<_> = new.iter().collect();
+            assert_eq!(unique.len(), new.len(), "{ks}: no event repeated: {new:?}");
+        }
+        // Watches reconnect with a backoff that doubles from about a second: within T seconds at
+        // most log2(T) + 2 attempts per watch, each a list and a watch. A watch retried at
+        // once makes hundreds.
+        let watched = requests.keys().filter(|(verb, _)| verb == "watch").count() as f64;
+        let reconnects: f64 = sent
+            .iter()
+            .filter(|((verb, _), _)| verb == "list" || verb == "watch")
+            .map(|(_, n)| n)
+            .sum();
+        let limit = watched * 2.0 * (outage.as_secs_f64().log2() + 2.0);
+        eprintln!("outage: {component}: requests during the outage {sent:?}; {watched} watches");
+        assert!(
+            reconnects <= limit,
+            "{reconnects} list/watch requests for {watched} watches in {outage:?} during the {component} \
+             outage: reconnects do not back off (at most {limit:.0})"
+        );
+        let rate = outage_requests / outage.as_secs_f64();
+        format!(
+            "{component} down {outage:.1?}: {outage_requests} requests ({rate:.1}/s); all {KUSTOMIZATIONS} \
+             applied the next revision {recovery:.1?} after it was back"
+        )
+    }
+}
+
+#[tokio::test]
+async fn outage_api_server_restart_and_etcd_outage_are_ridden_out() {
+    let mut outage = Outage::start().await;
+    let restart = outage.ride_out("apiserver", Duration::ZERO, 1).await;
+    eprintln!("outage: {restart}");
+    let etcd = outage.ride_out("etcd", outage_duration(), 2).await;
+    eprintln!("outage: {etcd}");
+}
