@@ -41,9 +41,8 @@ enum Command {
         /// --kustomization, giving a variable turns post-build substitution on.
         #[arg(long = "var", value_name = "KEY=VALUE", value_parser = cli::parse_var)]
         vars: Vec<(String, String)>,
-        /// Refuse remote Git bases, as the controller's --no-remote-bases does.
-        #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
-        no_remote_bases: bool,
+        #[command(flatten)]
+        remote: cli::RemoteArgs,
     },
     /// Build locally, server-side dry-run against the cluster of KUBECONFIG, and print a unified
     /// diff per object that would change (Secret values masked). Exits 0 when nothing would
@@ -88,8 +87,8 @@ fn main() -> ExitCode {
             root,
             kustomization,
             vars,
-            no_remote_bases,
-        } => match cli::flux_build(&root, &dir, kustomization, vars, no_remote_bases) {
+            remote,
+        } => match cli::flux_build(&root, &dir, kustomization, vars, remote.config()) {
             Ok(built) => {
                 for warning in &built.warnings {
                     eprintln!("warning: {warning}");

@@ -17,7 +17,7 @@ use std::time::Duration;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-use crate::kustomize::remote::{RemoteResources, RepoSpec};
+use crate::kustomize::remote::{RemoteResources, RepoSpec, parse_repo_spec};
 
 /// Bounds and switches of remote fetching.
 #[derive(Clone, Debug)]
@@ -225,7 +225,9 @@ impl RemoteResources for RemoteFetcher {
 
     fn file(&self, url: &str) -> Result<Vec<u8>, String> {
         let max = self.config.max_download_bytes;
-        let (status, body) = self.run(self.config.file_timeout, async move |http| {
+        // A URL that may be a Git base is tried as a file first: its `?timeout=` bounds that too.
+        let timeout = parse_repo_spec(url).map_or(self.config.file_timeout, |s| s.timeout.min(self.config.file_timeout));
+        let (status, body) = self.run(timeout, async move |http| {
             let call = http::Call {
                 method: hyper::Method::GET,
                 url: url.to_string(),

@@ -15,6 +15,7 @@ mod handover;
 mod health;
 mod hostile_input;
 mod identity;
+mod remote_bases;
 mod revision;
 mod ship;
 mod sops;
