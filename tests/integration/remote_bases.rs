@@ -12,6 +12,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use serde_json::json;
+
+use crate::support::controller::{Scenario, condition};
 use crate::support::flux::{GitRepo, GitServer};
 
 fn build(root: &Path, extra: &[&str]) -> Output {
@@ -53,14 +56,14 @@ fn failure(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Name and `data.v` of each built ConfigMap.
+/// Name and `data.value` of each built ConfigMap.
 fn config_maps(output: &Output) -> Vec<(String, String)> {
     documents(output)
         .iter()
         .map(|d| {
             (
                 d["metadata"]["name"].as_str().unwrap().to_string(),
-                d["data"]["v"].as_str().unwrap_or("").to_string(),
+                d["data"]["value"].as_str().unwrap_or("").to_string(),
             )
         })
         .collect()
@@ -74,7 +77,7 @@ fn base_files(v: &str) -> Vec<(String, String)> {
         ),
         (
             "base/cm.yaml".into(),
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: remote-cm\ndata:\n  v: {v}\n"),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: remote-cm\ndata:\n  value: {v}\n"),
         ),
         // An overlay reaching a sibling directory of the repository, as kustomize allows.
         (
@@ -206,7 +209,7 @@ fn http_server() -> String {
                 let request = String::from_utf8_lossy(&buf[..n]).to_string();
                 let path = request.split(' ').nth(1).unwrap_or("/").to_string();
                 let (status, body) = match path.as_str() {
-                    "/cm.yaml" => ("200 OK", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-http\ndata:\n  v: http\n".to_string()),
+                    "/cm.yaml" => ("200 OK", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-http\ndata:\n  value: http\n".to_string()),
                     "/big.yaml" => ("200 OK", "# padding\n".repeat(20_000)),
                     p if p.starts_with("/stall") => {
                         std::thread::sleep(Duration::from_secs(60));
@@ -259,4 +262,47 @@ fn a_stalled_server_times_out() {
     let err = failure(&build(app_with(&[&git]).path(), &[]));
     assert!(err.contains(&format!("remote resource '{git}'")) && err.contains("timed out after 2s"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30), "the timeouts were not honoured");
+}
+
+const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
+const REV2: &str = "main@sha1:2222222222222222222222222222222222222222";
+
+#[tokio::test]
+async fn the_controller_builds_a_remote_base_and_no_remote_bases_changes_nothing() {
+    let server = GitServer::start().await;
+    let repo = server.repository("bases");
+    two_commits(&repo);
+    let s = Scenario::new("remote-bases").await;
+    let kustomization = format!("resources:\n  - {}//base?ref=v1.0.0\n  - local.yaml\n", repo.url);
+    let local = |v: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\ndata:\n  value: {v}\n");
+    let mut controller = s.start_controller(&[]);
+    let local1 = local("x");
+    s.publish("repo", REV1, &[("kustomization.yaml", &kustomization), ("local.yaml", &local1)])
+        .await;
+    s.apply("app", json!({})).await;
+    let applied = s.wait_applied(&controller, "app", REV1).await;
+    assert_eq!(s.config_map_value("remote-cm").await.as_deref(), Some("one"));
+    assert_eq!(s.config_map_value("local").await.as_deref(), Some("x"));
+    controller.terminate();
+
+    let controller = s.start_controller(&["--no-remote-bases=true"]);
+    let local2 = local("y");
+    s.publish("repo", REV2, &[("kustomization.yaml", &kustomization), ("local.yaml", &local2)])
+        .await;
+    let ks = s.wait_ready(&controller, "app", "False", "fs-security-constraint").await;
+    let ready = condition(&ks, "Ready").unwrap();
+    assert_eq!(ready.reason, "BuildFailed", "{ready:?}");
+    assert!(
+        ready.message.starts_with("kustomize build failed: kustomization.yaml: remote resource '")
+            && ready.message.contains("is not in or below"),
+        "{}",
+        ready.message
+    );
+    // Nothing applied, nothing pruned, the inventory kept.
+    assert_eq!(s.config_map_value("local").await.as_deref(), Some("x"));
+    assert_eq!(s.config_map_value("remote-cm").await.as_deref(), Some("one"));
+    let status = ks.status.clone().unwrap();
+    assert_eq!(status.last_applied_revision.as_deref(), Some(REV1));
+    assert_eq!(status.inventory, applied.status.unwrap().inventory);
+    s.delete().await;
 }
