@@ -306,3 +306,30 @@ async fn the_controller_builds_a_remote_base_and_no_remote_bases_changes_nothing
     assert_eq!(status.inventory, applied.status.unwrap().inventory);
     s.delete().await;
 }
+
+#[tokio::test]
+async fn checkouts_are_cached_by_repository_and_commit() {
+    use kustomize_controller::kustomize::remote::{RemoteResources, parse_repo_spec};
+    use kustomize_controller::remote::{RemoteConfig, RemoteFetcher};
+    let server = GitServer::start().await;
+    let repo = server.repository("bases");
+    let first = two_commits(&repo);
+    let fetcher = RemoteFetcher::new(RemoteConfig::default()).unwrap();
+    let checkout = |entry: String| {
+        let spec = parse_repo_spec(&entry).unwrap();
+        fetcher.repository(&spec).unwrap_or_else(|e| panic!("{entry}: {e}"))
+    };
+    let by_tag = checkout(format!("{}//base?ref=v1.0.0", repo.url));
+    assert_eq!(
+        std::fs::read_to_string(by_tag.join("base/cm.yaml")).unwrap(),
+        base_files("one")[1].1
+    );
+    // The same commit by another name is the same checkout, not a second download.
+    assert_eq!(checkout(format!("{}//base?ref=stable", repo.url)), by_tag);
+    assert_eq!(checkout(format!("{}//overlays/prod?ref=v1.0.0", repo.url)), by_tag);
+    let by_main = checkout(format!("{}?ref=main", repo.url));
+    assert_ne!(by_main, by_tag);
+    // A full commit id already checked out needs no server at all.
+    drop(server);
+    assert_eq!(checkout(format!("{}//base?ref={first}", repo.url)), by_tag);
+}
