@@ -121,7 +121,8 @@ impl RemoteArgs {
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    crate::api::duration::parse(text).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m)"))
+    crate::api::duration::parse(text)
+        .ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m)"))
 }
 
 /// Writes objects as a YAML stream a document at a time: a big build never exists twice in
@@ -187,7 +188,9 @@ pub async fn diff(args: DiffArgs) -> Result<DiffReport, String> {
         metadata("namespace").unwrap_or("flux-system"),
     );
     let spec = offline_spec(object.get("spec"), !args.vars.is_empty())?;
-    let objects = packed::values(&build_objects(&args.root, &args.dir, &spec, args.vars, RemoteConfig::default())?.objects);
+    let objects = packed::values(
+        &build_objects(&args.root, &args.dir, &spec, args.vars, RemoteConfig::default())?.objects,
+    );
 
     let applier = Applier::new(ResourceResolver::new(client), ApplierOptions::default());
     let request = ApplyRequest {

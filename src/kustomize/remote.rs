@@ -391,4 +391,115 @@ mod tests {
         assert!(is_http_url("http://example.com/x.yaml"));
         assert!(!is_http_url("github.com/org/repo"));
     }
+
+    /// Remote trees and files from directories and strings of the test.
+    #[derive(Debug)]
+    struct Fake {
+        repo: PathBuf,
+        file: &'static str,
+    }
+
+    impl RemoteResources for Fake {
+        fn repository(&self, spec: &RepoSpec) -> Result<PathBuf, String> {
+            match spec.git_ref.as_str() {
+                "v1" => Ok(self.repo.clone()),
+                other => Err(format!("ref '{other}' not found")),
+            }
+        }
+        fn file(&self, url: &str) -> Result<Vec<u8>, String> {
+            match url {
+                "https://files.example/cm.yaml" => Ok(self.file.as_bytes().to_vec()),
+                _ => Err("HTTP Error: status code 404 (Not Found)".into()),
+            }
+        }
+    }
+
+    fn write(root: &Path, files: &[(&str, &str)]) {
+        for (path, text) in files {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+    }
+
+    const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n";
+
+    fn build_with_remote(
+        app: &str,
+        repo_files: &[(&str, &str)],
+    ) -> Result<Vec<String>, super::super::BuildError> {
+        let tmp = tempfile::tempdir().unwrap();
+        write(
+            tmp.path(),
+            &[("root/app/kustomization.yaml", app), ("secret.yaml", CM)],
+        );
+        write(&tmp.path().join("repo"), repo_files);
+        let remote = Fake {
+            repo: tmp.path().join("repo"),
+            file: "apiVersion: v1\nkind: Secret\nmetadata:\n  name: from-http\n",
+        };
+        let options = super::super::BuildOptions::new().with_remote(std::sync::Arc::new(remote));
+        let built = super::super::build(&tmp.path().join("root"), Path::new("app"), &options)?;
+        Ok(built
+            .objects
+            .iter()
+            .map(|o| {
+                let v = o.to_value();
+                format!(
+                    "{}/{}",
+                    v["kind"].as_str().unwrap(),
+                    v["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect())
+    }
+
+    #[test]
+    fn remote_bases_components_and_files_come_through_the_hook() {
+        let app = "resources:\n  - https://git.example/org/repo//overlay?ref=v1\n  - https://files.example/cm.yaml\ncomponents:\n  - https://git.example/org/repo//component?ref=v1\n";
+        let repo = [
+            (
+                "overlay/kustomization.yaml",
+                "namePrefix: o-\nresources: [../base]\n",
+            ),
+            ("base/kustomization.yaml", "resources: [cm.yaml]\n"),
+            ("base/cm.yaml", CM),
+            (
+                "component/kustomization.yaml",
+                "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nnameSuffix: -c\n",
+            ),
+        ];
+        assert_eq!(
+            build_with_remote(app, &repo).unwrap(),
+            ["ConfigMap/o-cm-c", "Secret/from-http-c"]
+        );
+    }
+
+    #[test]
+    fn a_remote_tree_may_not_reach_outside_itself() {
+        // `../secret.yaml` from the repository root would be the test's own file.
+        let app = "resources:\n  - https://git.example/org/repo?ref=v1\n";
+        let repo = [("kustomization.yaml", "resources: [../secret.yaml]\n")];
+        let err = build_with_remote(app, &repo).unwrap_err();
+        assert!(
+            matches!(err, super::super::BuildError::OutsideRoot { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn fetch_failures_name_the_file_and_the_entry() {
+        let app = "resources:\n  - https://git.example/org/repo//x?ref=v2\n";
+        assert_eq!(
+            build_with_remote(app, &[]).unwrap_err().to_string(),
+            "app/kustomization.yaml: remote resource 'https://git.example/org/repo//x?ref=v2': \
+             ref 'v2' not found (fetched as a file: HTTP Error: status code 404 (Not Found))"
+        );
+        let app = "resources:\n  - https://files.example/missing.yaml\n";
+        assert_eq!(
+            build_with_remote(app, &[]).unwrap_err().to_string(),
+            "app/kustomization.yaml: remote resource 'https://files.example/missing.yaml': \
+             HTTP Error: status code 404 (Not Found)"
+        );
+    }
 }

@@ -226,7 +226,9 @@ impl RemoteResources for RemoteFetcher {
     fn file(&self, url: &str) -> Result<Vec<u8>, String> {
         let max = self.config.max_download_bytes;
         // A URL that may be a Git base is tried as a file first: its `?timeout=` bounds that too.
-        let timeout = parse_repo_spec(url).map_or(self.config.file_timeout, |s| s.timeout.min(self.config.file_timeout));
+        let timeout = parse_repo_spec(url).map_or(self.config.file_timeout, |s| {
+            s.timeout.min(self.config.file_timeout)
+        });
         let (status, body) = self.run(timeout, async move |http| {
             let call = http::Call {
                 method: hyper::Method::GET,

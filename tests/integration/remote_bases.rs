@@ -42,7 +42,11 @@ fn app_with(resources: &[&str]) -> tempfile::TempDir {
 }
 
 fn documents(output: &Output) -> Vec<Value> {
-    assert!(output.status.success(), "build failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "build failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8(output.stdout.clone()).unwrap();
     text.split("\n---\n")
         .filter(|d| !d.trim().is_empty())
@@ -51,7 +55,11 @@ fn documents(output: &Output) -> Vec<Value> {
 }
 
 fn failure(output: &Output) -> String {
-    assert!(!output.status.success(), "build succeeded: {}", String::from_utf8_lossy(&output.stdout));
+    assert!(
+        !output.status.success(),
+        "build succeeded: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     assert!(output.stdout.is_empty(), "a failed build printed objects");
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -114,7 +122,11 @@ async fn git_bases_by_tag_branch_commit_and_subdirectory() {
         (format!("{url}//base?ref=main"), "remote-cm", "two"),
         (format!("{url}//base?version={first}"), "remote-cm", "one"),
         (format!("{url}//base"), "remote-cm", "two"),
-        (format!("git::{url}/overlays/prod?ref=v1.0.0"), "prod-remote-cm", "one"),
+        (
+            format!("git::{url}/overlays/prod?ref=v1.0.0"),
+            "prod-remote-cm",
+            "one",
+        ),
     ];
     for (entry, name, v) in cases {
         let root = app_with(&[&entry]);
@@ -133,11 +145,17 @@ async fn a_missing_ref_or_directory_names_the_entry() {
     two_commits(&repo);
     let entry = format!("{}//base?ref=v9", repo.url);
     let err = failure(&build(app_with(&[&entry]).path(), &[]));
-    assert!(err.contains(&format!("app/kustomization.yaml: remote resource '{entry}'")), "{err}");
+    assert!(
+        err.contains(&format!("app/kustomization.yaml: remote resource '{entry}'")),
+        "{err}"
+    );
     assert!(err.contains("ref 'v9' not found in the repository"), "{err}");
     let entry = format!("{}//nowhere?ref=main", repo.url);
     let err = failure(&build(app_with(&[&entry]).path(), &[]));
-    assert!(err.contains("'nowhere' is not a directory in the repository"), "{err}");
+    assert!(
+        err.contains("'nowhere' is not a directory in the repository"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -148,7 +166,8 @@ async fn our_build_of_a_remote_base_matches_the_real_kustomize() {
     let entry = format!("{}//overlays/prod?ref=v1.0.0", repo.url);
     let root = app_with(&[&entry]);
     let ours = documents(&build(root.path(), &[]));
-    let bin = std::env::var("E2E_BIN").expect("E2E_BIN is not set: `make test` sets it from e2e/controlplane/build.sh");
+    let bin = std::env::var("E2E_BIN")
+        .expect("E2E_BIN is not set: `make test` sets it from e2e/controlplane/build.sh");
     let theirs = Command::new(Path::new(&bin).join("kustomize"))
         .arg("build")
         .arg(root.path().join("app"))
@@ -164,7 +183,9 @@ async fn a_repository_above_the_size_limit_is_refused() {
     let repo = server.repository("big");
     let mut files = base_files("one");
     // Incompressible, so the download and the tree are both larger than the limit.
-    let noise: String = (0..60_000u64).map(|i| format!("{:016x}\n", i.wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
+    let noise: String = (0..60_000u64)
+        .map(|i| format!("{:016x}\n", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
     files.push(("base/noise.txt".into(), noise));
     commit(&repo, &files);
     let entry = format!("{}//base", repo.url);
@@ -175,13 +196,19 @@ async fn a_repository_above_the_size_limit_is_refused() {
 
 #[test]
 fn ssh_git_urls_are_refused_naming_the_file_and_entry() {
-    for entry in ["git@github.com:org/repo//base?ref=v1", "ssh://git@example.com/org/repo.git//base"] {
+    for entry in [
+        "git@github.com:org/repo//base?ref=v1",
+        "ssh://git@example.com/org/repo.git//base",
+    ] {
         let err = failure(&build(app_with(&[entry]).path(), &[]));
         assert!(
             err.contains(&format!("app/kustomization.yaml: remote resource '{entry}'")),
             "{err}"
         );
-        assert!(err.contains("Git over SSH") && err.contains("no SSH credentials"), "{err}");
+        assert!(
+            err.contains("Git over SSH") && err.contains("no SSH credentials"),
+            "{err}"
+        );
     }
 }
 
@@ -190,7 +217,10 @@ fn no_remote_bases_refuses_git_bases_with_fluxs_message() {
     // Nothing is contacted: the host does not exist.
     let entry = "https://git.example.invalid/org/repo.git//base?ref=v1";
     let err = failure(&build(app_with(&[entry]).path(), &["--no-remote-bases=true"]));
-    assert!(err.contains(&format!("app/kustomization.yaml: remote resource '{entry}'")), "{err}");
+    assert!(
+        err.contains(&format!("app/kustomization.yaml: remote resource '{entry}'")),
+        "{err}"
+    );
     assert!(err.contains("fs-security-constraint abs"), "{err}");
     assert!(err.contains("is not in or below"), "{err}");
 }
@@ -232,7 +262,10 @@ fn http_server() -> String {
 fn http_file_resources_are_fetched() {
     let base = http_server();
     let root = app_with(&[&format!("{base}/cm.yaml")]);
-    assert_eq!(config_maps(&build(root.path(), &[])), [("from-http".to_string(), "http".to_string())]);
+    assert_eq!(
+        config_maps(&build(root.path(), &[])),
+        [("from-http".to_string(), "http".to_string())]
+    );
     // Flux fetches HTTP files even with remote bases disabled.
     assert_eq!(
         config_maps(&build(root.path(), &["--no-remote-bases=true"])),
@@ -245,10 +278,19 @@ fn http_file_errors_are_clear() {
     let base = http_server();
     let missing = format!("{base}/missing.yaml");
     let err = failure(&build(app_with(&[&missing]).path(), &[]));
-    assert!(err.contains(&format!("remote resource '{missing}': HTTP Error: status code 404 (Not Found)")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "remote resource '{missing}': HTTP Error: status code 404 (Not Found)"
+        )),
+        "{err}"
+    );
     let big = format!("{base}/big.yaml");
     let err = failure(&build(app_with(&[&big]).path(), &["--remote-max-bytes=100000"]));
-    assert!(err.contains(&format!("remote resource '{big}'")) && err.contains("larger than the limit of 100000 bytes"), "{err}");
+    assert!(
+        err.contains(&format!("remote resource '{big}'"))
+            && err.contains("larger than the limit of 100000 bytes"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -257,11 +299,20 @@ fn a_stalled_server_times_out() {
     let file = format!("{base}/stall");
     let started = std::time::Instant::now();
     let err = failure(&build(app_with(&[&file]).path(), &["--remote-timeout=2s"]));
-    assert!(err.contains(&format!("remote resource '{file}'")) && err.contains("timed out after 2s"), "{err}");
+    assert!(
+        err.contains(&format!("remote resource '{file}'")) && err.contains("timed out after 2s"),
+        "{err}"
+    );
     let git = format!("{base}/stall/repo.git//base?timeout=2s");
     let err = failure(&build(app_with(&[&git]).path(), &[]));
-    assert!(err.contains(&format!("remote resource '{git}'")) && err.contains("timed out after 2s"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(30), "the timeouts were not honoured");
+    assert!(
+        err.contains(&format!("remote resource '{git}'")) && err.contains("timed out after 2s"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the timeouts were not honoured"
+    );
 }
 
 const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
@@ -274,11 +325,16 @@ async fn the_controller_builds_a_remote_base_and_no_remote_bases_changes_nothing
     two_commits(&repo);
     let s = Scenario::new("remote-bases").await;
     let kustomization = format!("resources:\n  - {}//base?ref=v1.0.0\n  - local.yaml\n", repo.url);
-    let local = |v: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\ndata:\n  value: {v}\n");
+    let local =
+        |v: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local\ndata:\n  value: {v}\n");
     let mut controller = s.start_controller(&[]);
     let local1 = local("x");
-    s.publish("repo", REV1, &[("kustomization.yaml", &kustomization), ("local.yaml", &local1)])
-        .await;
+    s.publish(
+        "repo",
+        REV1,
+        &[("kustomization.yaml", &kustomization), ("local.yaml", &local1)],
+    )
+    .await;
     s.apply("app", json!({})).await;
     let applied = s.wait_applied(&controller, "app", REV1).await;
     assert_eq!(s.config_map_value("remote-cm").await.as_deref(), Some("one"));
@@ -287,13 +343,21 @@ async fn the_controller_builds_a_remote_base_and_no_remote_bases_changes_nothing
 
     let controller = s.start_controller(&["--no-remote-bases=true"]);
     let local2 = local("y");
-    s.publish("repo", REV2, &[("kustomization.yaml", &kustomization), ("local.yaml", &local2)])
+    s.publish(
+        "repo",
+        REV2,
+        &[("kustomization.yaml", &kustomization), ("local.yaml", &local2)],
+    )
+    .await;
+    let ks = s
+        .wait_ready(&controller, "app", "False", "fs-security-constraint")
         .await;
-    let ks = s.wait_ready(&controller, "app", "False", "fs-security-constraint").await;
     let ready = condition(&ks, "Ready").unwrap();
     assert_eq!(ready.reason, "BuildFailed", "{ready:?}");
     assert!(
-        ready.message.starts_with("kustomize build failed: kustomization.yaml: remote resource '")
+        ready
+            .message
+            .starts_with("kustomize build failed: kustomization.yaml: remote resource '")
             && ready.message.contains("is not in or below"),
         "{}",
         ready.message
@@ -317,7 +381,9 @@ async fn checkouts_are_cached_by_repository_and_commit() {
     let fetcher = RemoteFetcher::new(RemoteConfig::default()).unwrap();
     let checkout = |entry: String| {
         let spec = parse_repo_spec(&entry).unwrap();
-        fetcher.repository(&spec).unwrap_or_else(|e| panic!("{entry}: {e}"))
+        fetcher
+            .repository(&spec)
+            .unwrap_or_else(|e| panic!("{entry}: {e}"))
     };
     let by_tag = checkout(format!("{}//base?ref=v1.0.0", repo.url));
     assert_eq!(
@@ -326,7 +392,10 @@ async fn checkouts_are_cached_by_repository_and_commit() {
     );
     // The same commit by another name is the same checkout, not a second download.
     assert_eq!(checkout(format!("{}//base?ref=stable", repo.url)), by_tag);
-    assert_eq!(checkout(format!("{}//overlays/prod?ref=v1.0.0", repo.url)), by_tag);
+    assert_eq!(
+        checkout(format!("{}//overlays/prod?ref=v1.0.0", repo.url)),
+        by_tag
+    );
     let by_main = checkout(format!("{}?ref=main", repo.url));
     assert_ne!(by_main, by_tag);
     // A full commit id already checked out needs no server at all.
