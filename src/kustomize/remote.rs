@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long a clone may take when the URL does not say (`?timeout=`): kustomize's default.
-pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(27);
+pub(crate) const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(27);
 
 /// A Git repository, a ref in it and the kustomization directory inside it, parsed from a
 /// kustomize remote base such as `github.com/org/repo//path?ref=v1.2.3`.
@@ -248,7 +248,7 @@ fn split_repo_path(rest: &str, segments: Option<usize>) -> Option<(&str, &str)> 
 }
 
 /// Whether an entry is a plain HTTP(S) file URL (kustomize fetches these as one file).
-pub fn is_http_url(entry: &str) -> bool {
+pub(crate) fn is_http_url(entry: &str) -> bool {
     strip_prefix_ignore_case(entry, "https://")
         .or_else(|| strip_prefix_ignore_case(entry, "http://"))
         .is_some()

@@ -34,8 +34,9 @@ pub struct RemoteConfig {
     pub max_tree_entries: u64,
     /// Parent of the private checkout cache, removed when the fetcher is dropped.
     pub cache_dir: PathBuf,
-    /// Checkouts kept; the oldest is removed beyond this.
+    /// Checkouts kept; the oldest are removed beyond this many, or beyond `max_cache_bytes`.
     pub max_cached_trees: usize,
+    pub max_cache_bytes: u64,
 }
 
 impl Default for RemoteConfig {
@@ -48,6 +49,7 @@ impl Default for RemoteConfig {
             max_tree_entries: 50_000,
             cache_dir: std::env::temp_dir(),
             max_cached_trees: 32,
+            max_cache_bytes: 512 << 20,
         }
     }
 }
@@ -58,7 +60,15 @@ pub struct RemoteFetcher {
     connector: HttpsConnector<HttpConnector>,
     cache_root: tempfile::TempDir,
     /// Checkouts by (repository URL, commit), oldest first.
-    trees: Mutex<VecDeque<(String, [u8; 20], PathBuf)>>,
+    trees: Mutex<VecDeque<Checkout>>,
+}
+
+/// One cached checkout.
+struct Checkout {
+    url: String,
+    commit: [u8; 20],
+    path: PathBuf,
+    bytes: u64,
 }
 
 impl std::fmt::Debug for RemoteFetcher {
@@ -117,16 +127,21 @@ impl RemoteFetcher {
         let trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
         trees
             .iter()
-            .find(|(u, c, p)| u == url && c == commit && p.is_dir())
-            .map(|(_, _, p)| p.clone())
+            .find(|t| t.url == url && t.commit == *commit && t.path.is_dir())
+            .map(|t| t.path.clone())
     }
 
-    fn remember(&self, url: &str, commit: [u8; 20], path: PathBuf) {
+    /// Adds a checkout, removing the oldest ones beyond the bounds (never the new one). A
+    /// build still reading a removed tree fails and is retried, which beats an unbounded disk.
+    fn remember(&self, checkout: Checkout) {
         let mut trees = self.trees.lock().unwrap_or_else(|e| e.into_inner());
-        trees.push_back((url.to_string(), commit, path));
-        while trees.len() > self.config.max_cached_trees.max(1) {
-            if let Some((_, _, old)) = trees.pop_front() {
-                let _ = std::fs::remove_dir_all(old);
+        trees.push_back(checkout);
+        let total = |trees: &VecDeque<Checkout>| trees.iter().map(|t| t.bytes).sum::<u64>();
+        while trees.len() > 1
+            && (trees.len() > self.config.max_cached_trees || total(&trees) > self.config.max_cache_bytes)
+        {
+            if let Some(old) = trees.pop_front() {
+                let _ = std::fs::remove_dir_all(old.path);
             }
         }
     }
@@ -143,9 +158,14 @@ impl RemoteFetcher {
             max_bytes: self.config.max_tree_bytes,
             max_entries: self.config.max_tree_entries,
         };
-        tree::checkout(&objects, &tree, dest.path(), limits)?;
+        let bytes = tree::checkout(&objects, &tree, dest.path(), limits)?;
         let path = dest.keep();
-        self.remember(url, commit, path.clone());
+        self.remember(Checkout {
+            url: url.to_string(),
+            commit,
+            path: path.clone(),
+            bytes,
+        });
         Ok(path)
     }
 }

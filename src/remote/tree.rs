@@ -45,14 +45,20 @@ fn parse_hex(text: &str) -> Result<Oid, String> {
         .ok_or_else(|| format!("invalid object id '{text}'"))
 }
 
-/// Writes the tree `tree` below `dest` (an existing, empty directory).
-pub(crate) fn checkout(objects: &Objects, tree: &Oid, dest: &Path, limits: TreeLimits) -> Result<(), String> {
+/// Writes the tree `tree` below `dest` (an existing, empty directory); returns the bytes written.
+pub(crate) fn checkout(
+    objects: &Objects,
+    tree: &Oid,
+    dest: &Path,
+    limits: TreeLimits,
+) -> Result<u64, String> {
     let mut budget = Budget {
         bytes: 0,
         entries: 0,
         limits,
     };
-    write_tree(objects, tree, dest, Path::new(""), &mut budget, 0)
+    write_tree(objects, tree, dest, Path::new(""), &mut budget, 0)?;
+    Ok(budget.bytes)
 }
 
 struct Budget {

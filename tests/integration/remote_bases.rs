@@ -398,6 +398,22 @@ async fn checkouts_are_cached_by_repository_and_commit() {
     );
     let by_main = checkout(format!("{}?ref=main", repo.url));
     assert_ne!(by_main, by_tag);
+    // The cache is bounded: with room for one checkout, the older one is removed.
+    let small = RemoteFetcher::new(RemoteConfig {
+        max_cached_trees: 1,
+        ..RemoteConfig::default()
+    })
+    .unwrap();
+    let old = small
+        .repository(&parse_repo_spec(&format!("{}?ref=v1.0.0", repo.url)).unwrap())
+        .unwrap();
+    let new = small
+        .repository(&parse_repo_spec(&format!("{}?ref=main", repo.url)).unwrap())
+        .unwrap();
+    assert!(
+        !old.exists() && new.join("base/cm.yaml").is_file(),
+        "{old:?} {new:?}"
+    );
     // A full commit id already checked out needs no server at all.
     drop(server);
     assert_eq!(checkout(format!("{}//base?ref={first}", repo.url)), by_tag);
