@@ -10,6 +10,7 @@ pub mod flux;
 pub mod health;
 pub mod kube_ext;
 pub mod kustomize;
+pub mod remote;
 pub mod sops;
 pub mod source;
 pub mod telemetry;

@@ -41,6 +41,8 @@ enum Command {
         /// --kustomization, giving a variable turns post-build substitution on.
         #[arg(long = "var", value_name = "KEY=VALUE", value_parser = cli::parse_var)]
         vars: Vec<(String, String)>,
+        #[command(flatten)]
+        remote: cli::RemoteArgs,
     },
     /// Build locally, server-side dry-run against the cluster of KUBECONFIG, and print a unified
     /// diff per object that would change (Secret values masked). Exits 0 when nothing would
@@ -85,7 +87,8 @@ fn main() -> ExitCode {
             root,
             kustomization,
             vars,
-        } => match cli::flux_build(&root, &dir, kustomization, vars) {
+            remote,
+        } => match cli::flux_build(&root, &dir, kustomization, vars, remote.config()) {
             Ok(built) => {
                 for warning in &built.warnings {
                     eprintln!("warning: {warning}");

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use kube::api::Api;
 use serde_json::Value;
@@ -13,6 +14,7 @@ use crate::flux;
 use crate::kube_ext::ResourceResolver;
 use crate::kustomize::packed::{self, Packed};
 use crate::kustomize::{self, yaml};
+use crate::remote::{RemoteConfig, RemoteFetcher};
 
 /// Inserts `run` after the program name unless a subcommand (or a top-level `--help`,
 /// `--version`) comes first: Flux starts its controller with flags alone.
@@ -63,16 +65,20 @@ fn read_object(file: &Path) -> Result<Value, String> {
     serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
 }
 
-/// Builds `dir` through Flux's layer, as the controller would.
+/// Builds `dir` through Flux's layer, as the controller would, with remote entries fetched
+/// as `remote` says.
 fn build_objects(
     root: &Path,
     dir: &Path,
     spec: &KustomizationSpec,
     vars: Vec<(String, String)>,
+    remote: RemoteConfig,
 ) -> Result<flux::Built, String> {
     let inline = spec.post_build.as_ref().and_then(|p| p.substitute.as_ref());
     let vars: BTreeMap<String, String> = flux::merge_vars(vec![vars.into_iter().collect()], inline);
-    flux::build(root, dir, spec, &vars, &kustomize::BuildOptions::new()).map_err(|e| e.to_string())
+    let remote = RemoteFetcher::new(remote)?;
+    let options = kustomize::BuildOptions::new().with_remote(Arc::new(remote));
+    flux::build(root, dir, spec, &vars, &options).map_err(|e| e.to_string())
 }
 
 /// Builds `dir` through Flux's layer with the spec of the Kustomization file, if any.
@@ -81,10 +87,42 @@ pub fn flux_build(
     dir: &Path,
     kustomization: Option<PathBuf>,
     vars: Vec<(String, String)>,
+    remote: RemoteConfig,
 ) -> Result<flux::Built, String> {
     let object = kustomization.as_deref().map(read_object).transpose()?;
     let spec = offline_spec(object.as_ref().and_then(|o| o.get("spec")), !vars.is_empty())?;
-    build_objects(root, dir, &spec, vars)
+    build_objects(root, dir, &spec, vars, remote)
+}
+
+/// Flags of `build` for remote bases and HTTP files.
+#[derive(clap::Args, Debug)]
+pub struct RemoteArgs {
+    /// Refuse remote Git bases, as the controller's --no-remote-bases does.
+    #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub no_remote_bases: bool,
+    /// Time allowed for fetching one HTTP file resource (Git bases: their `?timeout=`).
+    #[arg(long = "remote-timeout", default_value = "60s", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Most bytes downloaded for one remote entry, and most bytes of a checked-out repository.
+    #[arg(long = "remote-max-bytes", default_value_t = 64 << 20)]
+    pub max_bytes: u64,
+}
+
+impl RemoteArgs {
+    pub fn config(&self) -> RemoteConfig {
+        RemoteConfig {
+            allow_git: !self.no_remote_bases,
+            file_timeout: self.timeout,
+            max_download_bytes: self.max_bytes,
+            max_tree_bytes: self.max_bytes,
+            ..RemoteConfig::default()
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    crate::api::duration::parse(text)
+        .ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m)"))
 }
 
 /// Writes objects as a YAML stream a document at a time: a big build never exists twice in
@@ -150,7 +188,9 @@ pub async fn diff(args: DiffArgs) -> Result<DiffReport, String> {
         metadata("namespace").unwrap_or("flux-system"),
     );
     let spec = offline_spec(object.get("spec"), !args.vars.is_empty())?;
-    let objects = packed::values(&build_objects(&args.root, &args.dir, &spec, args.vars)?.objects);
+    let objects = packed::values(
+        &build_objects(&args.root, &args.dir, &spec, args.vars, RemoteConfig::default())?.objects,
+    );
 
     let applier = Applier::new(ResourceResolver::new(client), ApplierOptions::default());
     let request = ApplyRequest {

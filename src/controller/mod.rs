@@ -54,6 +54,8 @@ pub(crate) struct Context {
     /// no-op fingerprints) of every identity kept between passes.
     pub identities: Identities,
     pub fetcher: Fetcher,
+    /// Remote bases and HTTP files of kustomizations (Git refused with --no-remote-bases).
+    pub remote: Arc<crate::remote::RemoteFetcher>,
     pub notifier: Notifier,
     pub metrics: Arc<Metrics>,
     /// Consecutive failures per object, for the error backoff.
@@ -124,6 +126,8 @@ pub enum RunError {
     Address(String),
     #[error("unable to prepare the artifact cache: {0}")]
     Fetcher(#[from] crate::source::SourceError),
+    #[error("unable to prepare the remote bases cache: {0}")]
+    Remote(String),
     #[error("leader election lost")]
     LeadershipLost,
 }
@@ -179,6 +183,11 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         retries: 0,
         ..FetcherConfig::default()
     })?;
+    let remote = crate::remote::RemoteFetcher::new(crate::remote::RemoteConfig {
+        allow_git: !options.no_remote_bases,
+        ..crate::remote::RemoteConfig::default()
+    })
+    .map_err(RunError::Remote)?;
     let release_on_cancel = options.leader_election_release_on_cancel;
     let ctx = Arc::new(Context {
         identities: Identities::new(
@@ -194,6 +203,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         ),
         notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),
         fetcher,
+        remote: Arc::new(remote),
         metrics,
         client,
         failures: Mutex::default(),

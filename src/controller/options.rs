@@ -49,7 +49,8 @@ pub struct RunOptions {
     /// Refuse sourceRefs in another namespace.
     #[arg(long = "no-cross-namespace-refs", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_cross_namespace_refs: bool,
-    /// Refuse remote kustomize bases; only files from the source artifact are built.
+    /// Refuse remote Git bases of kustomizations (HTTP file resources are still fetched, as
+    /// Flux does).
     #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_remote_bases: bool,
     /// Let a remote kubeconfig run its `user.exec` credential plugin on the controller's host.

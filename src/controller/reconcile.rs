@@ -496,11 +496,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         .await
         .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
+    let remote = ctx.remote.clone();
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let timeout = spec.timeout();
     let budget = timeout.saturating_sub(pass.started.elapsed());
     let built = build_within(budget, timeout, move || {
-        let options = BuildOptions::new();
+        let options = BuildOptions::new().with_remote(remote);
         flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys.as_ref())
     })
     .await

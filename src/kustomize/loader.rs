@@ -4,14 +4,18 @@
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use super::BuildError;
+use super::remote::RemoteResources;
 
 /// Confined, size-bounded reads below one root directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Loader {
     root: PathBuf,
     max_file_bytes: u64,
+    /// Where remote entries come from; None refuses them.
+    remote: Option<Arc<dyn RemoteResources>>,
 }
 
 impl Loader {
@@ -21,7 +25,27 @@ impl Loader {
             path: root.to_path_buf(),
             message: e.to_string(),
         })?;
-        Ok(Loader { root, max_file_bytes })
+        Ok(Loader {
+            root,
+            max_file_bytes,
+            remote: None,
+        })
+    }
+
+    /// This loader with remote entries served by `remote`.
+    pub(crate) fn with_remote(mut self, remote: Option<Arc<dyn RemoteResources>>) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// The source of remote entries, if they are allowed.
+    pub(crate) fn remote(&self) -> Option<&Arc<dyn RemoteResources>> {
+        self.remote.as_ref()
+    }
+
+    /// A loader for a remote tree: its own root, the same bounds and remote source.
+    pub(crate) fn for_tree(&self, root: &Path) -> Result<Self, BuildError> {
+        Ok(Loader::new(root, self.max_file_bytes)?.with_remote(self.remote.clone()))
     }
 
     /// The canonical artifact root.

@@ -11,6 +11,7 @@
 //! overrides, post-build substitution, common metadata) is the top-level `flux` module.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub(crate) mod buildmeta;
 pub(crate) mod configurations;
@@ -22,6 +23,7 @@ pub(crate) mod nameref;
 pub mod packed;
 pub(crate) mod patch;
 pub(crate) mod plugins;
+pub mod remote;
 pub(crate) mod replacements;
 pub(crate) mod resmap;
 pub mod selector;
@@ -42,6 +44,8 @@ pub struct BuildOptions {
     pub(crate) kustomization_override: Option<String>,
     /// Upper bound for any single file read (bytes).
     pub(crate) max_file_bytes: u64,
+    /// Where remote bases and HTTP files come from; None refuses them.
+    pub(crate) remote: Option<Arc<dyn remote::RemoteResources>>,
 }
 
 impl Default for BuildOptions {
@@ -49,6 +53,7 @@ impl Default for BuildOptions {
         BuildOptions {
             kustomization_override: None,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            remote: None,
         }
     }
 }
@@ -57,6 +62,12 @@ impl BuildOptions {
     /// Options with the default file size bound and no override.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// These options with remote entries served by `remote`.
+    pub fn with_remote(mut self, remote: Arc<dyn remote::RemoteResources>) -> Self {
+        self.remote = Some(remote);
+        self
     }
 }
 
@@ -94,6 +105,12 @@ pub enum BuildError {
     Unsupported { file: String, field: String },
     #[error("{file}: remote resource '{url}' is not supported (remote bases are disabled)")]
     Remote { file: String, url: String },
+    #[error("{file}: remote resource '{url}': {message}")]
+    RemoteFetch {
+        file: String,
+        url: String,
+        message: String,
+    },
     #[error("{file}: may not add resource with an already registered id: {id}")]
     DuplicateId { file: String, id: String },
     #[error("cycle detected: candidate root '{path}' contains a visited root")]
@@ -136,7 +153,7 @@ pub struct Manifests {
 
 /// Builds the kustomization in `dir` (inside `root`, the artifact root that confines reads).
 pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Manifests, BuildError> {
-    let loader = loader::Loader::new(root, options.max_file_bytes)?;
+    let loader = loader::Loader::new(root, options.max_file_bytes)?.with_remote(options.remote.clone());
     target::build_root(&loader, dir, options.kustomization_override.as_deref())
 }
 

@@ -13,7 +13,7 @@ use super::loader::Loader;
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
-use super::{buildmeta, nameref, plugins, replacements, vars, yaml};
+use super::{buildmeta, nameref, plugins, remote, replacements, vars, yaml};
 
 /// Annotation marking objects that configure the build and are not part of its output.
 const LOCAL_CONFIG: &str = "config.kubernetes.io/local-config";
@@ -171,11 +171,91 @@ fn kustomization_file(loader: &Loader, dir: &Path) -> Result<PathBuf, BuildError
     }
 }
 
+/// An entry that names no local path: an HTTP(S) file or a Git repository in kustomize's
+/// URL grammar.
 fn is_remote(entry: &str) -> bool {
-    entry.contains("://")
-        || entry.starts_with("git@")
-        || entry.starts_with("github.com/")
-        || entry.starts_with("gitlab.com/")
+    entry.contains("://") || remote::parse_repo_spec(entry).is_ok()
+}
+
+/// The objects of one YAML file; `path` is recorded as their origin when local.
+fn file_resources(text: &str, origin: &str, path: Option<&Path>) -> Result<ResMap, BuildError> {
+    let resources = yaml::parse_resources(text, origin, |obj| {
+        if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+            let name = super::resmap::str_at(&obj, &["metadata", "name"]);
+            return Err(BuildError::Kustomization {
+                file: origin.to_string(),
+                message: format!("missing kind in object '{name}'"),
+            });
+        }
+        let mut res = Resource::new(obj);
+        res.origin = path.map(|p| Origin::File(p.to_path_buf()));
+        Ok(res)
+    })?;
+    Ok(ResMap {
+        resources,
+        ..ResMap::default()
+    })
+}
+
+/// Accumulates a remote entry of the kustomization file `shown`. As kustomize does, an
+/// HTTP(S) URL is first fetched as a YAML file and only then, if that fails and it reads as
+/// a Git URL, cloned. A repository is built as a root of its own: nothing in it may reach
+/// outside the checked-out tree.
+fn accumulate_remote(
+    loader: &Loader,
+    entry: &str,
+    shown: &str,
+    kind: Kind,
+    visiting: &mut Vec<PathBuf>,
+    map: &mut ResMap,
+) -> Result<(), BuildError> {
+    let Some(source) = loader.remote() else {
+        return Err(BuildError::Remote {
+            file: shown.to_string(),
+            url: entry.to_string(),
+        });
+    };
+    let failed = |message: String| BuildError::RemoteFetch {
+        file: shown.to_string(),
+        url: entry.to_string(),
+        message,
+    };
+    let spec = remote::parse_repo_spec(entry);
+    let mut file_error = None;
+    if kind == Kind::Kustomization && remote::is_http_url(entry) {
+        let fetched = source.file(entry).and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|_| "the response is not valid UTF-8".to_string())
+        });
+        match fetched.map(|text| file_resources(&text, entry, None)) {
+            Ok(Ok(loaded)) => return map.append_all(loaded, shown),
+            Ok(Err(e)) if spec.is_err() => return Err(e),
+            Err(message) if spec.is_err() => return Err(failed(message)),
+            Ok(Err(e)) => file_error = Some(e.to_string()),
+            Err(message) => file_error = Some(message),
+        }
+    }
+    let spec = spec.map_err(|e| failed(format!("not a Git repository URL: {e}")))?;
+    let with_file_error = |message: String| match &file_error {
+        Some(f) => failed(format!("{message} (fetched as a file: {f})")),
+        None => failed(message),
+    };
+    let tree = source.repository(&spec).map_err(with_file_error)?;
+    let sub_loader = loader.for_tree(&tree)?;
+    let dir = sub_loader.root().join(&spec.path);
+    if !sub_loader.is_dir(&dir) {
+        return Err(failed(format!(
+            "'{}' is not a directory in the repository",
+            if spec.path.is_empty() { "." } else { &spec.path }
+        )));
+    }
+    let dir = sub_loader.resolve(&dir, &dir)?;
+    if kind == Kind::Component {
+        // A component transforms what has been accumulated so far, as a local one does.
+        return accumulate(&sub_loader, &dir, None, Some(kind), visiting, map);
+    }
+    let mut sub = ResMap::default();
+    accumulate(&sub_loader, &dir, None, Some(kind), visiting, &mut sub)?;
+    map.append_all(sub, shown)
 }
 
 fn accumulate(
@@ -236,22 +316,7 @@ fn accumulate_body(
         if loader.is_file(&path) {
             let text = loader.read_text(&path, file)?;
             let origin = loader.show(&path);
-            let resources = yaml::parse_resources(&text, &origin, |obj| {
-                if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
-                    let name = super::resmap::str_at(&obj, &["metadata", "name"]);
-                    return Err(BuildError::Kustomization {
-                        file: origin.clone(),
-                        message: format!("missing kind in object '{name}'"),
-                    });
-                }
-                let mut res = Resource::new(obj);
-                res.origin = Some(Origin::File(path.clone()));
-                Ok(res)
-            })?;
-            let loaded = ResMap {
-                resources,
-                ..ResMap::default()
-            };
+            let loaded = file_resources(&text, &origin, Some(&path))?;
             map.append_all(loaded, &origin)?;
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
@@ -266,10 +331,7 @@ fn accumulate_body(
             )?;
             map.append_all(sub, shown)?;
         } else if is_remote(entry) {
-            return Err(BuildError::Remote {
-                file: shown.to_string(),
-                url: entry.clone(),
-            });
+            accumulate_remote(loader, entry, shown, Kind::Kustomization, visiting, map)?;
         } else {
             // Surfaces "outside the root" or "missing" with the referring file.
             loader.resolve(&path, file)?;
@@ -301,13 +363,11 @@ fn accumulate_body(
         &mut dir_builder(loader, visiting),
     )?;
     for entry in &k.components {
-        let path = dir.join(entry);
         if is_remote(entry) {
-            return Err(BuildError::Remote {
-                file: shown.to_string(),
-                url: entry.clone(),
-            });
+            accumulate_remote(loader, entry, shown, Kind::Component, visiting, map)?;
+            continue;
         }
+        let path = dir.join(entry);
         let comp_dir = loader.resolve(&path, file)?;
         accumulate(loader, &comp_dir, None, Some(Kind::Component), visiting, map)?;
     }

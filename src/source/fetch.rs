@@ -27,6 +27,29 @@ pub(crate) struct FetchInner {
     pub(super) config: FetcherConfig,
 }
 
+/// An HTTP(S) connector verifying servers against the system's CA certificates (none found:
+/// HTTPS fails to verify, plain HTTP still works, as source-controller serves in-cluster).
+pub(crate) fn https_connector(
+    connect_timeout: std::time::Duration,
+) -> Result<HttpsConnector<HttpConnector>, rustls::Error> {
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(Some(connect_timeout));
+    http.enforce_http(false);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider.clone()) {
+        Ok(builder) => builder,
+        Err(e) => {
+            tracing::warn!(error = %e, "no system CA certificates; HTTPS URLs will fail to verify");
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            HttpsConnectorBuilder::new().with_tls_config(config)
+        }
+    };
+    Ok(tls.https_or_http().enable_http1().wrap_connector(http))
+}
+
 /// How one download attempt ended, when it did not succeed.
 enum Failure {
     /// Worth another attempt: connection trouble, timeouts, 5xx, 429.
@@ -37,27 +60,10 @@ enum Failure {
 
 impl FetchInner {
     pub(crate) fn new(config: FetcherConfig) -> Result<Self, SourceError> {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(config.connect_timeout));
-        http.enforce_http(false);
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = match HttpsConnectorBuilder::new().with_provider_and_native_roots(provider.clone()) {
-            Ok(builder) => builder,
-            Err(e) => {
-                // Source-controller serves plain HTTP in-cluster; HTTPS just fails to verify.
-                tracing::warn!(error = %e, "no system CA certificates; HTTPS artifact URLs will fail to verify");
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|e| SourceError::Storage {
-                        context: "TLS setup".into(),
-                        source: std::io::Error::other(e),
-                    })?
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth();
-                HttpsConnectorBuilder::new().with_tls_config(config)
-            }
-        };
-        let https = tls.https_or_http().enable_http1().wrap_connector(http);
+        let https = https_connector(config.connect_timeout).map_err(|e| SourceError::Storage {
+            context: "TLS setup".into(),
+            source: std::io::Error::other(e),
+        })?;
         let client = Client::builder(TokioExecutor::new()).build(https);
         let cache = TreeCache::new(&config.cache_dir, config.max_cache_bytes)?;
         Ok(Self {

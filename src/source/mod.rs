@@ -10,7 +10,7 @@
 mod cache;
 mod digest;
 pub mod extract;
-mod fetch;
+pub(crate) mod fetch;
 pub mod path;
 pub mod resolve;
 #[cfg(test)]

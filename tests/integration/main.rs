@@ -18,6 +18,7 @@ mod health_parking;
 mod hostile_input;
 mod identity;
 mod outage;
+mod remote_bases;
 mod revision;
 mod sharding;
 mod ship;

@@ -242,6 +242,11 @@ impl GitRepo {
         git(self.work.path(), &["rev-parse", "HEAD"])
     }
 
+    /// Runs git in the working clone (tagging, pushing a branch), returning its output.
+    pub fn git(&self, args: &[&str]) -> String {
+        git(self.work.path(), args)
+    }
+
     fn write_tree(&self, files: &[(&str, &str)]) {
         let work = self.work.path();
         for entry in std::fs::read_dir(work).unwrap() {
