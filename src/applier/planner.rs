@@ -250,7 +250,8 @@ impl Applier {
             }
             patched = true;
         }
-        self.dry_run_and_compare(p, d, &url, live, patched)
+        let answer = server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await;
+        self.decide(p, d, &url, live, patched, answer)
             .await
             .map_err(|(kind, message)| fail(kind, message, None))
     }
@@ -285,20 +286,8 @@ impl Applier {
         Some(self.decide(p, d, url, None, false, answer).await)
     }
 
-    /// The dry-run and what it decides; errors as (kind, message), not yet redacted.
-    async fn dry_run_and_compare(
-        &self,
-        p: &Planning<'_>,
-        d: &Desired,
-        url: &str,
-        live: Option<Value>,
-        patched: bool,
-    ) -> Result<Plan, (FailureKind, String)> {
-        let answer = server_side_apply(self.client(), url, &d.object.name, &d.obj, true).await;
-        self.decide(p, d, url, live, patched, answer).await
-    }
-
-    /// What a dry-run's answer decides for the object whose live state is `live`.
+    /// What a dry-run's answer decides for the object whose live state is `live`; errors as
+    /// (kind, message), not yet redacted.
     async fn decide(
         &self,
         p: &Planning<'_>,
