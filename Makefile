@@ -125,7 +125,8 @@ bench-apply:
 	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench apply -- $(BENCH_SIZES)
 
 # Controller benchmark: ours beside Flux's kustomize-controller (built from its Go module), in
-# turn, on a control plane of its own. BENCH_SCALE=0.1 makes every workload ten times smaller.
+# turn, on a control plane of its own. BENCH_SCALE=0.1 makes every workload ten times smaller;
+# BENCH_ONLY=single,wait runs only those workloads (single, wait, fleet).
 BENCH_STATE ?= $(CURDIR)/.e2e-bench
 .PHONY: bench-controller
 bench-controller: tools

@@ -15,7 +15,8 @@
 //!
 //! Environment: `KUBECONFIG`; `FLUX_KC_BIN`, the directory `e2e/fluxkc/build.sh` prints (Flux's
 //! binary and crds/); `BENCH_CONTROLLER`, our binary (default target/release/kustomize-controller);
-//! `BENCH_SCALE`, a factor on every workload size for quick runs (default 1).
+//! `BENCH_SCALE`, a factor on every workload size for quick runs (default 1); `BENCH_ONLY`, the
+//! workloads to run, comma-separated among `single`, `wait` and `fleet` (default all).
 //! The namespaces are left behind for inspection: run it on a control plane of its own.
 
 mod process;
@@ -317,7 +318,7 @@ struct Row {
 }
 
 /// One Kustomization of `n` ConfigMaps: cold apply, requested no-op, 1 % drift, a new revision
-/// dropping 10 %.
+/// changing 1 %, a new revision dropping 10 %.
 async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Sample, String>)> {
     let ns = bench.namespace("single", peer).await;
     let all: Vec<String> = (0..n)
@@ -332,6 +333,7 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
         format!("1 x {n} ConfigMaps: cold apply"),
         "  requested no-op reconcile".into(),
         "  1 % drift corrected".into(),
+        "  new revision changing 1 %".into(),
         "  new revision dropping 10 % (prune)".into(),
     ];
     let cold = bench
@@ -409,6 +411,37 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
         }),
     ));
 
+    // every hundredth ConfigMap gets a new value (at least one)
+    let pick = 50.min(n - 1);
+    let changed = |i: usize| if i % 100 == pick { format!("{i}-changed") } else { i.to_string() };
+    let one_percent: Vec<String> = (0..n)
+        .map(|i| config_map(&format!("cm-{i}"), &changed(i)))
+        .collect();
+    let artifact = bench.artifacts.publish(
+        &format!("{ns}/app/1515.tar.gz"),
+        "main@sha1:1515",
+        &artifact_files(&one_percent),
+    );
+    let revision = bench
+        .measure(controller.pid(), async {
+            bench.set_artifacts(&ns, vec![("app".into(), artifact)]).await;
+            bench
+                .wait(&ns, 1, &mut controller, limit, |ks| ready_at(ks, "1515"))
+                .await
+        })
+        .await;
+    let probe = format!("cm-{pick}");
+    bench.count(1);
+    let value = cms.get(&probe).await.map(|cm| cm.data["data"]["value"].clone());
+    let expected = changed(pick);
+    rows.push((
+        labels[3].clone(),
+        revision.and_then(|s| match value {
+            Ok(v) if v == expected.as_str() => Ok(s),
+            other => Err(format!("{probe} is {other:?}, expected {expected}")),
+        }),
+    ));
+
     let kept: Vec<String> = (0..n)
         .filter(|i| i % 10 != 0)
         .map(|i| config_map(&format!("cm-{i}"), &i.to_string()))
@@ -436,7 +469,7 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
         .filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("cm-")))
         .count();
     rows.push((
-        labels[3].clone(),
+        labels[4].clone(),
         revision.and_then(|s| {
             if remaining == kept.len() {
                 Ok(s)
@@ -503,6 +536,37 @@ async fn apply_crds(client: &Client, dir: &std::path::Path) {
     tokio::time::sleep(Duration::from_secs(3)).await;
 }
 
+/// `k` Kustomizations of 9 ConfigMaps and a Deployment each, `wait: true`.
+async fn wait_row(bench: &Bench, k: usize) -> Row {
+    let apps = (0..k)
+        .map(|a| {
+            let name = format!("app{a}");
+            let mut objects: Vec<String> = (0..9)
+                .map(|i| config_map(&format!("{name}-cm{i}"), &i.to_string()))
+                .collect();
+            objects.push(deployment(&name, 1));
+            (name, objects)
+        })
+        .collect();
+    let workload = format!("{k} x (9 ConfigMaps + 1 Deployment), wait: true, to all Ready");
+    many_row(bench, workload, "wait", apps).await
+}
+
+/// `f` Kustomizations of the flux-benchmark application each, `wait: true`.
+async fn fleet_row(bench: &Bench, f: usize) -> Row {
+    let fleet = (0..f)
+        .map(|a| {
+            let name = format!("app{a}");
+            (name.clone(), fleet_app(&name))
+        })
+        .collect();
+    let workload = format!("{f} x (ServiceAccount, Service, Deployment at 0, Ingress), wait: true");
+    many_row(bench, workload, "fleet", fleet).await
+}
+
+/// What `BENCH_ONLY` may name.
+const WORKLOADS: &[&str] = &["single", "wait", "fleet"];
+
 fn scaled(n: usize, scale: f64) -> usize {
     ((n as f64 * scale).round() as usize).max(1)
 }
@@ -556,6 +620,15 @@ async fn main() {
     let scale: f64 = std::env::var("BENCH_SCALE")
         .ok()
         .map_or(1.0, |s| s.parse().expect("BENCH_SCALE is a number"));
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let selected = |workload: &str| only.is_empty() || only.split(',').any(|w| w.trim() == workload);
+    for w in only.split(',').filter(|w| !w.trim().is_empty()) {
+        assert!(
+            WORKLOADS.contains(&w.trim()),
+            "BENCH_ONLY names {w}; the workloads are {}",
+            WORKLOADS.join(", ")
+        );
+    }
     let client = Client::try_default().await.expect("KUBECONFIG");
     apply_crds(&client, &flux_dir.join("crds")).await;
     let mut bench = Bench {
@@ -581,42 +654,25 @@ async fn main() {
     );
 
     let mut rows = Vec::new();
-    let n = scaled(1000, scale);
-    let flux = single(&bench, Peer::Flux, n).await;
-    let mut ours = single(&bench, Peer::Ours, n).await.into_iter();
-    for (workload, flux) in flux {
-        let ours = ours
-            .next()
-            .map_or_else(|| Err("not run after an earlier failure".to_string()), |(_, s)| s);
-        rows.push(Row { workload, flux, ours });
+    if selected("single") {
+        let n = scaled(1000, scale);
+        let flux = single(&bench, Peer::Flux, n).await;
+        let mut ours = single(&bench, Peer::Ours, n).await.into_iter();
+        for (workload, flux) in flux {
+            let ours = ours
+                .next()
+                .map_or_else(|| Err("not run after an earlier failure".to_string()), |(_, s)| s);
+            rows.push(Row { workload, flux, ours });
+            eprintln!("{}", line(rows.last().unwrap()));
+        }
+    }
+    if selected("wait") {
+        rows.push(wait_row(&bench, scaled(100, scale)).await);
         eprintln!("{}", line(rows.last().unwrap()));
     }
-
-    let k = scaled(100, scale);
-    let apps = (0..k)
-        .map(|a| {
-            let name = format!("app{a}");
-            let mut objects: Vec<String> = (0..9)
-                .map(|i| config_map(&format!("{name}-cm{i}"), &i.to_string()))
-                .collect();
-            objects.push(deployment(&name, 1));
-            (name, objects)
-        })
-        .collect();
-    let workload = format!("{k} x (9 ConfigMaps + 1 Deployment), wait: true, to all Ready");
-    rows.push(many_row(&bench, workload, "wait", apps).await);
-    eprintln!("{}", line(rows.last().unwrap()));
-
-    let f = scaled(1000, scale);
-    let fleet = (0..f)
-        .map(|a| {
-            let name = format!("app{a}");
-            let objects = fleet_app(&name);
-            (name, objects)
-        })
-        .collect();
-    let workload = format!("{f} x (ServiceAccount, Service, Deployment at 0, Ingress), wait: true");
-    rows.push(many_row(&bench, workload, "fleet", fleet).await);
+    if selected("fleet") {
+        rows.push(fleet_row(&bench, scaled(1000, scale)).await);
+    }
 
     println!("{HEADER}");
     for row in &rows {

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use super::fingerprint::{ObjectPrint, live_print, run_key};
 use super::http::{api_message, api_url, server_side_apply};
-use super::plan::{Desired, Outcome, Plan, Write, transport_kind};
+use super::plan::{Desired, Known, Outcome, Plan, Write, transport_kind};
 use super::planner::{Mode, Planning};
 use super::secret::redact;
 use super::stage::Stage;
@@ -43,8 +43,17 @@ struct Run<'a> {
 #[derive(Default)]
 struct Round {
     writes: Vec<(usize, Write)>,
-    deferred: Vec<(usize, ObjectError)>,
+    /// With whether the object exists.
+    deferred: Vec<(usize, ObjectError, bool)>,
     failures: Vec<ObjectError>,
+}
+
+/// Deferred objects, to be planned again from what their deferral showed.
+fn again(deferred: Vec<(usize, ObjectError, bool)>) -> Vec<(usize, Known)> {
+    deferred
+        .into_iter()
+        .map(|(i, _, exists)| (i, Known::after_deferral(exists)))
+        .collect()
 }
 
 impl<'a> Run<'a> {
@@ -67,7 +76,7 @@ impl<'a> Run<'a> {
             match plan {
                 Ok(Plan::Settled(outcome)) => self.settle(i, outcome),
                 Ok(Plan::Write(write)) => round.writes.push((i, write)),
-                Ok(Plan::Deferred { error, .. }) => round.deferred.push((i, error)),
+                Ok(Plan::Deferred { error, exists }) => round.deferred.push((i, error, exists)),
                 Err(e) => round.failures.push(e),
             }
         }
@@ -171,7 +180,10 @@ impl Applier {
         } else {
             HashMap::new()
         };
-        let items = todo.into_iter().map(|i| (i, prefetched.remove(&i))).collect();
+        let items = todo
+            .into_iter()
+            .map(|i| (i, prefetched.remove(&i).unwrap_or(Known::Unread)))
+            .collect();
         let planned = run.sort(self.plan_all(&p, items).await);
         if !planned.failures.is_empty() {
             return Err(planned.failures);
@@ -190,12 +202,9 @@ impl Applier {
             if earlier_stage_wrote {
                 let (retry, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut deferred)
                     .into_iter()
-                    .partition(|(i, _)| p.desired[*i].stage == stage);
+                    .partition(|(i, _, _)| p.desired[*i].stage == stage);
                 deferred = keep;
-                let replanned = run.sort(
-                    self.plan_all(&p, retry.into_iter().map(|(i, _)| (i, None)).collect())
-                        .await,
-                );
+                let replanned = run.sort(self.plan_all(&p, again(retry)).await);
                 if !replanned.failures.is_empty() {
                     return Err(replanned.failures);
                 }
@@ -236,13 +245,12 @@ impl Applier {
         &self,
         p: &Planning<'_>,
         run: &mut Run<'_>,
-        mut deferred: Vec<(usize, ObjectError)>,
+        mut deferred: Vec<(usize, ObjectError, bool)>,
     ) -> Result<(), Vec<ObjectError>> {
         let deadline = Instant::now() + self.options.wait_timeout;
         while !deferred.is_empty() {
-            let indices: Vec<usize> = deferred.iter().map(|(i, _)| *i).collect();
-            let items = indices.iter().map(|i| (*i, None)).collect();
-            let round = run.sort(self.plan_all(p, items).await);
+            let indices: Vec<usize> = deferred.iter().map(|d| d.0).collect();
+            let round = run.sort(self.plan_all(p, again(deferred)).await);
             let mut failures = round.failures;
             deferred = round.deferred;
             for (i, write) in round.writes {
@@ -261,7 +269,7 @@ impl Applier {
                 break;
             }
             if Instant::now() >= deadline {
-                return Err(deferred.into_iter().map(|(_, e)| e).collect());
+                return Err(deferred.into_iter().map(|(_, e, _)| e).collect());
             }
             tokio::time::sleep(self.options.retry_interval).await;
         }

@@ -16,10 +16,13 @@
 //!   reconciles first; one that both keep claiming is a conflict naming both, not a silent
 //!   take-over (the `handover` module);
 //! - a no-op reconcile costs one LIST per kind, and a new revision changing m objects one LIST
-//!   per kind and the m dry-runs and applies (the `fingerprint` module); a full run reads live objects with one LIST per kind too, so it
-//!   costs one dry-run per object instead of a GET and a dry-run;
-//! - writes within a stage, and deletes within a stage, run with bounded concurrency (Flux
-//!   applies and deletes one at a time).
+//!   per kind and the m dry-runs and applies (the `fingerprint` module); a full run reads live
+//!   objects with one LIST per kind too, so it costs one dry-run per object instead of a GET and
+//!   a dry-run, and an object that LIST does not show is dry-run as a create without a GET (the
+//!   answer tells whether it exists after all): a cold apply costs a dry-run and an apply per
+//!   object where Flux sends a GET, a dry-run and an apply;
+//! - dry-runs, writes and deletes within a stage run with bounded concurrency (16 by default;
+//!   Flux dry-runs 4 at a time and applies and deletes one at a time).
 //!
 //! The [`Applier`] keeps the fast-path state in memory; share one instance (e.g. in an `Arc`)
 //! across reconciles.
@@ -59,7 +62,7 @@ use fingerprint::FingerprintStore;
 /// Settings of the applier, from the controller's flags.
 #[derive(Clone, Debug)]
 pub struct ApplierOptions {
-    /// Parallel dry-runs, applies and deletes per apply (Flux `--concurrent-ssa`, default 4).
+    /// Parallel dry-runs, applies and deletes per apply (`--concurrent-ssa`, default 16).
     pub concurrency: usize,
     /// `--custom-apply-stage-kinds`: `group/Kind` (`Kind` for the core group).
     pub custom_stage_kinds: Vec<String>,
@@ -81,7 +84,7 @@ pub struct ApplierOptions {
 impl Default for ApplierOptions {
     fn default() -> Self {
         Self {
-            concurrency: 4,
+            concurrency: 16,
             custom_stage_kinds: Vec::new(),
             wait_timeout: Duration::from_secs(60),
             full_sync_every: Duration::from_secs(3600),

@@ -52,6 +52,41 @@ impl Outcome {
     }
 }
 
+/// What planning knows of an object's live state before it sends a request about it.
+#[derive(Debug)]
+pub(super) enum Known {
+    /// Read already, from a LIST of the objects we own.
+    Read(Value),
+    /// Absent from a LIST of the objects we own, or from an earlier plan of this apply: most
+    /// likely it does not exist, though it may exist without our labels; the dry-run's answer
+    /// tells, so no read is sent first.
+    Unlisted,
+    /// Nothing known: read it first.
+    Unread,
+}
+
+impl Known {
+    /// What a deferred plan leaves known for the next one.
+    pub(super) fn after_deferral(exists: bool) -> Self {
+        if exists { Known::Unread } else { Known::Unlisted }
+    }
+}
+
+/// Whether a server-side dry-run answered with a stored object: only those carry a
+/// resourceVersion, a dry-run create has none.
+pub(super) fn answers_stored(merged: &Value) -> bool {
+    merged
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
+}
+
+/// Whether a failed server-side apply proves the object does not exist: an apply creates what
+/// is missing, so NotFound means its namespace or its kind is missing, and with it the object.
+pub(super) fn proves_absent(err: &kube::Error) -> bool {
+    status_of(err).is_some_and(|s| s.code == 404)
+}
+
 /// What planning decided for one object.
 pub(super) enum Plan {
     /// Skipped or unchanged: nothing to write.
@@ -298,6 +333,23 @@ mod tests {
     use crate::applier::stage::group_of;
     use kube::core::response::{StatusCause, StatusDetails};
     use serde_json::json;
+
+    #[test]
+    fn a_dry_run_shows_an_object_absent_by_a_missing_resource_version_or_not_found() {
+        // the API server's answers: a dry-run create carries no resourceVersion, an update does
+        let created = json!({"metadata": {"name": "c", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z"}});
+        assert!(!answers_stored(&created));
+        assert!(!answers_stored(&json!({"metadata": {"resourceVersion": ""}})));
+        assert!(answers_stored(&json!({"metadata": {"name": "c", "resourceVersion": "211"}})));
+
+        let namespace_missing = kube::Error::Api(Box::new(status(404, "NotFound", "namespaces \"x\" not found", vec![])));
+        assert!(proves_absent(&namespace_missing));
+        let invalid = kube::Error::Api(Box::new(status(422, "Invalid", "Service \"s\" is invalid", vec![])));
+        assert!(!proves_absent(&invalid), "an invalid object may exist");
+
+        assert!(matches!(Known::after_deferral(false), Known::Unlisted));
+        assert!(matches!(Known::after_deferral(true), Known::Unread));
+    }
 
     fn status(code: u16, reason: &str, message: &str, causes: Vec<StatusCause>) -> Status {
         let mut s = Status::failure(message, reason).with_code(code);

@@ -21,7 +21,8 @@ use super::http::{
 use super::managed::{cleanup_patch, migrate_api_version_patch};
 use super::normalize::normalize;
 use super::plan::{
-    Batch, Desired, DryRunFailure, Outcome, Plan, Write, classify_dry_run, crd_serving, transport_kind,
+    Batch, Desired, DryRunFailure, Known, Outcome, Plan, Write, answers_stored, classify_dry_run, crd_serving,
+    proves_absent, transport_kind,
 };
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
 use super::secret::redact;
@@ -193,27 +194,21 @@ impl Applier {
         if errors.is_empty() { Ok(out) } else { Err(errors) }
     }
 
-    /// Plans the objects at these indices concurrently, each from its live object when one was
-    /// read already (from a LIST), else from a fresh read.
+    /// Plans the objects at these indices concurrently, each from what is known of it.
     pub(super) async fn plan_all(
         &self,
         p: &Planning<'_>,
-        items: Vec<(usize, Option<Value>)>,
+        items: Vec<(usize, Known)>,
     ) -> Vec<(usize, Result<Plan, ObjectError>)> {
         stream::iter(items)
-            .map(|(i, live)| async move { (i, self.plan(p, &p.desired[i], live).await) })
+            .map(|(i, known)| async move { (i, self.plan(p, &p.desired[i], known).await) })
             .buffered(self.options.concurrency.max(1))
             .collect()
             .await
     }
 
-    /// Reads the live object (unless `prefetched`), then decides by dry-run.
-    async fn plan(
-        &self,
-        p: &Planning<'_>,
-        d: &Desired,
-        prefetched: Option<Value>,
-    ) -> Result<Plan, ObjectError> {
+    /// Reads the live object unless it is known, then decides by dry-run.
+    async fn plan(&self, p: &Planning<'_>, d: &Desired, known: Known) -> Result<Plan, ObjectError> {
         let fail = |kind: FailureKind, message: String, live: Option<&Value>| {
             let secrets: Vec<&Value> = std::iter::once(&d.obj).chain(live).collect();
             ObjectError {
@@ -223,12 +218,15 @@ impl Applier {
             }
         };
         let url = api_url(&d.kind, &d.object.namespace);
-        let mut live = match prefetched {
-            Some(live) => Some(live),
-            None => get(self.client(), &url, &d.object.name)
-                .await
-                .map_err(|e| fail(transport_kind(&e), api_message("query failed", &e), None))?,
-        };
+        let mut live = match known {
+            Known::Read(live) => Ok(Some(live)),
+            Known::Unlisted => match self.plan_as_create(p, d, &url).await {
+                Some(plan) => return plan.map_err(|(kind, message)| fail(kind, message, None)),
+                None => self.read(d, &url).await,
+            },
+            Known::Unread => self.read(d, &url).await,
+        }
+        .map_err(|(kind, message)| fail(kind, message, None))?;
         let if_not_present = ssa_policy(&d.obj) == SsaPolicy::IfNotPresent && live.is_some();
         if if_not_present || excluded(&d.obj) || live.as_ref().is_some_and(excluded) {
             return Ok(Plan::Settled(Outcome::settled(Action::Skipped, live.as_ref())));
@@ -252,22 +250,55 @@ impl Applier {
             }
             patched = true;
         }
-        self.dry_run_and_compare(p, d, &url, live, patched)
+        let answer = server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await;
+        self.decide(p, d, &url, live, patched, answer)
             .await
             .map_err(|(kind, message)| fail(kind, message, None))
     }
 
-    /// The dry-run and what it decides; errors as (kind, message), not yet redacted.
-    async fn dry_run_and_compare(
+    /// The live object, or `None` when it does not exist.
+    async fn read(&self, d: &Desired, url: &str) -> Result<Option<Value>, (FailureKind, String)> {
+        get(self.client(), url, &d.object.name)
+            .await
+            .map_err(|e| (transport_kind(&e), api_message("query failed", &e)))
+    }
+
+    /// The plan of an object no LIST showed, from its dry-run alone when the answer shows it
+    /// does not exist (a create, or a failure that proves it absent); `None` when it may exist
+    /// after all (without our labels), so it is read and planned like any live object.
+    async fn plan_as_create(
+        &self,
+        p: &Planning<'_>,
+        d: &Desired,
+        url: &str,
+    ) -> Option<Result<Plan, (FailureKind, String)>> {
+        if excluded(&d.obj) {
+            return Some(Ok(Plan::Settled(Outcome::settled(Action::Skipped, None))));
+        }
+        let answer = server_side_apply(self.client(), url, &d.object.name, &d.obj, true).await;
+        let absent = match &answer {
+            Ok(merged) => !answers_stored(merged),
+            Err(e) => proves_absent(e),
+        };
+        if !absent {
+            return None;
+        }
+        Some(self.decide(p, d, url, None, false, answer).await)
+    }
+
+    /// What a dry-run's answer decides for the object whose live state is `live`; errors as
+    /// (kind, message), not yet redacted.
+    async fn decide(
         &self,
         p: &Planning<'_>,
         d: &Desired,
         url: &str,
         live: Option<Value>,
         patched: bool,
+        answer: Result<Value, kube::Error>,
     ) -> Result<Plan, (FailureKind, String)> {
         let client = self.client();
-        let merged = match server_side_apply(client, url, &d.object.name, &d.obj, true).await {
+        let merged = match answer {
             Ok(merged) => merged,
             Err(e) => {
                 let message = api_message("dry-run failed", &e);
@@ -371,14 +402,15 @@ impl Applier {
     }
 
     /// Lists the live objects of `indices` that carry `owner`'s labels: one LIST per kind (per
-    /// namespace when all its objects share one), metadata only or full objects. A failed list
-    /// yields no entries for its objects, which then take the per-object path.
+    /// namespace when all its objects share one), metadata only or full objects; each listed
+    /// object is [`Known::Read`], each missing one [`Known::Unlisted`]. A failed list yields no
+    /// entries for its objects, which then take the per-object path.
     pub(super) async fn list_owned(
         &self,
         p: &Planning<'_>,
         indices: impl Iterator<Item = usize>,
         metadata_only: bool,
-    ) -> HashMap<usize, Value> {
+    ) -> HashMap<usize, Known> {
         let desired = &p.desired;
         let mut by_kind: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for i in indices {
@@ -424,9 +456,11 @@ impl Applier {
             let Ok(mut listed) = listed else { continue };
             for i in indices {
                 let d = &desired[i];
-                if let Some(obj) = listed.remove(&(d.object.namespace.clone(), d.object.name.clone())) {
-                    out.insert(i, obj);
-                }
+                let known = match listed.remove(&(d.object.namespace.clone(), d.object.name.clone())) {
+                    Some(obj) => Known::Read(obj),
+                    None => Known::Unlisted,
+                };
+                out.insert(i, known);
             }
         }
         out
@@ -446,7 +480,8 @@ impl Applier {
         });
         let listed = self.list_owned(p, candidates, true).await;
         let mut out = Vec::new();
-        for (i, obj) in listed {
+        for (i, known) in listed {
+            let Known::Read(obj) = known else { continue };
             let live = Some(live_print(&obj["metadata"]));
             let Some(prev) = previous.get(&desired[i].object.id()) else {
                 continue;

@@ -2,7 +2,7 @@
 //! per-object plans an apply makes.
 
 use super::diff::diff_text;
-use super::plan::{Desired, Plan, Write};
+use super::plan::{Desired, Known, Plan, Write};
 use super::planner::Mode;
 use super::{Action, Applier, ApplyError, ApplyRequest, ChangeSet, ObjectError};
 use crate::api::inventory::ObjectRef;
@@ -29,7 +29,7 @@ impl Applier {
 
     async fn preview(&self, req: &ApplyRequest<'_>) -> Result<Vec<ObjectDiff>, Vec<ObjectError>> {
         let p = self.prepare(req, Mode::Preview).await?;
-        let items = (0..p.desired.len()).map(|i| (i, None)).collect();
+        let items = (0..p.desired.len()).map(|i| (i, Known::Unread)).collect();
         let mut diffs = Vec::new();
         let mut errors = Vec::new();
         for (i, plan) in self.plan_all(&p, items).await {

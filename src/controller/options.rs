@@ -37,8 +37,11 @@ pub struct RunOptions {
     /// The number of concurrent Kustomization reconciles.
     #[arg(long, default_value_t = 4)]
     pub concurrent: u16,
-    /// The number of objects dry-run and applied in parallel within one stage.
-    #[arg(long = "concurrent-ssa", default_value_t = 4)]
+    /// The number of objects dry-run and applied in parallel within one stage. 16 (Flux: 4,
+    /// and it applies one at a time): on a local API server a cold apply of 400 objects took 15 s
+    /// at 4, 7.5 s at 16 and 6.6 s at 32, and 16 requests in flight per reconcile stay far below
+    /// an API server's in-flight limits (hundreds).
+    #[arg(long = "concurrent-ssa", default_value_t = 16)]
     pub concurrent_ssa: usize,
     /// The interval at which failing dependencies and missing artifacts are re-checked.
     #[arg(long = "requeue-dependency", default_value = "30s", value_parser = go_duration)]

@@ -5,6 +5,7 @@ mod support;
 
 mod applier;
 mod chaos;
+mod cold_apply;
 mod controller;
 mod dropin;
 mod failover;

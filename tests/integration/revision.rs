@@ -1,5 +1,6 @@
 //! A new revision costs what it changes: the fingerprints of the objects it leaves as they were
 //! survive it, so the controller's requests grow with the changed objects, not with all of them.
+//! A cold apply costs a dry-run and an apply per object.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +36,41 @@ fn config_maps(changed: &[usize]) -> String {
         .join("---\n")
 }
 
+/// The requests made between two snapshots of [`requests`], those that grew.
+fn made_between(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(key, n)| (key.clone(), n - before.get(key).copied().unwrap_or(0.0)))
+        .filter(|(_, n)| *n > 0.0)
+        .collect()
+}
+
+#[tokio::test]
+async fn controller_cold_apply_costs_a_dry_run_and_an_apply_per_object() {
+    let s = Scenario::new("kc-cold").await;
+    let controller = s.start_controller(&[]);
+    s.publish_objects("repo", REV1, &config_maps(&[])).await;
+    let before = requests(&controller).await;
+    s.apply("app", json!({})).await;
+    s.wait_applied(&controller, "app", REV1).await;
+    let made = made_between(&before, &requests(&controller).await);
+    eprintln!("requests of a cold apply of {N} ConfigMaps: {made:?}");
+    let on = |key: &str| made.get(key).copied().unwrap_or(0.0);
+    assert_eq!(on("get configmaps"), 0.0, "no reads of objects that do not exist: {made:?}");
+    assert_eq!(on("dry-run-patch configmaps"), N as f64, "one dry-run each: {made:?}");
+    assert_eq!(on("patch configmaps"), N as f64, "one apply each: {made:?}");
+    let config_map_requests: f64 = made
+        .iter()
+        .filter(|(key, _)| key.ends_with(" configmaps"))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        config_map_requests <= 2.0 * N as f64 + 2.0,
+        "a cold apply of {N} ConfigMaps costs two requests each and a LIST: {made:?}"
+    );
+    s.delete().await;
+}
+
 #[tokio::test]
 async fn applier_new_revision_changing_two_of_many_objects_costs_requests_for_those_two() {
     let s = Scenario::new("kc-revision").await;
@@ -48,11 +84,7 @@ async fn applier_new_revision_changing_two_of_many_objects_costs_requests_for_th
     s.wait_applied(&controller, "app", REV2).await;
     let after = requests(&controller).await;
 
-    let made: BTreeMap<&str, f64> = after
-        .iter()
-        .map(|(key, n)| (key.as_str(), n - before.get(key).copied().unwrap_or(0.0)))
-        .filter(|(_, n)| *n > 0.0)
-        .collect();
+    let made = made_between(&before, &after);
     let config_map_requests: f64 = made
         .iter()
         .filter(|(key, _)| key.ends_with(" configmaps"))
