@@ -18,6 +18,7 @@ mod identity;
 mod revision;
 mod ship;
 mod sops;
+mod soak;
 mod source;
 mod tenancy_finalize;
 mod tenancy_health;

@@ -33,21 +33,25 @@ pub fn flux_bin() -> PathBuf {
 pub async fn source_controller_crds(client: &Client) {
     static INSTALLED: OnceCell<()> = OnceCell::const_new();
     INSTALLED
-        .get_or_init(|| async {
-            let dir = flux_bin().join("crds");
-            let mut files: Vec<_> = std::fs::read_dir(&dir)
-                .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-                .map(|e| e.unwrap().path())
-                .collect();
-            files.sort();
-            for file in files {
-                let text = std::fs::read_to_string(&file).unwrap();
-                let crd = CustomResourceDefinition::deserialize(serde_yaml::Deserializer::from_str(&text))
-                    .unwrap_or_else(|e| panic!("{} is not a CRD: {e}", file.display()));
-                super::install_crd(client, &crd).await;
-            }
-        })
+        .get_or_init(|| install_source_controller_crds(client))
         .await;
+}
+
+/// Installs source-controller's own CRDs on the cluster of `client`, every time it is called
+/// (a test with a control plane of its own needs them there too).
+pub async fn install_source_controller_crds(client: &Client) {
+    let dir = flux_bin().join("crds");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let crd = CustomResourceDefinition::deserialize(serde_yaml::Deserializer::from_str(&text))
+            .unwrap_or_else(|e| panic!("{} is not a CRD: {e}", file.display()));
+        super::install_crd(client, &crd).await;
+    }
 }
 
 /// A child process killed when dropped, its stderr and stdout in a log file.
