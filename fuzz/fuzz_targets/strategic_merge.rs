@@ -1,0 +1,35 @@
+//! Fuzzes strategic merge patches: a target object and a patch, each YAML, separated by a line
+//! `---patch---`. The patch goes through the same parser the `patches` field uses. Invariants:
+//! no panic; a merge gives an object (or null when the patch deletes it) that keeps the
+//! target's apiVersion and namespace, and prints to YAML that parses back.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+#[allow(dead_code, unused_imports)]
+#[path = "../../src/kustomize/mod.rs"]
+mod kustomize;
+
+use kustomize::patch::{self, PatchKind};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Some((target, patch_text)) = text.split_once("\n---patch---\n") else { return };
+    let Ok(mut targets) = kustomize::yaml::parse_documents(target, "target.yaml") else { return };
+    let Some(target @ Value::Object(_)) = targets.pop() else { return };
+    let Ok(doc) = patch::parse(patch_text, "patch.yaml") else { return };
+    if !matches!(doc.kind, PatchKind::StrategicMerge(_)) {
+        return;
+    }
+    let Ok(merged) = patch::apply(&target, &doc) else { return };
+    if merged.is_null() {
+        return;
+    }
+    assert!(merged.is_object(), "a merge gave a non-object: {merged}");
+    assert_eq!(merged["apiVersion"], target["apiVersion"]);
+    assert_eq!(merged["metadata"]["namespace"], target["metadata"]["namespace"]);
+    let printed = kustomize::to_yaml(std::slice::from_ref(&merged));
+    kustomize::yaml::parse_documents(&printed, "printed.yaml")
+        .unwrap_or_else(|e| panic!("printed merge does not parse: {e}\n{printed}"));
+});
