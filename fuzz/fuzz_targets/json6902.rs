@@ -11,14 +11,13 @@ use serde_json::Value;
 #[path = "../../src/kustomize/mod.rs"]
 mod kustomize;
 
+#[path = "patch_input.rs"]
+mod patch_input;
+
 use kustomize::patch::{self, PatchKind};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let Some((target, patch_text)) = text.split_once("\n---patch---\n") else { return };
-    let Ok(mut targets) = kustomize::yaml::parse_documents(target, "target.yaml") else { return };
-    let Some(target) = targets.pop() else { return };
-    let Ok(doc) = patch::parse(patch_text, "patch.yaml") else { return };
+    let Some((target, doc)) = patch_input::target_and_patch(data) else { return };
     if !matches!(doc.kind, PatchKind::Json6902(_)) {
         return;
     }
