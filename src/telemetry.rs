@@ -14,11 +14,11 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -165,6 +165,7 @@ impl Default for Metrics {
             applied_objects.clone(),
         );
         let runtime = runtime::RuntimeMetrics::register(&mut registry);
+        registry.register_collector(Box::new(AliveTasks));
         Self {
             registry,
             runtime,
@@ -276,6 +277,27 @@ impl Collector for ApiRequests {
     }
 }
 
+/// `kustomize_controller_tokio_alive_tasks`: the tasks alive in the runtime at scrape time,
+/// so a leak of spawned tasks shows as growth over a long run.
+#[derive(Debug)]
+struct AliveTasks;
+
+impl Collector for AliveTasks {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        // A scrape outside a runtime (none in the controller) has nothing to count.
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return Ok(());
+        };
+        let metric = encoder.encode_descriptor(
+            "kustomize_controller_tokio_alive_tasks",
+            "Tokio tasks alive in the controller's runtime",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(handle.metrics().num_alive_tasks() as i64).encode(metric)
+    }
+}
+
 /// Whether the process is ready to serve (`/readyz`).
 #[derive(Clone, Default)]
 pub(crate) struct Readiness(Arc<AtomicBool>);
@@ -360,6 +382,30 @@ mod tests {
             "127.0.0.1:9440".parse().unwrap()
         );
         assert!(parse_listen_addr("8080").is_err());
+    }
+
+    #[tokio::test]
+    async fn alive_tasks_gauge_counts_the_runtimes_tasks() {
+        let metrics = Metrics::default();
+        let gauge = |text: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("kustomize_controller_tokio_alive_tasks "))
+                .map(str::to_string)
+        };
+        assert_eq!(gauge(&metrics.encode()), Some("0".into()));
+        let (stop, stopped) = tokio::sync::watch::channel(());
+        let tasks: Vec<_> = (0..3)
+            .map(|_| {
+                let mut stopped = stopped.clone();
+                tokio::spawn(async move { stopped.changed().await })
+            })
+            .collect();
+        assert_eq!(gauge(&metrics.encode()), Some("3".into()));
+        drop(stop);
+        for task in tasks {
+            let _ = task.await;
+        }
+        assert_eq!(gauge(&metrics.encode()), Some("0".into()));
     }
 
     #[test]

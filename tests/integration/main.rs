@@ -24,6 +24,7 @@ mod revision;
 mod sharding;
 mod ship;
 mod sops;
+mod soak;
 mod source;
 mod tenancy_finalize;
 mod tenancy_health;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the fuzz targets one after another (all, or those named), each for $FUZZ_SECONDS
+# (default 600) at the lowest priority with one job and one worker, from its committed seeds
+# plus the generated corpus in corpus/<target> (not committed). Prints per target the
+# executions, exec/s and crashes; crashing inputs land in artifacts/<target>/.
+#
+#   fuzz/run.sh                      every target
+#   FUZZ_SECONDS=60 fuzz/run.sh yaml one target for a minute
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+seconds=${FUZZ_SECONDS:-600}
+all=(extract yaml kustomization strategic_merge json6902 envsubst inventory)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+
+# The longest input per target. Production limits are far larger (16 MiB per file, the
+# artifact's byte and entry limits), so these only keep each execution short enough to explore
+# structure; the targets apply the production limits themselves where there is one.
+max_len() {
+  case $1 in
+    extract) echo 65536 ;;
+    kustomization) echo 16384 ;;
+    yaml | strategic_merge | json6902) echo 16384 ;;
+    envsubst) echo 8192 ;;
+    inventory) echo 1024 ;;
+    *) echo "unknown target $1" >&2; return 1 ;;
+  esac
+}
+
+nice -n 19 cargo +nightly fuzz build -O
+bin=$here/target/x86_64-unknown-linux-gnu/release
+for t in "${targets[@]}"; do
+  mkdir -p "corpus/$t" "artifacts/$t" "logs/$t"
+  rm -f "logs/$t"/fuzz-*.log
+  (cd "logs/$t" && nice -n 19 "$bin/$t" "$here/corpus/$t" "$here/seeds/$t" \
+    -max_len="$(max_len "$t")" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -jobs=1 -workers=1 -artifact_prefix="$here/artifacts/$t/" >/dev/null 2>&1) || true
+  log=logs/$t/fuzz-0.log
+  runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+  secs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -1)
+  if [ -z "$runs" ]; then # stopped by a crash: the last status line has the count
+    runs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
+    secs=$seconds
+  fi
+  crashes=$(find "artifacts/$t" -type f | wc -l)
+  echo "$t: $(date -u +%F) ${runs:-0} executions in ${secs:-0} s ($(( ${runs:-0} / (${secs:-1} > 0 ? ${secs:-1} : 1) )) exec/s), crash/timeout/oom inputs: $crashes"
+done
