@@ -68,7 +68,7 @@ chaos: tools
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
-	$(CARGO) test --locked --test integration -- --test-threads=2 $(CHAOS_TESTS) || status=$$?; \
+	$(CARGO) test --locked --test integration -- --include-ignored --test-threads=2 $(CHAOS_TESTS) || status=$$?; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
 

@@ -6,7 +6,7 @@
 //! API server what it cost before the churn.
 //!
 //! Long by design, so it is ignored in the default run: `make chaos` runs it with
-//! `cargo test --test integration -- --ignored soak`.
+//! `cargo test --test integration -- --include-ignored soak`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -399,7 +399,7 @@ impl Soak {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "runs SOAK_MINUTES (default 30): `make chaos` runs it with `-- --ignored soak`"]
+#[ignore = "runs SOAK_MINUTES (default 30): `make chaos` runs it with `-- --include-ignored soak`"]
 async fn soak_300_kustomizations_stay_flat() {
     let minutes: u64 =
         std::env::var("SOAK_MINUTES").map_or(30, |v| v.parse().expect("SOAK_MINUTES is a number"));
