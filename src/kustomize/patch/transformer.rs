@@ -40,7 +40,7 @@ impl Context<'_> {
         if operations {
             docs = yaml::parse_documents_yaml11(text, origin)?;
         }
-        patch::parse(&yaml::emit_documents(&docs), origin).map_err(|e| self.err(e))
+        patch::parse(&crate::kustomize::printer::emit_documents(&docs), origin).map_err(|e| self.err(e))
     }
 
     /// The text of a `patches` entry: from `path`, or the inline `patch`.
