@@ -42,14 +42,12 @@ const SUPPORTED: &[&str] = &[
     "replacements",
     "vars",
     "crds",
+    "openapi",
     "generators",
     "transformers",
     "validators",
     "helmGlobals",
 ];
-
-/// Fields kustomize knows that this engine refuses when they are non-empty.
-const UNSUPPORTED: &[&str] = &["openapi"];
 
 /// Fields that inflate Helm charts, which Flux disables.
 const HELM: &[&str] = &["helmCharts", "helmChartInflationGenerator"];
@@ -92,6 +90,8 @@ pub(crate) struct KustomizationFile {
     pub(crate) replacements: Vec<super::replacements::ReplacementField>,
     pub(crate) vars: Vec<Value>,
     pub(crate) crds: Vec<String>,
+    /// `path` of a custom OpenAPI schema, or `version` of the builtin one.
+    pub(crate) openapi: BTreeMap<String, String>,
     pub(crate) generators: Vec<String>,
     pub(crate) transformers: Vec<String>,
     pub(crate) validators: Vec<String>,
@@ -334,7 +334,7 @@ fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> 
                 ),
             });
         }
-        if UNSUPPORTED.contains(&key.as_str()) || HELM.contains(&key.as_str()) {
+        if HELM.contains(&key.as_str()) {
             if empty {
                 continue;
             }

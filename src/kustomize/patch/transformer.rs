@@ -242,7 +242,7 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
         }
     }
     let mut patched =
-        patch::apply(&Value::Object(input), doc).map_err(|e| ctx.err(format!("{before}: {e}")))?;
+        patch::apply(&Value::Object(input), doc, map.schema.custom()).map_err(|e| ctx.err(format!("{before}: {e}")))?;
     if matches!(doc.kind, PatchKind::Json6902(_))
         && let Some(Value::Object(meta)) = patched.get_mut("metadata")
     {
