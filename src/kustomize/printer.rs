@@ -215,45 +215,29 @@ impl Emitter {
         if !self.whitespace {
             self.put(' ');
         }
-        let (mut spaces, mut breaks) = (false, false);
-        let mut chars = s.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c == ' ' {
-                if allow_breaks && !spaces && self.column > BEST_WIDTH && chars.peek() != Some(&' ') {
-                    self.write_indent(indent);
-                } else {
-                    self.put(c);
-                }
-                spaces = true;
-            } else if is_break(c) {
-                if !breaks && c == '\n' {
-                    self.put_break();
-                }
-                self.write_break(c);
-                self.indention = true;
-                breaks = true;
-            } else {
-                if breaks {
-                    self.write_indent(indent);
-                }
-                self.put(c);
-                self.indention = false;
-                (spaces, breaks) = (false, false);
-            }
-        }
+        self.flowing(s, indent, allow_breaks, false);
         self.whitespace = false;
         self.indention = false;
     }
 
     fn single_quoted(&mut self, s: &str, indent: i32, allow_breaks: bool) {
         self.indicator("'", true, false, false);
+        self.flowing(s, indent, allow_breaks, true);
+        self.indicator("'", false, false, false);
+    }
+
+    /// The text of a plain or single-quoted scalar: folded at the first of a run of spaces
+    /// past the line width (inside quotes, never at the first or last character), line
+    /// breaks kept, and quotes doubled when `quoted`.
+    fn flowing(&mut self, s: &str, indent: i32, allow_breaks: bool, quoted: bool) {
         let (mut spaces, mut breaks) = (false, false);
         let last = s.len().saturating_sub(1);
         let mut chars = s.char_indices().peekable();
         while let Some((i, c)) = chars.next() {
             if c == ' ' {
                 let next_space = chars.peek().is_some_and(|(_, n)| *n == ' ');
-                if allow_breaks && !spaces && self.column > BEST_WIDTH && i != 0 && i != last && !next_space {
+                let inside = !quoted || (i != 0 && i != last);
+                if allow_breaks && !spaces && self.column > BEST_WIDTH && inside && !next_space {
                     self.write_indent(indent);
                 } else {
                     self.put(c);
@@ -270,7 +254,7 @@ impl Emitter {
                 if breaks {
                     self.write_indent(indent);
                 }
-                if c == '\'' {
+                if quoted && c == '\'' {
                     self.put('\'');
                 }
                 self.put(c);
@@ -278,10 +262,6 @@ impl Emitter {
                 (spaces, breaks) = (false, false);
             }
         }
-        if breaks {
-            self.write_indent(indent);
-        }
-        self.indicator("'", false, false, false);
     }
 
     fn double_quoted(&mut self, s: &str, indent: i32, allow_breaks: bool) {

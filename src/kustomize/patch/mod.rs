@@ -132,7 +132,11 @@ fn parse_kind(text: &str) -> Result<PatchKind, String> {
 /// A strategic merge patch keeps the target's apiVersion and namespace, and its kind and
 /// name unless the options allow changing them (as kustomize's `ApplySmPatch`).
 /// Strategic-merge strategies come from `schema` when the build has a custom one.
-pub(crate) fn apply(target: &Value, patch: &PatchDoc, schema: Option<&CustomSchema>) -> Result<Value, PatchError> {
+pub(crate) fn apply(
+    target: &Value,
+    patch: &PatchDoc,
+    schema: Option<&CustomSchema>,
+) -> Result<Value, PatchError> {
     match &patch.kind {
         PatchKind::StrategicMerge(documents) => {
             let mut current = target.clone();

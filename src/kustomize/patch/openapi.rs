@@ -93,16 +93,24 @@ impl CustomSchema {
             .unwrap_or("");
         let merge = if !strategy.contains("merge") {
             ListMerge::Replace
-        } else if let Some(keys) = property.get("x-kubernetes-list-map-keys").filter(|k| k.is_array()) {
+        } else if let Some(keys) = property
+            .get("x-kubernetes-list-map-keys")
+            .filter(|k| k.is_array())
+        {
             ListMerge::ByKeys(Keys::Custom(keys))
-        } else if let Some(key) = property.get("x-kubernetes-patch-merge-key").filter(|k| k.is_string()) {
+        } else if let Some(key) = property
+            .get("x-kubernetes-patch-merge-key")
+            .filter(|k| k.is_string())
+        {
             ListMerge::ByKeys(Keys::Custom(key))
         } else {
             ListMerge::Primitive
         };
         let property = self.resolve(property);
         // A list's elements have the type of its items; strategies sit on the list itself.
-        let typed = property.get("items").map_or(property, |items| self.resolve(items));
+        let typed = property
+            .get("items")
+            .map_or(property, |items| self.resolve(items));
         (SchemaType::Custom(self, typed), merge)
     }
 
@@ -178,7 +186,10 @@ definitions:
             panic!("items not typed");
         };
         assert_eq!(keys(schema.field(stage, "env").1), Some(vec!["name"]));
-        assert_eq!(keys(schema.field(spec, "triggers").1), Some(vec!["branch", "event"]));
+        assert_eq!(
+            keys(schema.field(spec, "triggers").1),
+            Some(vec!["branch", "event"])
+        );
         // List-map keys without a patch strategy do not merge.
         assert_eq!(schema.field(spec, "notify").1, ListMerge::Replace);
         assert_eq!(schema.field(spec, "labels").1, ListMerge::Primitive);
@@ -189,7 +200,10 @@ definitions:
     fn kinds_not_in_the_schema_are_unknown_and_a_schema_needs_definitions() {
         let schema = CustomSchema::parse(SCHEMA, "schema.yaml").unwrap();
         assert_eq!(schema.root_type("apps", "v1", "Deployment"), SchemaType::Unknown);
-        assert_eq!(schema.root_type("ci.example.com", "v2", "Pipeline"), SchemaType::Unknown);
+        assert_eq!(
+            schema.root_type("ci.example.com", "v2", "Pipeline"),
+            SchemaType::Unknown
+        );
         let err = CustomSchema::parse("{\"swagger\": \"2.0\"}", "s.json").unwrap_err();
         assert!(err.contains("no 'definitions' map"), "{err}");
     }

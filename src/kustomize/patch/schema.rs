@@ -171,7 +171,11 @@ const BUILTIN_KINDS: &[(&str, &[&str])] = &[
 
 /// The schema type of an object's top level, from its `apiVersion` and `kind`, in the
 /// custom schema when the build has one.
-pub(crate) fn root_type<'s>(api_version: &str, kind: &str, custom: Option<&'s CustomSchema>) -> SchemaType<'s> {
+pub(crate) fn root_type<'s>(
+    api_version: &str,
+    kind: &str,
+    custom: Option<&'s CustomSchema>,
+) -> SchemaType<'s> {
     let (group, version) = split_api_version(api_version);
     if let Some(custom) = custom {
         return custom.root_type(group, version, kind);
@@ -256,8 +260,14 @@ mod tests {
             SchemaType::Root(BuiltinKind::Workload)
         );
         assert_eq!(root_type("v1", "Pod", None), SchemaType::Root(BuiltinKind::Pod));
-        assert_eq!(root_type("v1", "ConfigMap", None), SchemaType::Root(BuiltinKind::Other));
-        assert_eq!(root_type("example.com/v1", "Deployment", None), SchemaType::Unknown);
+        assert_eq!(
+            root_type("v1", "ConfigMap", None),
+            SchemaType::Root(BuiltinKind::Other)
+        );
+        assert_eq!(
+            root_type("example.com/v1", "Deployment", None),
+            SchemaType::Unknown
+        );
         assert_eq!(root_type("apps/v1", "Widget", None), SchemaType::Unknown);
     }
 

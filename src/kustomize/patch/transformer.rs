@@ -241,8 +241,8 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
             meta.insert("annotations".into(), Value::Object(Map::new()));
         }
     }
-    let mut patched =
-        patch::apply(&Value::Object(input), doc, map.schema.custom()).map_err(|e| ctx.err(format!("{before}: {e}")))?;
+    let mut patched = patch::apply(&Value::Object(input), doc, map.schema.custom())
+        .map_err(|e| ctx.err(format!("{before}: {e}")))?;
     if matches!(doc.kind, PatchKind::Json6902(_))
         && let Some(Value::Object(meta)) = patched.get_mut("metadata")
     {
