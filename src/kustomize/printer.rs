@@ -391,12 +391,13 @@ fn analyze(s: &str) -> Scan {
     let (mut break_space, mut space_break, mut special, mut line_breaks) = (false, false, false, false);
     let (mut previous_space, mut previous_break) = (false, false);
     let mut preceded_by_whitespace = true;
-    let chars: Vec<char> = s.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
-        let next = chars.get(i + 1).copied();
+    let mut chars = s.chars().peekable();
+    let mut first = true;
+    while let Some(c) = chars.next() {
+        let next = chars.peek().copied();
         let followed_by_whitespace = next.is_none_or(|n| n == ' ' || n == '\t');
-        let last = i + 1 == chars.len();
-        if i == 0 {
+        let last = next.is_none();
+        if first {
             match c {
                 '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@'
                 | '`' => indicators = true,
@@ -414,13 +415,13 @@ fn analyze(s: &str) -> Scan {
             special = true;
         }
         if c == ' ' {
-            leading_space |= i == 0;
+            leading_space |= first;
             trailing_space |= last;
             break_space |= previous_break;
             (previous_space, previous_break) = (true, false);
         } else if is_break(c) {
             line_breaks = true;
-            leading_break |= i == 0;
+            leading_break |= first;
             trailing_break |= last;
             space_break |= previous_space;
             (previous_space, previous_break) = (false, true);
@@ -428,6 +429,7 @@ fn analyze(s: &str) -> Scan {
             (previous_space, previous_break) = (false, false);
         }
         preceded_by_whitespace = c == ' ' || c == '\t' || is_break(c);
+        first = false;
     }
     let edges = leading_space || leading_break || trailing_space || trailing_break;
     let unquotable = space_break || special;
@@ -441,12 +443,21 @@ fn analyze(s: &str) -> Scan {
 
 /// goyaml v2's key order (its `keyList.Less`) for string keys.
 fn natural_order(a: &str, b: &str) -> Ordering {
-    let (ar, br): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.is_ascii() && b.is_ascii() {
+        natural(a.as_bytes(), b.as_bytes(), |c: u8| char::from(c))
+    } else {
+        let (ar, br): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+        natural(&ar, &br, |c: char| c)
+    }
+}
+
+fn natural<T: Copy + Ord>(ar: &[T], br: &[T], char_of: impl Fn(T) -> char) -> Ordering {
+    let digit = |c: T| char_of(c).to_digit(10).filter(|_| char_of(c).is_ascii_digit());
     for i in 0..ar.len().min(br.len()) {
         if ar[i] == br[i] {
             continue;
         }
-        let (al, bl) = (ar[i].is_alphabetic(), br[i].is_alphabetic());
+        let (al, bl) = (char_of(ar[i]).is_alphabetic(), char_of(br[i]).is_alphabetic());
         if al && bl {
             return ar[i].cmp(&br[i]);
         }
@@ -454,25 +465,21 @@ fn natural_order(a: &str, b: &str) -> Ordering {
             return if bl { Ordering::Less } else { Ordering::Greater };
         }
         let (mut an, mut bn) = (0i64, 0i64);
-        if ar[i] == '0' || br[i] == '0' {
+        if char_of(ar[i]) == '0' || char_of(br[i]) == '0' {
             // Inside a number that already has a non-zero digit, zeros count.
-            if ar[..i]
-                .iter()
-                .rev()
-                .take_while(|c| c.is_ascii_digit())
-                .any(|&c| c != '0')
-            {
+            if ar[..i].iter().rev().map_while(|&c| digit(c)).any(|d| d != 0) {
                 (an, bn) = (1, 1);
             }
         }
-        let digits = |r: &[char], n: &mut i64| {
-            let run = r[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-            for c in &r[i..i + run] {
-                *n = n.wrapping_mul(10).wrapping_add(i64::from(*c as u8 - b'0'));
+        let number = |r: &[T], n: &mut i64| {
+            let mut end = i;
+            while let Some(d) = r.get(end).and_then(|&c| digit(c)) {
+                *n = n.wrapping_mul(10).wrapping_add(i64::from(d));
+                end += 1;
             }
-            i + run
+            end
         };
-        let (ai, bi) = (digits(&ar, &mut an), digits(&br, &mut bn));
+        let (ai, bi) = (number(ar, &mut an), number(br, &mut bn));
         if an != bn {
             return an.cmp(&bn);
         }

@@ -461,6 +461,8 @@ pub(crate) fn scalar_text(v: &Value) -> String {
 /// `+1`, `3.`, `.inf`, `.NaN`), timestamps (`2024-01-01`, `2024-1-1`) and base-60 numbers
 /// (`1:20`). Yes: `=`, `<<`, `1,000`, `0x`, `yes please`, which goyaml v2 prints unquoted.
 pub(crate) fn reads_back_as_string(s: &str) -> bool {
+    // Only a digit, sign or dot can start a number, timestamp or base-60 form.
+    let numeric = s.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.'));
     !s.is_empty()
         && !matches!(
             s,
@@ -502,8 +504,7 @@ pub(crate) fn reads_back_as_string(s: &str) -> bool {
                 | ".NaN"
                 | ".NAN"
         )
-        && resolve_plain(s) == Value::String(s.to_string())
-        && !super::yaml11::reads_as_other(s)
+        && (!numeric || (resolve_plain(s).as_str() == Some(s) && !super::yaml11::reads_as_other(s)))
 }
 
 #[cfg(test)]
