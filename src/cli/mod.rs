@@ -12,8 +12,8 @@ use crate::api::{Kustomization, KustomizationSpec};
 use crate::applier::{Action, Applier, ApplierOptions, ApplyRequest, Owner};
 use crate::flux;
 use crate::kube_ext::ResourceResolver;
+use crate::kustomize;
 use crate::kustomize::packed::{self, Packed};
-use crate::kustomize::{self, yaml};
 use crate::remote::{RemoteConfig, RemoteFetcher};
 
 /// Inserts `run` after the program name unless a subcommand (or a top-level `--help`,
@@ -128,7 +128,7 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 /// Writes objects as a YAML stream a document at a time: a big build never exists twice in
 /// memory, once as objects and once as text.
 pub fn write_yaml(objects: &[Packed], out: &mut impl std::io::Write) -> std::io::Result<()> {
-    yaml::document_pieces(objects.iter().map(Packed::to_value))
+    kustomize::printer::document_pieces(objects.iter().map(Packed::to_value))
         .try_for_each(|piece| out.write_all(piece.as_bytes()))?;
     out.flush()
 }

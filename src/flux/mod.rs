@@ -161,7 +161,7 @@ pub(crate) fn build_decrypting(
         if i > 0 {
             hasher.update(b"---\n");
         }
-        hasher.update(kustomize::yaml::emit_document(&object).as_bytes());
+        hasher.update(kustomize::printer::emit_document(&object).as_bytes());
         if !is_applicable(&object) {
             continue;
         }

@@ -42,14 +42,12 @@ const SUPPORTED: &[&str] = &[
     "replacements",
     "vars",
     "crds",
+    "openapi",
     "generators",
     "transformers",
     "validators",
     "helmGlobals",
 ];
-
-/// Fields kustomize knows that this engine refuses when they are non-empty.
-const UNSUPPORTED: &[&str] = &["openapi"];
 
 /// Fields that inflate Helm charts, which Flux disables.
 const HELM: &[&str] = &["helmCharts", "helmChartInflationGenerator"];
@@ -92,6 +90,8 @@ pub(crate) struct KustomizationFile {
     pub(crate) replacements: Vec<super::replacements::ReplacementField>,
     pub(crate) vars: Vec<Value>,
     pub(crate) crds: Vec<String>,
+    /// `path` of a custom OpenAPI schema, or `version` of the builtin one.
+    pub(crate) openapi: BTreeMap<String, String>,
     pub(crate) generators: Vec<String>,
     pub(crate) transformers: Vec<String>,
     pub(crate) validators: Vec<String>,
@@ -291,6 +291,23 @@ const STRING_MAPS: &[&str] = &[
     "annotations",
 ];
 
+/// Lists of entries (not strings); kustomize decodes a null entry as an empty one, which
+/// then means "nothing" (`images`, `labels`) or fails as incomplete (`patches`, generators).
+const STRUCT_LISTS: &[&str] = &[
+    "images",
+    "imageTags",
+    "labels",
+    "replicas",
+    "patches",
+    "patchesJson6902",
+    "configMapGenerator",
+    "secretGenerator",
+    "replacements",
+    "vars",
+    "fields",
+    "targets",
+];
+
 /// Removes null fields from `map` and the maps below it, as a null decodes to an empty
 /// field; inside a string map (`in_string_map`) a null value is the empty string instead.
 fn drop_nulls(map: &mut Map<String, Value>, in_string_map: bool) {
@@ -305,10 +322,18 @@ fn drop_nulls(map: &mut Map<String, Value>, in_string_map: bool) {
         let string_map = STRING_MAPS.contains(&key.as_str());
         match value {
             Value::Object(m) => drop_nulls(m, string_map),
-            Value::Array(items) => items
-                .iter_mut()
-                .filter_map(Value::as_object_mut)
-                .for_each(|m| drop_nulls(m, false)),
+            Value::Array(items) => {
+                if STRUCT_LISTS.contains(&key.as_str()) {
+                    // A null entry is an entry with every field unset.
+                    for item in items.iter_mut().filter(|v| v.is_null()) {
+                        *item = Value::Object(Map::new());
+                    }
+                }
+                items
+                    .iter_mut()
+                    .filter_map(Value::as_object_mut)
+                    .for_each(|m| drop_nulls(m, false))
+            }
             _ => {}
         }
     }
@@ -334,7 +359,7 @@ fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> 
                 ),
             });
         }
-        if UNSUPPORTED.contains(&key.as_str()) || HELM.contains(&key.as_str()) {
+        if HELM.contains(&key.as_str()) {
             if empty {
                 continue;
             }

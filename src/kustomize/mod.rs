@@ -24,6 +24,7 @@ pub mod packed;
 pub(crate) mod patch;
 pub(crate) mod plugins;
 pub mod remote;
+pub(crate) mod printer;
 pub(crate) mod replacements;
 pub(crate) mod resmap;
 pub mod selector;
@@ -159,5 +160,5 @@ pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Manifest
 
 /// Prints objects as a multi-document YAML stream, the way `kustomize build` separates them.
 pub fn to_yaml(objects: &[serde_json::Value]) -> String {
-    yaml::emit_documents(objects)
+    printer::emit_documents(objects)
 }

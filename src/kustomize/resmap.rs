@@ -395,6 +395,8 @@ pub(crate) struct ResMap {
     pub(crate) config: Config,
     /// The `vars` of the kustomizations accumulated so far.
     pub(crate) vars: Vec<super::vars::Var>,
+    /// The `openapi` schema the patches use.
+    pub(crate) schema: super::patch::openapi::SchemaChoice,
 }
 
 impl ResMap {

@@ -10,6 +10,7 @@ use super::configurations::{self, Config};
 use super::file::{FILE_NAMES, Kind, KustomizationFile};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
+use super::patch::openapi::{CustomSchema, SchemaChoice};
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
@@ -23,6 +24,39 @@ const ORIGIN: &str = "config.kubernetes.io/origin";
 /// below; a tree with tens of thousands of chained directories would otherwise overflow the
 /// stack and abort the whole process, every tenant's reconcile with it.
 const MAX_DEPTH: usize = 100;
+
+/// The only builtin schema version kustomize v5.8.1 has.
+const BUILTIN_OPENAPI_VERSION: &str = "v1.21.2";
+
+/// The schema `k`'s `openapi` field picks for the build.
+fn openapi_schema(
+    loader: &Loader,
+    dir: &Path,
+    file: &Path,
+    shown: &str,
+    k: &KustomizationFile,
+) -> Result<SchemaChoice, BuildError> {
+    let fail = |message: String| BuildError::Kustomization {
+        file: shown.to_string(),
+        message,
+    };
+    match (k.openapi.get("path"), k.openapi.get("version")) {
+        (Some(_), Some(_)) => Err(fail(
+            "builtin version and custom schema provided, cannot use both".into(),
+        )),
+        (None, Some(version)) if version != BUILTIN_OPENAPI_VERSION => {
+            Err(fail("the specified OpenAPI version is not built in".into()))
+        }
+        (None, Some(_)) => Ok(SchemaChoice::Builtin),
+        (Some(path), None) => {
+            let path = dir.join(path);
+            let text = loader.read_text(&path, file)?;
+            let schema = CustomSchema::parse(&text, &loader.show(&path)).map_err(fail)?;
+            Ok(SchemaChoice::Custom(std::sync::Arc::new(schema)))
+        }
+        (None, None) => Ok(SchemaChoice::Unset),
+    }
+}
 
 /// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
 pub(crate) fn build_root(
@@ -311,6 +345,9 @@ fn accumulate_body(
     visiting: &mut Vec<PathBuf>,
     map: &mut ResMap,
 ) -> Result<(), BuildError> {
+    if matches!(map.schema, SchemaChoice::Unset) {
+        map.schema = openapi_schema(loader, dir, file, shown, k)?;
+    }
     for entry in &k.resources {
         let path = dir.join(entry);
         if loader.is_file(&path) {
@@ -320,7 +357,10 @@ fn accumulate_body(
             map.append_all(loaded, &origin)?;
         } else if loader.is_dir(&path) {
             let sub_dir = loader.resolve(&path, file)?;
-            let mut sub = ResMap::default();
+            let mut sub = ResMap {
+                schema: map.schema.clone(),
+                ..ResMap::default()
+            };
             accumulate(
                 loader,
                 &sub_dir,
@@ -329,6 +369,7 @@ fn accumulate_body(
                 visiting,
                 &mut sub,
             )?;
+            map.schema = sub.schema.clone();
             map.append_all(sub, shown)?;
         } else if is_remote(entry) {
             accumulate_remote(loader, entry, shown, Kind::Kustomization, visiting, map)?;

@@ -454,154 +454,57 @@ pub(crate) fn scalar_text(v: &Value) -> String {
     }
 }
 
-/// Prints objects as YAML documents separated by `---`: block style, keys in map order,
-/// and every string that kyaml would read back as something else (`"0755"`, `"true"`,
-/// `"2024-01-01"`, `"yes"`) double-quoted, so the text parses back to the same values.
-///
-/// The quirks of kustomize's printing (goyaml v2) matched here, in one place; each decides
-/// what a value becomes when Flux substitutes variables in this text and reads it back:
-/// - keys sorted, two-space indent, list items at their key's indentation, `{}` and `[]`
-///   for empty maps and lists;
-/// - quoted: the empty string, YAML 1.1 booleans in any common case (`y`, `n`, `on`, `off`,
-///   `yes`, `No`, ...), `null`/`~`, numbers in every YAML 1.1 spelling (`012`, `0x1F`,
-///   `0o17`, `0b101`, `1_000`, `1e3`, `.5`, `+1`, `3.`, `.inf`, `.NaN`), timestamps
-///   (`2024-01-01`, `2024-1-1`, `2001-12-14t21:59:43.10-05:00`) and base-60 numbers (`1:20`);
-/// - plain: `=`, `<<`, `1,000`, `0x`, `yes please`, which goyaml v2 prints unquoted too;
-/// - on the way in, a folded block scalar gains the line break kustomize's round trip adds
-///   before a more-indented line (see `folded`).
-///
-/// Not matched (values read back the same, only the text differs): goyaml v2 single-quotes
-/// strings that start with an indicator (`'-'`, `'*x'`) where this printer double-quotes,
-/// prints multi-line strings as `|` blocks where this printer writes one escaped line, and
-/// folds long strings at 80 columns.
-pub(crate) fn emit_documents(objects: &[Value]) -> String {
-    document_pieces(objects).collect()
-}
-
-/// The stream of [`emit_documents`] one document at a time (each piece after the first
-/// starts with its `---` separator), so a caller can write or hash a big build without
-/// holding its whole text.
-pub(crate) fn document_pieces<V: std::borrow::Borrow<Value>>(
-    objects: impl IntoIterator<Item = V>,
-) -> impl Iterator<Item = String> {
-    objects.into_iter().enumerate().map(|(i, obj)| {
-        let document = emit_document(obj.borrow());
-        if i > 0 {
-            format!("---\n{document}")
-        } else {
-            document
-        }
-    })
-}
-
-/// One YAML document, without a separator.
-pub(crate) fn emit_document(obj: &Value) -> String {
-    let mut out = String::new();
-    match obj {
-        Value::Object(m) if !m.is_empty() => emit_map(&mut out, m, 0),
-        Value::Array(a) if !a.is_empty() => emit_seq(&mut out, a, 0),
-        other => {
-            out.push_str(&scalar(other));
-            out.push('\n');
-        }
-    }
-    out
-}
-
-fn emit_map(out: &mut String, map: &Map<String, Value>, indent: usize) {
-    for (i, (k, v)) in map.iter().enumerate() {
-        // The first key of a map that is a list item continues the "- " line.
-        if i > 0 || !out.ends_with("- ") {
-            out.push_str(&" ".repeat(indent));
-        }
-        out.push_str(&quote_if_needed(k));
-        out.push(':');
-        emit_child(out, v, indent);
-    }
-}
-
-fn emit_seq(out: &mut String, items: &[Value], indent: usize) {
-    for item in items {
-        out.push_str(&" ".repeat(indent));
-        out.push_str("- ");
-        match item {
-            Value::Object(m) if !m.is_empty() => emit_map(out, m, indent + 2),
-            Value::Array(a) if !a.is_empty() => {
-                out.push('\n');
-                emit_seq(out, a, indent + 2);
-            }
-            other => {
-                out.push_str(&scalar(other));
-                out.push('\n');
-            }
-        }
-    }
-}
-
-fn emit_child(out: &mut String, v: &Value, indent: usize) {
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            out.push('\n');
-            emit_map(out, m, indent + 2);
-        }
-        Value::Array(a) if !a.is_empty() => {
-            out.push('\n');
-            emit_seq(out, a, indent);
-        }
-        other => {
-            out.push(' ');
-            out.push_str(&scalar(other));
-            out.push('\n');
-        }
-    }
-}
-
-fn scalar(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => quote_if_needed(s),
-        Value::Object(_) => "{}".into(),
-        Value::Array(_) => "[]".into(),
-    }
-}
-
-/// A string as a plain scalar when that reads back as the same string, else JSON-quoted
-/// (a JSON string is a valid YAML double-quoted scalar).
-fn quote_if_needed(s: &str) -> String {
-    let plain_ok = !s.is_empty()
-        && !s.starts_with([
-            ' ', '\t', '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%',
-            '@', '`', '~',
-        ])
-        && !s.ends_with([' ', '\t', ':'])
-        && !s.contains(": ")
-        && !s.contains(" #")
-        && !s.chars().any(|c| c.is_control())
+/// Whether the plain scalar `s` reads back as this string to a YAML 1.1 reader (goyaml v2,
+/// which prints kustomize's output and reads it again after Flux's substitution) and to
+/// kyaml. Not: the empty string, `~` and `null`, booleans (`y`, `on`, `yes`, `True`, ...),
+/// numbers in every YAML 1.1 spelling (`012`, `0x1F`, `0o17`, `0b101`, `1_000`, `1e3`, `.5`,
+/// `+1`, `3.`, `.inf`, `.NaN`), timestamps (`2024-01-01`, `2024-1-1`) and base-60 numbers
+/// (`1:20`). Yes: `=`, `<<`, `1,000`, `0x`, `yes please`, which goyaml v2 prints unquoted.
+pub(crate) fn reads_back_as_string(s: &str) -> bool {
+    // Only a digit, sign or dot can start a number, timestamp or base-60 form.
+    let numeric = s.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.'));
+    !s.is_empty()
         && !matches!(
-            s.to_ascii_lowercase().as_str(),
-            "true"
-                | "false"
-                | "null"
-                | "yes"
-                | "no"
-                | "on"
-                | "off"
+            s,
+            "~" | "null"
+                | "Null"
+                | "NULL"
                 | "y"
+                | "Y"
+                | "yes"
+                | "Yes"
+                | "YES"
                 | "n"
+                | "N"
+                | "no"
+                | "No"
+                | "NO"
+                | "true"
+                | "True"
+                | "TRUE"
+                | "false"
+                | "False"
+                | "FALSE"
+                | "on"
+                | "On"
+                | "ON"
+                | "off"
+                | "Off"
+                | "OFF"
                 | ".inf"
-                | "-.inf"
+                | ".Inf"
+                | ".INF"
                 | "+.inf"
+                | "+.Inf"
+                | "+.INF"
+                | "-.inf"
+                | "-.Inf"
+                | "-.INF"
                 | ".nan"
+                | ".NaN"
+                | ".NAN"
         )
-        && resolve_plain(s) == Value::String(s.to_string())
-        && !super::yaml11::reads_as_other(s);
-    if plain_ok {
-        s.to_string()
-    } else {
-        serde_json::to_string(s).expect("strings serialize")
-    }
+        && (!numeric || (resolve_plain(s).as_str() == Some(s) && !super::yaml11::reads_as_other(s)))
 }
 
 #[cfg(test)]
@@ -717,13 +620,13 @@ mod tests {
             "a": "0755", "b": "2024-01-01", "c": "yes", "d": "", "e": "line1\nline2", "f": "- x", "g": "a: b",
             "h": [1, "2", {"x": [], "y": {}}, [true, null]], "i": {"j": {"k": 1.5}}, "l": "plain text", "m": "#x",
         });
-        let text = emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
+        let text = crate::kustomize::printer::emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
         let back = parse_documents(&text, "emitted").unwrap();
         assert_eq!(back, vec![v, serde_json::json!({"n": 1})], "{text}");
     }
 
     #[test]
-    fn strings_are_quoted_where_kustomize_quotes_them() {
+    fn strings_that_read_as_other_types_are_recognised() {
         // As kustomize v5.8.1 printed these ConfigMap values.
         let quoted = [
             "y",
@@ -763,10 +666,10 @@ mod tests {
             "3.",
         ];
         for s in quoted {
-            assert_eq!(quote_if_needed(s), format!("\"{s}\""), "{s}");
+            assert!(!reads_back_as_string(s), "{s}");
         }
-        for s in ["=", "<<", "a=b", "1,000", "0x", "yes please", "1 2"] {
-            assert_eq!(quote_if_needed(s), s, "{s}");
+        for s in ["=", "<<", "a=b", "1,000", "0x", "yes please", "1 2", "tRUE", "~x"] {
+            assert!(reads_back_as_string(s), "{s}");
         }
     }
 

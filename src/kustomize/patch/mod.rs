@@ -6,6 +6,7 @@
 //! operations is JSON6902); [`apply`] applies either to one object; [`Target`] decides
 //! whether a `target` selects an object.
 
+pub(crate) mod openapi;
 pub(crate) mod schema;
 mod smp;
 mod target;
@@ -13,6 +14,8 @@ pub(crate) mod transformer;
 
 use serde_json::Value;
 use thiserror::Error;
+
+use openapi::CustomSchema;
 
 pub(crate) use crate::kustomize::selector::OriginalId;
 pub(crate) use target::Target;
@@ -128,12 +131,17 @@ fn parse_kind(text: &str) -> Result<PatchKind, String> {
 ///
 /// A strategic merge patch keeps the target's apiVersion and namespace, and its kind and
 /// name unless the options allow changing them (as kustomize's `ApplySmPatch`).
-pub(crate) fn apply(target: &Value, patch: &PatchDoc) -> Result<Value, PatchError> {
+/// Strategic-merge strategies come from `schema` when the build has a custom one.
+pub(crate) fn apply(
+    target: &Value,
+    patch: &PatchDoc,
+    schema: Option<&CustomSchema>,
+) -> Result<Value, PatchError> {
     match &patch.kind {
         PatchKind::StrategicMerge(documents) => {
             let mut current = target.clone();
             for document in documents {
-                current = apply_strategic_merge(&current, document, patch.options)?;
+                current = apply_strategic_merge(&current, document, patch.options, schema)?;
                 if current.is_null() {
                     break;
                 }
@@ -148,10 +156,11 @@ fn apply_strategic_merge(
     target: &Value,
     document: &serde_json::Map<String, Value>,
     options: PatchOptions,
+    custom: Option<&CustomSchema>,
 ) -> Result<Value, PatchError> {
     let object = target.as_object().ok_or(PatchError::NotAnObject)?;
     let text = |key: &str| object.get(key).and_then(Value::as_str).unwrap_or("");
-    let ty = schema::root_type(text("apiVersion"), text("kind"));
+    let ty = schema::root_type(text("apiVersion"), text("kind"), custom);
     if let Some((path, expected, got)) = smp::kind_conflict(object, document, "") {
         return Err(PatchError::WrongNodeKind { path, expected, got });
     }

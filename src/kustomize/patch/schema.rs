@@ -8,23 +8,52 @@
 //! types on the path to those fields: object metadata (finalizers, ownerReferences), status
 //! conditions, the pod spec and its containers in every workload, Service ports, and the
 //! lists of ServiceAccounts and webhook configurations ([`field`] lists them all).
+//! A kustomization's own `openapi` schema replaces all of this (see `openapi`).
 
+use serde_json::Value;
+
+use super::openapi::CustomSchema;
 use crate::kustomize::resmap::split_api_version;
 
 /// How a list field is merged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ListMerge {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum ListMerge<'s> {
     /// The patch list replaces the original (no strategy, or an unknown kind).
     Replace,
     /// Elements (maps) are matched on these keys and merged.
-    ByKeys(&'static [&'static str]),
+    ByKeys(Keys<'s>),
     /// A list of scalars merged as a set (e.g. `metadata.finalizers`).
     Primitive,
 }
 
+/// The merge keys of a list.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Keys<'s> {
+    Builtin(&'static [&'static str]),
+    /// A custom schema's key: a string or a list of strings.
+    Custom(&'s Value),
+}
+
+impl<'s> Keys<'s> {
+    pub(crate) fn names(self) -> Vec<&'s str> {
+        match self {
+            Keys::Builtin(keys) => keys.to_vec(),
+            Keys::Custom(Value::String(key)) => vec![key.as_str()],
+            Keys::Custom(keys) => keys
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect(),
+        }
+    }
+}
+
 /// The schema type of a node, as far as merge strategies need to know it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SchemaType {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum SchemaType<'s> {
+    /// A node of a custom schema (a definition or property schema).
+    Custom(&'s CustomSchema, &'s Value),
     /// Not a builtin kind (or a part of one without merge strategies): lists are replaced.
     Unknown,
     /// The top level of a builtin kind.
@@ -140,9 +169,17 @@ const BUILTIN_KINDS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// The schema type of an object's top level, from its `apiVersion` and `kind`.
-pub(crate) fn root_type(api_version: &str, kind: &str) -> SchemaType {
-    let (group, _) = split_api_version(api_version);
+/// The schema type of an object's top level, from its `apiVersion` and `kind`, in the
+/// custom schema when the build has one.
+pub(crate) fn root_type<'s>(
+    api_version: &str,
+    kind: &str,
+    custom: Option<&'s CustomSchema>,
+) -> SchemaType<'s> {
+    let (group, version) = split_api_version(api_version);
+    if let Some(custom) = custom {
+        return custom.root_type(group, version, kind);
+    }
     let known = BUILTIN_KINDS
         .iter()
         .any(|(g, kinds)| *g == group && kinds.contains(&kind));
@@ -167,10 +204,14 @@ pub(crate) fn root_type(api_version: &str, kind: &str) -> SchemaType {
 
 /// The type of `field` inside a node of type `parent`, and how the field merges if it is
 /// a list.
-pub(crate) fn field(parent: SchemaType, field: &str) -> (SchemaType, ListMerge) {
-    use ListMerge::{ByKeys, Primitive, Replace};
+pub(crate) fn field<'s>(parent: SchemaType<'s>, field: &str) -> (SchemaType<'s>, ListMerge<'s>) {
+    use ListMerge::{Primitive, Replace};
+    const fn keyed(keys: &'static [&'static str]) -> ListMerge<'static> {
+        ListMerge::ByKeys(Keys::Builtin(keys))
+    }
     use SchemaType as T;
     match (parent, field) {
+        (T::Custom(schema, node), _) => schema.field(node, field),
         (T::Root(_), "metadata") => (T::ObjectMeta, Replace),
         (T::Root(_), "status") => (T::Status, Replace),
         (T::Root(BuiltinKind::Pod), "spec") => (T::PodSpec, Replace),
@@ -179,12 +220,12 @@ pub(crate) fn field(parent: SchemaType, field: &str) -> (SchemaType, ListMerge) 
         (T::Root(BuiltinKind::CronJob), "spec") => (T::CronJobSpec, Replace),
         (T::Root(BuiltinKind::Service), "spec") => (T::ServiceSpec, Replace),
         (T::Root(BuiltinKind::ServiceAccount), "secrets" | "imagePullSecrets") => {
-            (T::Unknown, ByKeys(&["name"]))
+            (T::Unknown, keyed(&["name"]))
         }
-        (T::Root(BuiltinKind::WebhookConfiguration), "webhooks") => (T::Unknown, ByKeys(&["name"])),
+        (T::Root(BuiltinKind::WebhookConfiguration), "webhooks") => (T::Unknown, keyed(&["name"])),
         (T::ObjectMeta, "finalizers") => (T::Unknown, Primitive),
-        (T::ObjectMeta, "ownerReferences") => (T::Unknown, ByKeys(&["uid"])),
-        (T::Status, "conditions") => (T::Unknown, ByKeys(&["type"])),
+        (T::ObjectMeta, "ownerReferences") => (T::Unknown, keyed(&["uid"])),
+        (T::Status, "conditions") => (T::Unknown, keyed(&["type"])),
         (T::WorkloadSpec, "template") => (T::PodTemplateSpec, Replace),
         (T::CronJobSpec, "jobTemplate") => (T::JobTemplateSpec, Replace),
         (T::JobTemplateSpec, "metadata") => (T::ObjectMeta, Replace),
@@ -192,18 +233,18 @@ pub(crate) fn field(parent: SchemaType, field: &str) -> (SchemaType, ListMerge) 
         (T::PodTemplateSpec, "metadata") => (T::ObjectMeta, Replace),
         (T::PodTemplateSpec, "spec") => (T::PodSpec, Replace),
         (T::PodSpec, "containers" | "initContainers" | "ephemeralContainers") => {
-            (T::Container, ByKeys(&["name"]))
+            (T::Container, keyed(&["name"]))
         }
-        (T::PodSpec, "volumes" | "imagePullSecrets") => (T::Unknown, ByKeys(&["name"])),
-        (T::PodSpec, "hostAliases") => (T::Unknown, ByKeys(&["ip"])),
+        (T::PodSpec, "volumes" | "imagePullSecrets") => (T::Unknown, keyed(&["name"])),
+        (T::PodSpec, "hostAliases") => (T::Unknown, keyed(&["ip"])),
         (T::PodSpec, "topologySpreadConstraints") => {
-            (T::Unknown, ByKeys(&["topologyKey", "whenUnsatisfiable"]))
+            (T::Unknown, keyed(&["topologyKey", "whenUnsatisfiable"]))
         }
-        (T::Container, "env") => (T::Unknown, ByKeys(&["name"])),
-        (T::Container, "ports") => (T::Unknown, ByKeys(&["containerPort", "protocol"])),
-        (T::Container, "volumeMounts") => (T::Unknown, ByKeys(&["mountPath"])),
-        (T::Container, "volumeDevices") => (T::Unknown, ByKeys(&["devicePath"])),
-        (T::ServiceSpec, "ports") => (T::Unknown, ByKeys(&["port", "protocol"])),
+        (T::Container, "env") => (T::Unknown, keyed(&["name"])),
+        (T::Container, "ports") => (T::Unknown, keyed(&["containerPort", "protocol"])),
+        (T::Container, "volumeMounts") => (T::Unknown, keyed(&["mountPath"])),
+        (T::Container, "volumeDevices") => (T::Unknown, keyed(&["devicePath"])),
+        (T::ServiceSpec, "ports") => (T::Unknown, keyed(&["port", "protocol"])),
         _ => (T::Unknown, Replace),
     }
 }
@@ -215,25 +256,31 @@ mod tests {
     #[test]
     fn builtin_kinds_are_known_by_group_and_custom_resources_are_not() {
         assert_eq!(
-            root_type("apps/v1", "Deployment"),
+            root_type("apps/v1", "Deployment", None),
             SchemaType::Root(BuiltinKind::Workload)
         );
-        assert_eq!(root_type("v1", "Pod"), SchemaType::Root(BuiltinKind::Pod));
-        assert_eq!(root_type("v1", "ConfigMap"), SchemaType::Root(BuiltinKind::Other));
-        assert_eq!(root_type("example.com/v1", "Deployment"), SchemaType::Unknown);
-        assert_eq!(root_type("apps/v1", "Widget"), SchemaType::Unknown);
+        assert_eq!(root_type("v1", "Pod", None), SchemaType::Root(BuiltinKind::Pod));
+        assert_eq!(
+            root_type("v1", "ConfigMap", None),
+            SchemaType::Root(BuiltinKind::Other)
+        );
+        assert_eq!(
+            root_type("example.com/v1", "Deployment", None),
+            SchemaType::Unknown
+        );
+        assert_eq!(root_type("apps/v1", "Widget", None), SchemaType::Unknown);
     }
 
     #[test]
     fn container_lists_merge_by_their_keys_through_a_cronjob() {
-        let spec = field(root_type("batch/v1", "CronJob"), "spec").0;
+        let spec = field(root_type("batch/v1", "CronJob", None), "spec").0;
         let job = field(field(spec, "jobTemplate").0, "spec").0;
         let pod = field(field(job, "template").0, "spec").0;
         let (container, merge) = field(pod, "containers");
-        assert_eq!(merge, ListMerge::ByKeys(&["name"]));
+        assert_eq!(merge, ListMerge::ByKeys(Keys::Builtin(&["name"])));
         assert_eq!(
             field(container, "ports").1,
-            ListMerge::ByKeys(&["containerPort", "protocol"])
+            ListMerge::ByKeys(Keys::Builtin(&["containerPort", "protocol"]))
         );
         assert_eq!(field(container, "args").1, ListMerge::Replace);
     }

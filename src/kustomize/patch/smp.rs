@@ -27,7 +27,7 @@ const DIRECTIVE: &str = "$patch";
 pub(crate) fn merge_map(
     dest: Option<&Map<String, Value>>,
     patch: &Map<String, Value>,
-    ty: SchemaType,
+    ty: SchemaType<'_>,
 ) -> Option<Map<String, Value>> {
     let mut result = match patch.get(DIRECTIVE).and_then(Value::as_str) {
         Some("delete") => return None,
@@ -69,8 +69,8 @@ pub(crate) fn merge_map(
 fn merge_list(
     dest: Option<&Vec<Value>>,
     patch: &[Value],
-    element_type: SchemaType,
-    strategy: ListMerge,
+    element_type: SchemaType<'_>,
+    strategy: ListMerge<'_>,
 ) -> Vec<Value> {
     if dest.is_none() && matches!(strategy, ListMerge::ByKeys(_)) && has_replace_marker(patch) {
         // kustomize's (kyaml's) result for a new list with a replace marker: the marker
@@ -94,11 +94,11 @@ fn merge_list(
             .filter(|element| !is_replace_marker(element))
             .filter_map(|element| clean(element, element_type))
             .collect(),
-        ListMerge::ByKeys(keys) => merge_keyed(dest, patch, element_type, keys),
+        ListMerge::ByKeys(keys) => merge_keyed(dest, patch, element_type, &keys.names()),
     }
 }
 
-fn merge_keyed(dest: &[Value], patch: &[Value], element_type: SchemaType, keys: &[&str]) -> Vec<Value> {
+fn merge_keyed(dest: &[Value], patch: &[Value], element_type: SchemaType<'_>, keys: &[&str]) -> Vec<Value> {
     // Only keys some element carries take part: a ports list without any `protocol`
     // behaves like a single-key list.
     let keys: Vec<&str> = keys
@@ -181,7 +181,7 @@ fn merge_keyed(dest: &[Value], patch: &[Value], element_type: SchemaType, keys: 
 }
 
 /// A patch value with its directives and nulls resolved against nothing.
-fn clean(value: &Value, ty: SchemaType) -> Option<Value> {
+fn clean(value: &Value, ty: SchemaType<'_>) -> Option<Value> {
     match value {
         Value::Object(map) => merge_map(None, map, ty).map(Value::Object),
         other => Some(other.clone()),

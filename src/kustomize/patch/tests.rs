@@ -24,7 +24,7 @@ fn yaml(text: &str) -> Value {
 
 fn patched(resource: &str, patch: &str) -> Value {
     let doc = parse(patch, "patch.yaml").expect("patch parses");
-    apply(&yaml(resource), &doc).expect("patch applies")
+    apply(&yaml(resource), &doc, None).expect("patch applies")
 }
 
 const DEPLOYMENT: &str = r#"
@@ -452,7 +452,7 @@ fn identity_is_kept_unless_the_options_allow_a_change() {
     let patch = "apiVersion: v9\nkind: StatefulSet\nmetadata: {name: renamed, namespace: other}\n";
     let target = yaml(DEPLOYMENT);
     let mut doc = parse(patch, "inline patch").unwrap();
-    let kept = apply(&target, &doc).unwrap();
+    let kept = apply(&target, &doc, None).unwrap();
     assert_eq!(
         (
             &kept["apiVersion"],
@@ -466,7 +466,7 @@ fn identity_is_kept_unless_the_options_allow_a_change() {
         allow_name_change: true,
         allow_kind_change: true,
     };
-    let changed = apply(&target, &doc).unwrap();
+    let changed = apply(&target, &doc, None).unwrap();
     assert_eq!(
         (
             &changed["apiVersion"],
@@ -514,7 +514,7 @@ fn json6902_errors_name_the_operation_and_path() {
     ];
     for (text, index, op, path) in cases {
         let doc = parse(text, "inline patch").unwrap();
-        let err = apply(&target, &doc).unwrap_err();
+        let err = apply(&target, &doc, None).unwrap_err();
         assert!(
             matches!(&err, PatchError::Json6902 { index: i, op: o, path: p, .. } if *i == index && o == op && p == path),
             "{text}: {err}"
@@ -773,7 +773,7 @@ fn a_patch_cannot_change_the_kind_of_a_node() {
     for (field, path, expected, got) in cases {
         let patch = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  {field}\n");
         let doc = parse(&patch, "inline patch").unwrap();
-        let err = apply(&yaml(original), &doc).unwrap_err();
+        let err = apply(&yaml(original), &doc, None).unwrap_err();
         assert_eq!(
             err,
             PatchError::WrongNodeKind {

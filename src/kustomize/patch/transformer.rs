@@ -40,7 +40,7 @@ impl Context<'_> {
         if operations {
             docs = yaml::parse_documents_yaml11(text, origin)?;
         }
-        patch::parse(&yaml::emit_documents(&docs), origin).map_err(|e| self.err(e))
+        patch::parse(&crate::kustomize::printer::emit_documents(&docs), origin).map_err(|e| self.err(e))
     }
 
     /// The text of a `patches` entry: from `path`, or the inline `patch`.
@@ -241,8 +241,8 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
             meta.insert("annotations".into(), Value::Object(Map::new()));
         }
     }
-    let mut patched =
-        patch::apply(&Value::Object(input), doc).map_err(|e| ctx.err(format!("{before}: {e}")))?;
+    let mut patched = patch::apply(&Value::Object(input), doc, map.schema.custom())
+        .map_err(|e| ctx.err(format!("{before}: {e}")))?;
     if matches!(doc.kind, PatchKind::Json6902(_))
         && let Some(Value::Object(meta)) = patched.get_mut("metadata")
     {
