@@ -15,7 +15,8 @@
 //! - an object moved between two Kustomizations of one source keeps its UID whichever
 //!   reconciles first; one that both keep claiming is a conflict naming both, not a silent
 //!   take-over (the `handover` module);
-//! - a no-op reconcile costs one LIST per kind, and a new revision changing m objects one LIST
+//! - a no-op reconcile costs one LIST per kind, none where a shared metadata watch of the kind
+//!   is synced (the `watch` module), and a new revision changing m objects one LIST
 //!   per kind and the m dry-runs and applies (the `fingerprint` module); a full run reads live objects with one LIST per kind too, so it
 //!   costs one dry-run per object instead of a GET and a dry-run;
 //! - writes within a stage, and deletes within a stage, run with bounded concurrency (Flux
@@ -40,14 +41,17 @@ mod prune;
 mod secret;
 mod stage;
 mod wait;
+mod watch;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
 
 pub use preview::ObjectDiff;
 pub use prune::PruneError;
+pub use watch::LiveWatches;
 
 use crate::api::conditions::reason;
 use crate::api::inventory::ObjectRef;
@@ -111,6 +115,8 @@ pub struct Applier {
     resolver: ResourceResolver,
     options: ApplierOptions,
     prints: FingerprintStore,
+    /// The shared metadata watches of the cluster, when the fast path may read them.
+    watches: Option<Arc<LiveWatches>>,
 }
 
 impl Applier {
@@ -119,7 +125,14 @@ impl Applier {
             resolver,
             options,
             prints: FingerprintStore::default(),
+            watches: None,
         }
+    }
+
+    /// The fast path reads live prints from `watches` (of the same cluster) where they are synced.
+    pub fn with_live_watches(mut self, watches: Arc<LiveWatches>) -> Self {
+        self.watches = Some(watches);
+        self
     }
 
     pub(crate) fn options(&self) -> &ApplierOptions {

@@ -432,7 +432,8 @@ impl Applier {
         out
     }
 
-    /// Objects whose fingerprints match the last run, from one metadata LIST per kind.
+    /// Objects whose fingerprints match the last run, from the kind's synced watch or one
+    /// metadata LIST per kind.
     pub(super) async fn fast_path(
         &self,
         p: &Planning<'_>,
@@ -444,10 +445,14 @@ impl Applier {
                 .get(&desired[*i].object.id())
                 .is_some_and(|prev| prev.desired == desired[*i].print)
         });
-        let listed = self.list_owned(p, candidates, true).await;
+        let (watched, unwatched) = self.watched_prints(p, candidates);
+        let listed = self.list_owned(p, unwatched.into_iter(), true).await;
+        let listed = listed
+            .into_iter()
+            .map(|(i, obj)| (i, live_print(&obj["metadata"])));
         let mut out = Vec::new();
-        for (i, obj) in listed {
-            let live = Some(live_print(&obj["metadata"]));
+        for (i, live) in watched.into_iter().chain(listed) {
+            let live = Some(live);
             let Some(prev) = previous.get(&desired[i].object.id()) else {
                 continue;
             };

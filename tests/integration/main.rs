@@ -6,6 +6,7 @@ mod support;
 mod applier;
 mod chaos;
 mod controller;
+mod drift;
 mod dropin;
 mod flux_build_cli;
 mod flux_cli;
