@@ -206,3 +206,94 @@ async fn drift_without_the_annotation_waits_for_the_next_pass() {
     .await;
     s.delete().await;
 }
+
+/// The Ready message of Kustomization `name`.
+async fn ready_message(s: &Scenario, name: &str) -> String {
+    let ks = s.get(name).await.expect("the Kustomization");
+    crate::support::controller::condition(&ks, "Ready")
+        .map(|c| c.message)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn drift_warn_reports_an_edit_and_a_delete_and_leaves_both() {
+    let s = Scenario::new("kc-drift-warn").await;
+    let n = s.namespace().to_string();
+    let controller = s.start_controller(&["--interval-jitter-percentage=0"]);
+    s.publish_objects("repo", REV1, &config_maps(3)).await;
+    apply_annotated(
+        &s,
+        "app",
+        json!({"interval": "2s"}),
+        json!({DRIFT_ANNOTATION: "warn"}),
+    )
+    .await;
+    s.wait_applied(&controller, "app", REV1).await;
+    wait_config_maps_watched(&controller).await;
+
+    edit(&s, "cm-1", "edited").await;
+    let edited = format!("ConfigMap/{n}/cm-1 (data.value)");
+    eventually("the edit reported", Duration::from_secs(60), || async {
+        ready_message(&s, "app").await.contains(&edited).then_some(())
+    })
+    .await;
+    config_map_api(&s)
+        .delete("cm-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = format!("ConfigMap/{n}/cm-2 (deleted)");
+    eventually("the delete reported", Duration::from_secs(60), || async {
+        ready_message(&s, "app").await.contains(&deleted).then_some(())
+    })
+    .await;
+
+    // two more intervals: still reported, still left in place
+    let start = successful_runs(&controller).await;
+    eventually("two more passes", Duration::from_secs(30), || async {
+        (successful_runs(&controller).await >= start + 2.0).then_some(())
+    })
+    .await;
+    let ks = s.get("app").await.unwrap();
+    let ready = crate::support::controller::condition(&ks, "Ready").unwrap();
+    assert_eq!(ready.status, "True", "{ready:?}");
+    assert!(
+        ready.message.starts_with(&format!("Applied revision: {REV1}\n"))
+            && ready.message.contains(&edited)
+            && ready.message.contains(&deleted),
+        "the Ready message names both: {}",
+        ready.message
+    );
+    assert_eq!(
+        s.config_map_value("cm-1").await.as_deref(),
+        Some("edited"),
+        "the edit stays"
+    );
+    assert_eq!(
+        s.config_map_value("cm-2").await,
+        None,
+        "the deleted object is not recreated"
+    );
+    assert_eq!(s.config_map_value("cm-0").await.as_deref(), Some("v-0"));
+    let warnings: Vec<String> = s
+        .events("app")
+        .await
+        .into_iter()
+        .filter(|(type_, reason, _, _)| type_ == "Warning" && reason == "DriftDetected")
+        .map(|(_, _, note, _)| note)
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        2,
+        "one Warning per new set of drifted objects: {warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&edited) && !w.contains(&deleted))
+            && warnings
+                .iter()
+                .any(|w| w.contains(&edited) && w.contains(&deleted)),
+        "{warnings:?}"
+    );
+    s.delete().await;
+}
