@@ -33,7 +33,8 @@ use super::planner::Planning;
 use super::{Applier, Owner};
 use crate::api::conditions::keys;
 
-/// Objects kept per kind at most (about 100 bytes each); a kind with more is listed instead.
+/// Objects kept per kind at most (about 180 bytes each with a 35-byte `namespace/name`); a kind
+/// with more is listed instead.
 pub(crate) const MAX_OBJECTS_PER_KIND: usize = 100_000;
 
 /// Owner announcements waiting for the controller; when full, an announcement is dropped and the
