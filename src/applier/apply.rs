@@ -22,7 +22,6 @@ use std::collections::HashMap;
 use futures::{StreamExt, stream};
 use tokio::time::Instant;
 
-use super::drift::{DriftPolicy, DriftReport, held_back};
 use super::fingerprint::{ObjectPrint, live_print, run_key};
 use super::http::{api_message, api_url, server_side_apply};
 use super::plan::{Desired, Outcome, Plan, Write, transport_kind};
@@ -125,7 +124,6 @@ impl<'a> Run<'a> {
                 desired: d.print.clone(),
                 live: outcome.live_print,
                 action,
-                drift: None,
             };
             prints.insert(d.object.id(), print);
         }
@@ -136,51 +134,29 @@ impl<'a> Run<'a> {
 impl Applier {
     /// Applies `req.objects` for `req.owner` (see the module doc for the order of work).
     pub async fn apply(&self, req: ApplyRequest<'_>) -> Result<ChangeSet, ApplyError> {
-        let (changes, _) = self.apply_with(req, DriftPolicy::Correct).await?;
-        Ok(changes)
-    }
-
-    /// [`Applier::apply`] with a drift policy; with [`DriftPolicy::Warn`] the drifted objects
-    /// are skipped and reported (the `drift` module).
-    pub async fn apply_with(
-        &self,
-        req: ApplyRequest<'_>,
-        policy: DriftPolicy,
-    ) -> Result<(ChangeSet, Vec<DriftReport>), ApplyError> {
         let mut changes = ChangeSet::default();
-        self.apply_stages(&req, policy, &mut changes)
-            .await
-            .map_err(|errors| {
-                self.prints.forget(&req.owner.key());
-                ApplyError { errors, changes }
-            })
+        self.apply_stages(&req, &mut changes).await.map_err(|errors| {
+            self.prints.forget(&req.owner.key());
+            ApplyError { errors, changes }
+        })
     }
 
     /// The apply; on failure the errors, with what was done recorded in `changes`.
     async fn apply_stages(
         &self,
         req: &ApplyRequest<'_>,
-        policy: DriftPolicy,
         changes: &mut ChangeSet,
-    ) -> Result<(ChangeSet, Vec<DriftReport>), Vec<ObjectError>> {
+    ) -> Result<ChangeSet, Vec<ObjectError>> {
         let p = self.prepare(req, Mode::Apply).await?;
-        let key = run_key(req.force, req.ignore, policy != DriftPolicy::Correct);
+        let key = run_key(req.force, req.ignore);
         let owner_key = req.owner.key();
         let previous = self
             .prints
             .fast_path(&owner_key, &key, self.options.full_sync_every);
         let full = previous.is_none();
         let mut run = Run::new(&p.desired, changes);
-        let mut drifted = Vec::new();
         if let Some(previous) = &previous {
             for (i, outcome) in self.fast_path(&p, previous).await {
-                let id = p.desired[i].object.id();
-                drifted.extend(
-                    previous
-                        .get(&id)
-                        .and_then(|print| print.drift.clone())
-                        .map(|d| (i, d)),
-                );
                 run.settle(i, outcome);
             }
         }
@@ -201,15 +177,6 @@ impl Applier {
             return Err(planned.failures);
         }
         let (mut writes, mut deferred) = (planned.writes, planned.deferred);
-        if let DriftPolicy::Warn { same_build } = policy {
-            let recorded = self.prints.recorded(&owner_key);
-            let held;
-            (writes, held) = held_back(&p.desired, writes, recorded.as_ref(), same_build);
-            for (i, drift, outcome) in held {
-                run.settle(i, outcome);
-                drifted.push((i, drift));
-            }
-        }
 
         let mut earlier_stage_wrote = false;
         for stage in Stage::ALL {
@@ -258,23 +225,10 @@ impl Applier {
         }
         self.second_pass(&p, &mut run, deferred).await?;
 
-        let (ordered, mut prints) = run.finish();
-        // in apply order, so that an unchanged set reads the same in every pass
-        drifted.sort_by_key(|(i, _)| *i);
-        let mut reports = Vec::new();
-        for (i, drift) in drifted {
-            let object = &p.desired[i].object;
-            if let Some(print) = prints.get_mut(&object.id()) {
-                print.drift = Some(drift.clone());
-            }
-            reports.push(DriftReport {
-                object: object.clone(),
-                drift,
-            });
-        }
+        let (ordered, prints) = run.finish();
         self.prints.record(&owner_key, &key, prints, full);
         self.watch_kinds(&p.desired);
-        Ok((ordered, reports))
+        Ok(ordered)
     }
 
     /// The objects that needed something from this apply: planned again and applied, every

@@ -30,18 +30,16 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Action;
-use super::drift::Drift;
 use crate::api::kustomization::IgnoreRule;
 
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Identifies the settings of a run that decide every object's outcome: force, ignore rules and
-/// whether drift is left in place (`warns`).
-pub(crate) fn run_key(force: bool, ignore: &[IgnoreRule], warns: bool) -> String {
+/// Identifies the settings of a run that decide every object's outcome: force and ignore rules.
+pub(crate) fn run_key(force: bool, ignore: &[IgnoreRule]) -> String {
     let rules = serde_json::to_string(ignore).unwrap_or_default();
-    sha256_hex(format!("{force}\n{rules}\n{warns}").as_bytes())
+    sha256_hex(format!("{force}\n{rules}").as_bytes())
 }
 
 /// Hash of a normalized desired object.
@@ -92,8 +90,6 @@ pub(crate) struct ObjectPrint {
     pub(crate) live: Option<String>,
     /// What to report when nothing changed: `Unchanged` or `Skipped`.
     pub(crate) action: Action,
-    /// The drift left in place (`drift: warn`), reported again while the prints hold.
-    pub(crate) drift: Option<Drift>,
 }
 
 impl ObjectPrint {
@@ -128,13 +124,6 @@ impl FingerprintStore {
         let states = self.states.lock().expect("fingerprint lock");
         let state = states.get(owner)?;
         (state.key == key && state.full_sync_at.elapsed() < full_sync_every).then(|| state.objects.clone())
-    }
-
-    /// The prints of `owner`'s last successful run, whatever its settings and age: what tells
-    /// drift from change.
-    pub(crate) fn recorded(&self, owner: &str) -> Option<HashMap<String, ObjectPrint>> {
-        let states = self.states.lock().expect("fingerprint lock");
-        states.get(owner).map(|state| state.objects.clone())
     }
 
     /// Records a successful run. `full` says whether every object was dry-run.
@@ -208,7 +197,7 @@ mod tests {
     #[test]
     fn fast_path_needs_the_same_settings_and_a_recent_full_sync() {
         let store = FingerprintStore::default();
-        let key = run_key(false, &[], false);
+        let key = run_key(false, &[]);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
         store.record("ns/ks", &key, HashMap::new(), true);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_some());
@@ -220,7 +209,6 @@ mod tests {
     /// One object's next run: its settings, manifest and live metadata.
     struct NextRun {
         force: bool,
-        warns: bool,
         ignore: Vec<IgnoreRule>,
         object: Value,
         live: Value,
@@ -231,7 +219,7 @@ mod tests {
 
     /// Whether the next run reports the object from its print, without a dry-run.
     fn from_print(store: &FingerprintStore, next: &NextRun) -> bool {
-        let key = run_key(next.force, &next.ignore, next.warns);
+        let key = run_key(next.force, &next.ignore);
         store
             .fast_path("ns/ks", &key, Duration::from_secs(60))
             .and_then(|prints| prints.get("cm").cloned())
@@ -248,17 +236,15 @@ mod tests {
             desired: desired_print(&object),
             live: Some(live_print(&live)),
             action: Action::Unchanged,
-            drift: None,
         };
         store.record(
             "ns/ks",
-            &run_key(false, &[], false),
+            &run_key(false, &[]),
             HashMap::from([("cm".to_string(), print)]),
             true,
         );
         let same = || NextRun {
             force: false,
-            warns: false,
             ignore: Vec::new(),
             object: object.clone(),
             live: live.clone(),
@@ -266,7 +252,7 @@ mod tests {
         // a new revision leaves every input above as it was: the object keeps its print
         assert!(from_print(&store, &same()));
 
-        let changes: [RunChange; 7] = [
+        let changes: [RunChange; 6] = [
             ("manifest changed", |n| n.object["data"]["a"] = "2".into()),
             ("live object written", |n| n.live["resourceVersion"] = "11".into()),
             ("live object recreated", |n| n.live["uid"] = "v".into()),
@@ -274,7 +260,6 @@ mod tests {
                 n.live["generation"] = 1.into()
             }),
             ("force", |n| n.force = true),
-            ("drift left in place", |n| n.warns = true),
             ("ignore rule", |n| {
                 n.ignore = vec![serde_json::from_value(json!({"paths": ["/data"]})).unwrap()];
             }),

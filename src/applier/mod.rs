@@ -27,7 +27,6 @@
 
 mod apply;
 mod diff;
-mod drift;
 mod fingerprint;
 pub(crate) mod handover;
 mod http;
@@ -50,7 +49,6 @@ use std::time::Duration;
 
 use kube::Client;
 
-pub use drift::{Drift, DriftPolicy, DriftReport};
 pub use preview::ObjectDiff;
 pub use prune::PruneError;
 pub use watch::LiveWatches;

@@ -282,10 +282,6 @@ async fn reconcile_apply(ks: Arc<Kustomization>, ctx: &Context) -> Result<Action
             )
             .await;
     }
-    // drift: warn: a new set of drifted objects left in place
-    if written && let Some(notice) = super::drift::notice(&pass.old, &pass.status, metadata.clone()) {
-        ctx.notifier.emit(&ks, &notice).await;
-    }
     match outcome {
         Ok(()) => {
             let message = format!(
@@ -468,10 +464,9 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         ignore: &spec.ignore,
         revision: &artifact.revision,
     };
-    let policy = super::drift::policy(&ks, &pass.old, &built.digest);
-    let applied_changes = tools.applier.apply_with(request, policy).await;
+    let applied_changes = tools.applier.apply(request).await;
     pass.stamp.now = Timestamp::now();
-    let (changes, drifted) = applied_changes.map_err(|error| {
+    let changes = applied_changes.map_err(|error| {
         let build = pass.built(&built_revision);
         let masked = sops::Masked {
             error,
@@ -557,7 +552,6 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<(), StepFailure>
         digest: built.digest,
         health: health_elapsed,
         duration: pass.started.elapsed(),
-        drift: super::drift::ready_line(&drifted),
     };
     status::mark_applied(&mut pass.status, &pass.stamp, &applied);
     Ok(())
