@@ -35,7 +35,7 @@ use crate::api::conditions::keys;
 
 /// Objects kept per kind at most (about 180 bytes each with a 35-byte `namespace/name`); a kind
 /// with more is listed instead.
-pub(crate) const MAX_OBJECTS_PER_KIND: usize = 100_000;
+const MAX_OBJECTS_PER_KIND: usize = 100_000;
 
 /// Owner announcements waiting for the controller; when full, an announcement is dropped and the
 /// owner's interval catches the change.
@@ -74,7 +74,7 @@ fn owner_of(meta: &ObjectMeta) -> Option<Owner> {
 
 /// Whether the newest managedFields entry of the main resource is ours alone: then the write
 /// that produced this state was one of our applies.
-pub(crate) fn written_by_us(meta: &ObjectMeta) -> bool {
+fn written_by_us(meta: &ObjectMeta) -> bool {
     let entries: Vec<_> = meta
         .managed_fields
         .iter()
