@@ -41,6 +41,9 @@ pub mod keys {
     pub(crate) const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
     pub(crate) const FORCE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/force";
     pub(crate) const SUBSTITUTE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/substitute";
+    /// On a Kustomization (ours, not Flux's): `correct` corrects an out-of-band change of its
+    /// objects at once, `warn` only reports it; absent, drift is corrected at the interval.
+    pub(crate) const DRIFT_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/drift";
     /// Set by `flux reconcile` to ask for a run now.
     pub(crate) const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
     pub(crate) const FINALIZER: &str = "finalizers.fluxcd.io";

@@ -236,6 +236,7 @@ impl Applier {
 
         let (ordered, prints) = run.finish();
         self.prints.record(&owner_key, &key, prints, full);
+        self.watch_kinds(&p.desired);
         Ok(ordered)
     }
 

@@ -15,6 +15,9 @@
 //! decides the outcome invalidates the prints: a live change (the live hash), the force and
 //! ignore settings of the run (the run key; the field managers are fixed per applier).
 //!
+//! Where a shared metadata watch of the kind is synced (the `watch` module), the live prints
+//! come from its store instead of the LIST, so a quiet interval sends no request at all.
+//!
 //! State is in memory only: it is lost on restart (the first reconcile after start is a full
 //! dry-run), dropped on any apply error, and replaced on changed force/ignore settings or after
 //! `full_sync_every`.
@@ -45,8 +48,13 @@ pub(crate) fn desired_print(obj: &Value) -> String {
 }
 
 /// Hash of what matters in live metadata (see the module doc). `metadata` is the object's
-/// `metadata` map, from a full object or a metadata-only list.
+/// `metadata` map, from a full object, a metadata-only list or a metadata watch.
 pub(crate) fn live_print(metadata: &Value) -> String {
+    hex::encode(live_digest(metadata))
+}
+
+/// The bytes of [`live_print`]: what a metadata watch keeps per object.
+pub(crate) fn live_digest(metadata: &Value) -> [u8; 32] {
     let field = |f: &str| metadata.get(f).cloned().unwrap_or(Value::Null);
     let generation = metadata
         .get("generation")
@@ -71,7 +79,7 @@ pub(crate) fn live_print(metadata: &Value) -> String {
         }
         None => serde_json::json!([field("uid"), field("resourceVersion")]),
     };
-    sha256_hex(tracked.to_string().as_bytes())
+    Sha256::digest(tracked.to_string().as_bytes()).into()
 }
 
 /// What the last apply recorded for one object.

@@ -15,12 +15,12 @@
 //! - an object moved between two Kustomizations of one source keeps its UID whichever
 //!   reconciles first; one that both keep claiming is a conflict naming both, not a silent
 //!   take-over (the `handover` module);
-//! - a no-op reconcile costs one LIST per kind, and a new revision changing m objects one LIST
-//!   per kind and the m dry-runs and applies (the `fingerprint` module); a full run reads live
-//!   objects with one LIST per kind too, so it costs one dry-run per object instead of a GET and
-//!   a dry-run, and an object that LIST does not show is dry-run as a create without a GET (the
-//!   answer tells whether it exists after all): a cold apply costs a dry-run and an apply per
-//!   object where Flux sends a GET, a dry-run and an apply;
+//! - a no-op reconcile costs one LIST per kind, none where a shared metadata watch of the kind
+//!   is synced (the `watch` module), and a new revision changing m objects one LIST per kind
+//!   (or none) and the m dry-runs and applies (the `fingerprint` module); a full run reads live
+//!   objects with one LIST per kind too, and an object that LIST does not show is dry-run as a
+//!   create without a GET (the answer tells whether it exists after all): a cold apply costs a
+//!   dry-run and an apply per object where Flux sends a GET, a dry-run and an apply;
 //! - dry-runs, writes and deletes within a stage run with bounded concurrency (16 by default;
 //!   Flux dry-runs 4 at a time and applies and deletes one at a time).
 //!
@@ -43,14 +43,17 @@ mod prune;
 mod secret;
 mod stage;
 mod wait;
+mod watch;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
 
 pub use preview::ObjectDiff;
 pub use prune::PruneError;
+pub use watch::LiveWatches;
 
 use crate::api::conditions::reason;
 use crate::api::inventory::ObjectRef;
@@ -114,6 +117,8 @@ pub struct Applier {
     resolver: ResourceResolver,
     options: ApplierOptions,
     prints: FingerprintStore,
+    /// The shared metadata watches of the cluster, when the fast path may read them.
+    watches: Option<Arc<LiveWatches>>,
 }
 
 impl Applier {
@@ -122,7 +127,14 @@ impl Applier {
             resolver,
             options,
             prints: FingerprintStore::default(),
+            watches: None,
         }
+    }
+
+    /// The fast path reads live prints from `watches` (of the same cluster) where they are synced.
+    pub fn with_live_watches(mut self, watches: Arc<LiveWatches>) -> Self {
+        self.watches = Some(watches);
+        self
     }
 
     pub(crate) fn options(&self) -> &ApplierOptions {

@@ -466,7 +466,8 @@ impl Applier {
         out
     }
 
-    /// Objects whose fingerprints match the last run, from one metadata LIST per kind.
+    /// Objects whose fingerprints match the last run, from the kind's synced watch or one
+    /// metadata LIST per kind.
     pub(super) async fn fast_path(
         &self,
         p: &Planning<'_>,
@@ -478,11 +479,15 @@ impl Applier {
                 .get(&desired[*i].object.id())
                 .is_some_and(|prev| prev.desired == desired[*i].print)
         });
-        let listed = self.list_owned(p, candidates, true).await;
+        let (watched, unwatched) = self.watched_prints(p, candidates);
+        let listed = self.list_owned(p, unwatched.into_iter(), true).await;
+        let listed = listed.into_iter().filter_map(|(i, known)| match known {
+            Known::Read(obj) => Some((i, live_print(&obj["metadata"]))),
+            Known::Unlisted | Known::Unread => None,
+        });
         let mut out = Vec::new();
-        for (i, known) in listed {
-            let Known::Read(obj) = known else { continue };
-            let live = Some(live_print(&obj["metadata"]));
+        for (i, live) in watched.into_iter().chain(listed) {
+            let live = Some(live);
             let Some(prev) = previous.get(&desired[i].object.id()) else {
                 continue;
             };

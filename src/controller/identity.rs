@@ -27,7 +27,7 @@ use super::kubeconfig::{self, KubeconfigPolicy, Refusal};
 use super::workload::{self, WorkloadCluster};
 use crate::api::Kustomization;
 use crate::api::conditions::reason;
-use crate::applier::{Applier, ApplierOptions};
+use crate::applier::{Applier, ApplierOptions, LiveWatches};
 use crate::error::{Retry, StepError};
 use crate::kube_ext::{RequestCounts, ResourceResolver, counted_client};
 
@@ -124,10 +124,15 @@ pub(crate) struct Tools {
 }
 
 impl Tools {
-    fn new(client: Client, options: ApplierOptions) -> Self {
+    /// `watches` are the shared metadata watches of the same cluster, if any.
+    fn new(client: Client, options: ApplierOptions, watches: Option<&Arc<LiveWatches>>) -> Self {
         let resolver = ResourceResolver::new(client);
+        let applier = Applier::new(resolver.clone(), options);
         Self {
-            applier: Applier::new(resolver.clone(), options),
+            applier: match watches {
+                Some(watches) => applier.with_live_watches(watches.clone()),
+                None => applier,
+            },
             resolver,
         }
     }
@@ -173,6 +178,9 @@ pub(crate) struct Identities {
     default_service_account: Option<String>,
     policy: KubeconfigPolicy,
     cache: Mutex<HashMap<Identity, Cached>>,
+    /// The controller's cluster's shared metadata watches: read for every identity there (with
+    /// the controller's own permissions), never for a remote cluster.
+    live: Option<Arc<LiveWatches>>,
 }
 
 impl Identities {
@@ -187,13 +195,22 @@ impl Identities {
         options: ApplierOptions,
     ) -> Self {
         Self {
-            own: Arc::new(Tools::new(client, options)),
+            own: Arc::new(Tools::new(client, options, None)),
             config,
             counts,
             default_service_account: Some(default_service_account.to_string()).filter(|s| !s.is_empty()),
             policy,
             cache: Mutex::default(),
+            live: None,
         }
+    }
+
+    /// Lets the fast path of every identity on the controller's cluster read `watches`.
+    pub(crate) fn with_live_watches(mut self, watches: Arc<LiveWatches>) -> Self {
+        let options = self.own.applier.options().clone();
+        self.own = Arc::new(Tools::new(self.own.client().clone(), options, Some(&watches)));
+        self.live = Some(watches);
+        self
     }
 
     /// The ServiceAccount this Kustomization acts as, if any: its own, else the default.
@@ -233,7 +250,12 @@ impl Identities {
         };
         config.auth_info.impersonate = user;
         let client = counted_client(config, &self.counts).map_err(IdentityError::Build)?;
-        let tools = Arc::new(Tools::new(client, self.own.applier.options().clone()));
+        let live = if remote.is_none() {
+            self.live.as_ref()
+        } else {
+            None
+        };
+        let tools = Arc::new(Tools::new(client, self.own.applier.options().clone(), live));
         self.keep(identity, tools.clone(), expires);
         Ok(tools)
     }

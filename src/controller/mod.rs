@@ -5,6 +5,7 @@
 //! kinds and maps a new artifact revision to the Kustomizations reading it.
 
 pub mod dependencies;
+mod drift;
 pub mod events;
 pub mod finalize;
 pub mod gates;
@@ -14,6 +15,7 @@ pub mod leader;
 pub mod options;
 mod parked;
 pub mod reconcile;
+mod source_cache;
 pub mod status;
 mod vars;
 mod workload;
@@ -35,7 +37,7 @@ use crate::api::Kustomization;
 use crate::api::conditions::{READY, keys};
 use crate::api::kustomization::{SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
-use crate::applier::ApplierOptions;
+use crate::applier::{ApplierOptions, LiveWatches, Owner};
 use crate::kube_ext::counting_client;
 use crate::source::{Fetcher, FetcherConfig};
 use crate::telemetry::{self, Metrics, Readiness};
@@ -58,6 +60,8 @@ pub(crate) struct Context {
     pub remote: Arc<crate::remote::RemoteFetcher>,
     pub notifier: Notifier,
     pub metrics: Arc<Metrics>,
+    /// The source objects of the source watches, read instead of a GET.
+    sources: source_cache::SourceCache,
     /// Consecutive failures per object, for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// Consecutive failed artifact downloads per object, for the download retries.
@@ -189,6 +193,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     })
     .map_err(RunError::Remote)?;
     let release_on_cancel = options.leader_election_release_on_cancel;
+    let (live, live_changes) = LiveWatches::new(client.clone());
     let ctx = Arc::new(Context {
         identities: Identities::new(
             client.clone(),
@@ -200,19 +205,21 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
                 allow_insecure_tls: options.insecure_kubeconfig_tls,
             },
             applier_options(&options),
-        ),
+        )
+        .with_live_watches(live),
         notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),
         fetcher,
         remote: Arc::new(remote),
         metrics,
         client,
+        sources: source_cache::SourceCache::default(),
         failures: Mutex::default(),
         download_failures: Mutex::default(),
         waits: parked::Waits::default(),
         options,
     });
 
-    let stopped = run_controller(ctx);
+    let stopped = run_controller(ctx, live_changes);
     match &elector {
         Some(elector) => {
             tokio::select! {
@@ -418,7 +425,8 @@ where
     })
 }
 
-async fn run_controller(ctx: Arc<Context>) {
+/// `live_changes`: owners of objects changed out of band, from the shared metadata watches.
+async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Receiver<Owner>) {
     let options = &ctx.options;
     let api: Api<Kustomization> = namespaced_or_all(&ctx.client, options);
     let mut watch_config = watcher::Config::default().any_semantic();
@@ -453,8 +461,12 @@ async fn run_controller(ctx: Arc<Context>) {
             Api::namespaced_with(ctx.client.clone(), &options.runtime_namespace, &resource)
         };
         let store: Store<Kustomization> = reader.clone();
+        let cache = reflector::store::Writer::new(resource.clone());
+        ctx.sources.register(kind, cache.as_reader());
         let sources = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
+            .modify(|source: &mut DynamicObject| source.managed_fields_mut().clear())
+            .reflect(cache)
             .applied_objects()
             .predicate_filter(artifact_revision_hash, Default::default());
         controller = controller.watches_stream_with(
@@ -471,6 +483,7 @@ async fn run_controller(ctx: Arc<Context>) {
     if let Some(ended) = ctx.waits.triggers() {
         controller = controller.reconcile_on(ended);
     }
+    controller = controller.reconcile_on(drift::triggers(live_changes, reader.clone()));
 
     controller
         .graceful_shutdown_on(shutdown_signal())

@@ -36,7 +36,7 @@ use crate::flux;
 use crate::health::{self, HealthCheckFailed, HealthError};
 use crate::kustomize::{BuildOptions, packed};
 use crate::sops;
-use crate::source::{SourceAccess, SourceError, get_artifact, resolve_path};
+use crate::source::{SourceAccess, SourceError, get_artifact_cached, resolve_path};
 use crate::telemetry::{ObjectLabels, ReconcileResult};
 
 use super::dependencies::{DependencyError, check_dependencies};
@@ -409,7 +409,8 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         no_cross_namespace_refs: ctx.options.no_cross_namespace_refs,
         external_artifact: ctx.options.feature_gates.external_artifact,
     };
-    let resolved = get_artifact(&ctx.client, &ks, access)
+    let cached = |kind, namespace: &str, name: &str| ctx.sources.get(kind, namespace, name);
+    let resolved = get_artifact_cached(&ctx.client, &ks, access, cached)
         .await
         .map_err(|e| pass.fail(e))?;
     let artifact = resolved.artifact;

@@ -58,11 +58,26 @@ pub async fn get_artifact(
     ks: &Kustomization,
     access: SourceAccess,
 ) -> Result<ResolvedSource, SourceError> {
+    get_artifact_cached(client, ks, access, |_, _, _| None).await
+}
+
+/// [`get_artifact`], taking the source object from `cached` (kind, namespace, name) when it has
+/// it, so that a watch's store spares the read.
+pub(crate) async fn get_artifact_cached(
+    client: &Client,
+    ks: &Kustomization,
+    access: SourceAccess,
+    cached: impl FnOnce(SourceKind, &str, &str) -> Option<DynamicObject>,
+) -> Result<ResolvedSource, SourceError> {
     let namespace = source_namespace(ks, access)?;
     let kind = ks.spec.source_ref.kind;
     let name = ks.spec.source_ref.name.clone();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &kind.api_resource());
-    let object = match api.get(&name).await {
+    let read = match cached(kind, &namespace, &name) {
+        Some(object) => Ok(object),
+        None => api.get(&name).await,
+    };
+    let object = match read {
         Ok(object) => object,
         Err(kube::Error::Api(status)) if status.code == 404 => {
             return Err(SourceError::SourceNotFound {

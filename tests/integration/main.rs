@@ -7,6 +7,7 @@ mod applier;
 mod chaos;
 mod cold_apply;
 mod controller;
+mod drift;
 mod dropin;
 mod failover;
 mod flux_build_cli;

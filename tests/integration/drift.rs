@@ -1,0 +1,208 @@
+//! Quiet is free, drift is seen at once: one shared metadata watch per kind keeps the no-op
+//! fingerprints current, so a quiet interval sends no request, and the annotation
+//! `kustomize.toolkit.fluxcd.io/drift: correct` corrects an out-of-band change without waiting
+//! for the interval. Without it, the interval corrects as in Flux.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::support::controller::{ControllerProcess, Scenario};
+use crate::support::eventually;
+
+const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
+const DRIFT_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/drift";
+
+/// ConfigMaps `cm-0`..`cm-{n-1}` with `value: v-<i>`.
+fn config_maps(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  value: v-{i}\n")
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// Kustomization `name` with [`Scenario::spec`] and `overrides`, annotated with `annotations`.
+async fn apply_annotated(s: &Scenario, name: &str, overrides: Value, annotations: Value) {
+    let object = json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": s.namespace(), "annotations": annotations},
+        "spec": s.spec(overrides),
+    });
+    Api::<kustomize_controller::api::Kustomization>::namespaced(s.client.clone(), s.namespace())
+        .patch(
+            name,
+            &PatchParams::apply("e2e-tests").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply Kustomization {name}: {e}"));
+}
+
+fn config_map_api(s: &Scenario) -> Api<ConfigMap> {
+    Api::namespaced(s.client.clone(), s.namespace())
+}
+
+/// What `kubectl edit` does: a write of `data.value` by a field manager of its own.
+async fn edit(s: &Scenario, name: &str, value: &str) {
+    config_map_api(s)
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..Default::default()
+            },
+            &Patch::Merge(json!({"data": {"value": value}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("edit {name}: {e}"));
+}
+
+async fn successful_runs(controller: &ControllerProcess) -> f64 {
+    controller
+        .metric("kustomize_controller_reconciles_total{result=\"success\"}")
+        .await
+        .unwrap_or(0.0)
+}
+
+/// Waits until the controller's shared watch of ConfigMaps has its first complete list.
+async fn wait_config_maps_watched(controller: &ControllerProcess) {
+    eventually("the ConfigMap watch synced", Duration::from_secs(30), || async {
+        controller
+            .logs()
+            .lines()
+            .any(|l| l.contains("live metadata watch synced") && l.contains("v1/configmaps"))
+            .then_some(())
+    })
+    .await;
+}
+
+/// The controller's API requests so far by `verb resource`, long-running watches left out:
+/// a watch is re-established every few minutes whatever the intervals do.
+async fn requests(controller: &ControllerProcess) -> BTreeMap<String, f64> {
+    controller
+        .api_requests()
+        .await
+        .into_iter()
+        .filter(|((verb, _), _)| verb != "watch")
+        .map(|((verb, resource), n)| (format!("{verb} {resource}"), n))
+        .collect()
+}
+
+#[tokio::test]
+async fn drift_a_quiet_interval_sends_no_request_once_the_watch_synced() {
+    let s = Scenario::new("kc-drift-quiet").await;
+    let controller = s.start_controller(&["--interval-jitter-percentage=0"]);
+    s.publish_objects("repo", REV1, &config_maps(5)).await;
+    s.apply("app", json!({"interval": "1s"})).await;
+    s.wait_applied(&controller, "app", REV1).await;
+    wait_config_maps_watched(&controller).await;
+    // the pass that ran while the watch was starting may still have listed: start after it
+    let first = successful_runs(&controller).await;
+    eventually("one more pass", Duration::from_secs(30), || async {
+        (successful_runs(&controller).await > first).then_some(())
+    })
+    .await;
+
+    let before = requests(&controller).await;
+    let start = successful_runs(&controller).await;
+    eventually("three quiet passes", Duration::from_secs(30), || async {
+        (successful_runs(&controller).await >= start + 3.0).then_some(())
+    })
+    .await;
+    let after = requests(&controller).await;
+    let made: BTreeMap<&str, f64> = after
+        .iter()
+        .map(|(key, n)| (key.as_str(), n - before.get(key).copied().unwrap_or(0.0)))
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
+    let passes = successful_runs(&controller).await - start;
+    eprintln!("requests during {passes} quiet passes: {made:?}");
+    assert!(made.is_empty(), "a quiet interval sends no request: {made:?}");
+    assert_eq!(s.config_map_value("cm-3").await.as_deref(), Some("v-3"));
+    s.delete().await;
+}
+
+#[tokio::test]
+async fn drift_correct_restores_an_edit_and_a_deleted_object_at_once() {
+    let s = Scenario::new("kc-drift-correct").await;
+    let controller = s.start_controller(&[]);
+    s.publish_objects("repo", REV1, &config_maps(3)).await;
+    // the interval is 10 minutes: only the watch can bring the pass that corrects
+    apply_annotated(&s, "app", json!({}), json!({DRIFT_ANNOTATION: "correct"})).await;
+    s.wait_applied(&controller, "app", REV1).await;
+    wait_config_maps_watched(&controller).await;
+
+    edit(&s, "cm-1", "edited").await;
+    let edited = Instant::now();
+    eventually("the edit corrected", Duration::from_secs(60), || async {
+        (s.config_map_value("cm-1").await.as_deref() == Some("v-1")).then_some(())
+    })
+    .await;
+    eprintln!("edit corrected in {:?}", edited.elapsed());
+
+    let uid = config_map_api(&s).get("cm-2").await.unwrap().metadata.uid;
+    config_map_api(&s)
+        .delete("cm-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = Instant::now();
+    let recreated = eventually(
+        "the deleted ConfigMap recreated",
+        Duration::from_secs(60),
+        || async {
+            let cm = config_map_api(&s).get_opt("cm-2").await.ok()??;
+            (cm.metadata.uid != uid).then_some(cm)
+        },
+    )
+    .await;
+    eprintln!("deleted object recreated in {:?}", deleted.elapsed());
+    assert_eq!(
+        recreated
+            .data
+            .unwrap_or_default()
+            .get("value")
+            .map(String::as_str),
+        Some("v-2")
+    );
+    s.delete().await;
+}
+
+#[tokio::test]
+async fn drift_without_the_annotation_waits_for_the_next_pass() {
+    let s = Scenario::new("kc-drift-flux").await;
+    let controller = s.start_controller(&[]);
+    s.publish_objects("repo", REV1, &config_maps(2)).await;
+    s.apply("app", json!({})).await;
+    s.wait_applied(&controller, "app", REV1).await;
+    wait_config_maps_watched(&controller).await;
+    let runs = successful_runs(&controller).await;
+
+    edit(&s, "cm-0", "edited").await;
+    // what `drift: correct` would have corrected by now is left to the interval
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        successful_runs(&controller).await,
+        runs,
+        "no pass before the interval"
+    );
+    assert_eq!(s.config_map_value("cm-0").await.as_deref(), Some("edited"));
+
+    // the next pass (what the interval runs) corrects it, as in Flux
+    let requested = json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "now"}}});
+    Api::<kustomize_controller::api::Kustomization>::namespaced(s.client.clone(), s.namespace())
+        .patch("app", &PatchParams::default(), &Patch::Merge(requested))
+        .await
+        .unwrap();
+    eventually(
+        "the edit corrected by the next pass",
+        Duration::from_secs(60),
+        || async { (s.config_map_value("cm-0").await.as_deref() == Some("v-0")).then_some(()) },
+    )
+    .await;
+    s.delete().await;
+}
