@@ -413,7 +413,13 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
 
     // every hundredth ConfigMap gets a new value (at least one)
     let pick = 50.min(n - 1);
-    let changed = |i: usize| if i % 100 == pick { format!("{i}-changed") } else { i.to_string() };
+    let changed = |i: usize| {
+        if i % 100 == pick {
+            format!("{i}-changed")
+        } else {
+            i.to_string()
+        }
+    };
     let one_percent: Vec<String> = (0..n)
         .map(|i| config_map(&format!("cm-{i}"), &changed(i)))
         .collect();

@@ -337,14 +337,27 @@ mod tests {
     #[test]
     fn a_dry_run_shows_an_object_absent_by_a_missing_resource_version_or_not_found() {
         // the API server's answers: a dry-run create carries no resourceVersion, an update does
-        let created = json!({"metadata": {"name": "c", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z"}});
+        let created =
+            json!({"metadata": {"name": "c", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z"}});
         assert!(!answers_stored(&created));
         assert!(!answers_stored(&json!({"metadata": {"resourceVersion": ""}})));
-        assert!(answers_stored(&json!({"metadata": {"name": "c", "resourceVersion": "211"}})));
+        assert!(answers_stored(
+            &json!({"metadata": {"name": "c", "resourceVersion": "211"}})
+        ));
 
-        let namespace_missing = kube::Error::Api(Box::new(status(404, "NotFound", "namespaces \"x\" not found", vec![])));
+        let namespace_missing = kube::Error::Api(Box::new(status(
+            404,
+            "NotFound",
+            "namespaces \"x\" not found",
+            vec![],
+        )));
         assert!(proves_absent(&namespace_missing));
-        let invalid = kube::Error::Api(Box::new(status(422, "Invalid", "Service \"s\" is invalid", vec![])));
+        let invalid = kube::Error::Api(Box::new(status(
+            422,
+            "Invalid",
+            "Service \"s\" is invalid",
+            vec![],
+        )));
         assert!(!proves_absent(&invalid), "an invalid object may exist");
 
         assert!(matches!(Known::after_deferral(false), Known::Unlisted));

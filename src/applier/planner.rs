@@ -21,8 +21,8 @@ use super::http::{
 use super::managed::{cleanup_patch, migrate_api_version_patch};
 use super::normalize::normalize;
 use super::plan::{
-    Batch, Desired, DryRunFailure, Known, Outcome, Plan, Write, answers_stored, classify_dry_run, crd_serving,
-    proves_absent, transport_kind,
+    Batch, Desired, DryRunFailure, Known, Outcome, Plan, Write, answers_stored, classify_dry_run,
+    crd_serving, proves_absent, transport_kind,
 };
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
 use super::secret::redact;

@@ -16,7 +16,8 @@ use crate::support::applier::ApplyTest;
 const N: usize = 150;
 
 fn object(api_version: &str, kind: &str, ns: &str, name: &str, body: Value) -> Value {
-    let mut obj = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ns}});
+    let mut obj =
+        json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ns}});
     obj.as_object_mut()
         .unwrap()
         .extend(body.as_object().unwrap().clone());
@@ -28,7 +29,15 @@ async fn cold_apply_costs_a_dry_run_and_an_apply_per_object_and_a_list_per_kind(
     let t = ApplyTest::new("cold-apply", "cold").await;
     let ns = t.namespace();
     let mut objects: Vec<Value> = (0..N)
-        .map(|i| object("v1", "ConfigMap", ns, &format!("cm-{i}"), json!({"data": {"k": i.to_string()}})))
+        .map(|i| {
+            object(
+                "v1",
+                "ConfigMap",
+                ns,
+                &format!("cm-{i}"),
+                json!({"data": {"k": i.to_string()}}),
+            )
+        })
         .collect();
     for i in 0..5 {
         objects.push(object(
@@ -54,7 +63,13 @@ async fn cold_apply_costs_a_dry_run_and_an_apply_per_object_and_a_list_per_kind(
         .patch("adopted", &PatchParams::apply("someone"), &Patch::Apply(&adopted))
         .await
         .expect("pre-existing ConfigMap");
-    objects.push(object("v1", "ConfigMap", ns, "adopted", json!({"data": {"k": "new"}})));
+    objects.push(object(
+        "v1",
+        "ConfigMap",
+        ns,
+        "adopted",
+        json!({"data": {"k": "new"}}),
+    ));
 
     t.counts.reset();
     let cs = t.apply(objects, "rev1").await.expect("cold apply");
@@ -80,7 +95,10 @@ async fn cold_apply_costs_a_dry_run_and_an_apply_per_object_and_a_list_per_kind(
         "new",
         "the pre-existing object is taken over"
     );
-    assert_eq!(t.config_map(&format!("cm-{}", N - 1)).await.unwrap()["data"]["k"], (N - 1).to_string());
+    assert_eq!(
+        t.config_map(&format!("cm-{}", N - 1)).await.unwrap()["data"]["k"],
+        (N - 1).to_string()
+    );
 
     let count = |verb: &str| -> u64 {
         snapshot

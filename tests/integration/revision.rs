@@ -56,8 +56,16 @@ async fn controller_cold_apply_costs_a_dry_run_and_an_apply_per_object() {
     let made = made_between(&before, &requests(&controller).await);
     eprintln!("requests of a cold apply of {N} ConfigMaps: {made:?}");
     let on = |key: &str| made.get(key).copied().unwrap_or(0.0);
-    assert_eq!(on("get configmaps"), 0.0, "no reads of objects that do not exist: {made:?}");
-    assert_eq!(on("dry-run-patch configmaps"), N as f64, "one dry-run each: {made:?}");
+    assert_eq!(
+        on("get configmaps"),
+        0.0,
+        "no reads of objects that do not exist: {made:?}"
+    );
+    assert_eq!(
+        on("dry-run-patch configmaps"),
+        N as f64,
+        "one dry-run each: {made:?}"
+    );
     assert_eq!(on("patch configmaps"), N as f64, "one apply each: {made:?}");
     let config_map_requests: f64 = made
         .iter()

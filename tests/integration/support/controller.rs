@@ -224,7 +224,13 @@ pub async fn apply_kustomization(client: &Client, namespace: &str, name: &str, s
 }
 
 /// Creates or updates a Kustomization carrying `labels` with server-side apply.
-pub async fn apply_labelled_kustomization(client: &Client, namespace: &str, name: &str, labels: Value, spec: Value) {
+pub async fn apply_labelled_kustomization(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    labels: Value,
+    spec: Value,
+) {
     let mut object = json!({
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
         "metadata": {"name": name, "namespace": namespace},
@@ -295,7 +301,13 @@ pub async fn wait_ready(
 
 /// Waits until `count` Kustomizations in `namespace` report Flux's success message for
 /// `revision`; false when they did not within `limit`.
-pub async fn all_applied(client: &Client, namespace: &str, count: usize, revision: &str, limit: Duration) -> bool {
+pub async fn all_applied(
+    client: &Client,
+    namespace: &str,
+    count: usize,
+    revision: &str,
+    limit: Duration,
+) -> bool {
     let message = format!("Applied revision: {revision}");
     let api = Api::<Kustomization>::namespaced(client.clone(), namespace);
     let applied = tokio::time::timeout(limit, async {
@@ -304,7 +316,10 @@ pub async fn all_applied(client: &Client, namespace: &str, count: usize, revisio
                 let done = list
                     .items
                     .iter()
-                    .filter(|ks| condition(ks, "Ready").is_some_and(|r| r.status == "True" && r.message.contains(&message)))
+                    .filter(|ks| {
+                        condition(ks, "Ready")
+                            .is_some_and(|r| r.status == "True" && r.message.contains(&message))
+                    })
                     .count();
                 if done == count {
                     return;
