@@ -152,10 +152,34 @@ pub struct Manifests {
     pub(crate) warnings: Vec<String>,
 }
 
-/// Builds the kustomization in `dir` (inside `root`, the artifact root that confines reads).
+/// The stack a build runs on. Bases, components and YAML nesting recurse up to their depth
+/// limits, which a caller's default 2 MiB thread stack does not hold in a debug build; the
+/// memory is reserved, not committed, so only the depth an input reaches costs pages.
+const BUILD_STACK_BYTES: usize = 64 << 20;
+
+/// Builds the kustomization in `dir` (inside `root`, the artifact root that confines reads),
+/// on a thread of its own so that the depth limits, not the caller's stack, bound recursion.
 pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Manifests, BuildError> {
-    let loader = loader::Loader::new(root, options.max_file_bytes)?.with_remote(options.remote.clone());
-    target::build_root(&loader, dir, options.kustomization_override.as_deref())
+    std::thread::scope(|scope| {
+        let run = || {
+            let loader =
+                loader::Loader::new(root, options.max_file_bytes)?.with_remote(options.remote.clone());
+            target::build_root(&loader, dir, options.kustomization_override.as_deref())
+        };
+        let spawned = std::thread::Builder::new()
+            .name("kustomize".into())
+            .stack_size(BUILD_STACK_BYTES)
+            .spawn_scoped(scope, run);
+        match spawned {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(e) => Err(BuildError::Io {
+                path: dir.to_path_buf(),
+                message: format!("cannot start the build thread: {e}"),
+            }),
+        }
+    })
 }
 
 /// Prints objects as a multi-document YAML stream, the way `kustomize build` separates them.
