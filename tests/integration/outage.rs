@@ -6,13 +6,11 @@
 //! no flood of repeated events, and neither prunes nor recreates anything (UIDs unchanged).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use kube::{Client, Config};
 use serde_json::json;
 
 use crate::support::artifacts::ArtifactServer;
@@ -20,7 +18,8 @@ use crate::support::controller::{
     ControllerProcess, all_applied, apply_kustomization, events_about, publish,
 };
 use crate::support::flux::install_source_controller_crds;
-use crate::support::{install_crd, unique_suffix};
+use crate::support::install_crd;
+use crate::support::own_plane::OwnControlPlane;
 
 const KUSTOMIZATIONS: usize = 20;
 const NAMESPACE: &str = "outage";
@@ -32,53 +31,6 @@ const REVISIONS: [&str; 3] = [
 /// Ready again after the control plane is back, new revision applied, within this bound. Watch
 /// reconnects back off up to tens of seconds, and the machine running the tests is shared.
 const RECOVERY_LIMIT: Duration = Duration::from_secs(120);
-
-/// A control plane started by e2e/cluster.sh in a state directory under /tmp, stopped and
-/// deleted when dropped.
-struct OwnControlPlane {
-    state: PathBuf,
-}
-
-impl OwnControlPlane {
-    fn up() -> Self {
-        let state = std::env::temp_dir().join(format!("kc-outage-{}", unique_suffix()));
-        let plane = Self { state };
-        plane.cluster(&["up"]);
-        plane
-    }
-
-    fn cluster(&self, args: &[&str]) {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/cluster.sh");
-        let output = Command::new(script)
-            .args(args)
-            .env("E2E_STATE", &self.state)
-            .output()
-            .expect("run e2e/cluster.sh");
-        assert!(
-            output.status.success(),
-            "cluster.sh {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.state.join("admin.kubeconfig")
-    }
-
-    async fn client(&self) -> Client {
-        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).expect("own kubeconfig");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .expect("own kube config");
-        Client::try_from(config).expect("kube client")
-    }
-}
-
-impl Drop for OwnControlPlane {
-    fn drop(&mut self) {
-        self.cluster(&["down"]);
-    }
-}
 
 fn outage_duration() -> Duration {
     let secs = std::env::var("E2E_ETCD_OUTAGE_SECS").map_or(30, |v| {
@@ -120,7 +72,7 @@ struct Outage {
 
 impl Outage {
     async fn start() -> Self {
-        let plane = OwnControlPlane::up();
+        let plane = OwnControlPlane::up("kc-outage");
         let client = plane.client().await;
         install_crd(&client, &kustomize_controller::api::kustomization::crd()).await;
         install_source_controller_crds(&client).await;

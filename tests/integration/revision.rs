@@ -78,7 +78,10 @@ async fn controller_cold_apply_costs_a_dry_run_and_an_apply_per_object() {
     // shared metadata watch of the kind (a LIST and a WATCH) and the labelled-ConfigMap watch of
     // substituteFrom, which may start inside the window.
     let per_kind = on("list configmaps") + on("watch configmaps");
-    assert!(per_kind <= 5.0, "a handful of LISTs and WATCHes of ConfigMaps: {made:?}");
+    assert!(
+        per_kind <= 5.0,
+        "a handful of LISTs and WATCHes of ConfigMaps: {made:?}"
+    );
     s.delete().await;
 }
 

@@ -9,20 +9,19 @@
 //! `cargo test --test integration -- --include-ignored soak`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::{Client, Config};
 use kustomize_controller::api::Kustomization;
 use kustomize_controller::api::kustomization::SourceKind;
 use serde_json::json;
 
 use crate::support::artifacts::{self, ArtifactServer, Reply, test_archive};
 use crate::support::controller::{ControllerProcess, OBJECTS_KUSTOMIZATION, apply_kustomization};
-use crate::support::{TestNamespace, install_crd, unique_suffix};
+use crate::support::own_plane::OwnControlPlane;
+use crate::support::{TestNamespace, install_crd};
 
 const KUSTOMIZATIONS: usize = 300;
 /// The longest interval: a quiet window spans two of them, so every Kustomization runs in it.
@@ -32,52 +31,6 @@ const QUIET_WINDOW: Duration = Duration::from_secs(2 * MAX_INTERVAL_S);
 /// request count is theirs (leases and the control plane's own work are background).
 const CONTROLLER_RESOURCES: [&str; 4] = ["kustomizations", "configmaps", "gitrepositories", "events"];
 const DRIFT_MANAGER: &str = "soak-drift";
-
-/// A control plane started for this test alone (e2e/cluster.sh with its own state under
-/// /tmp), stopped when dropped.
-struct OwnControlPlane {
-    state: PathBuf,
-}
-
-impl OwnControlPlane {
-    fn up() -> Self {
-        let state = std::env::temp_dir().join(format!("kc-soak-{}", unique_suffix()));
-        let plane = Self { state };
-        let status = plane.cluster_sh("up");
-        assert!(
-            status.success(),
-            "e2e/cluster.sh up failed for {}",
-            plane.state.display()
-        );
-        plane
-    }
-
-    fn cluster_sh(&self, verb: &str) -> std::process::ExitStatus {
-        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/cluster.sh"))
-            .arg(verb)
-            .env("E2E_STATE", &self.state)
-            .status()
-            .expect("run e2e/cluster.sh")
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.state.join("admin.kubeconfig")
-    }
-
-    async fn client(&self) -> Client {
-        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).expect("own kubeconfig");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .expect("own kubeconfig is valid");
-        Client::try_from(config).expect("kube client")
-    }
-}
-
-impl Drop for OwnControlPlane {
-    fn drop(&mut self) {
-        let _ = self.cluster_sh("down");
-    }
-}
 
 /// xorshift64*: the test's randomness, from a seed it prints so a failed run can be repeated
 /// (`SOAK_SEED`).
@@ -415,7 +368,7 @@ async fn soak_300_kustomizations_stay_flat() {
     );
     eprintln!("soak: {KUSTOMIZATIONS} Kustomizations for {minutes} min, SOAK_SEED={seed}");
 
-    let plane = OwnControlPlane::up();
+    let plane = OwnControlPlane::up("kc-soak");
     let client = plane.client().await;
     install_crd(&client, &kustomize_controller::api::kustomization::crd()).await;
     crate::support::flux::install_source_controller_crds(&client).await;

@@ -142,5 +142,6 @@ pub mod applier;
 pub mod controller;
 pub mod flux;
 pub mod flux_deployment;
+pub mod own_plane;
 pub mod remote;
 pub mod tls;
