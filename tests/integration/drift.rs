@@ -69,18 +69,6 @@ async fn successful_runs(controller: &ControllerProcess) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Waits until the controller's shared watch of ConfigMaps has its first complete list.
-async fn wait_config_maps_watched(controller: &ControllerProcess) {
-    eventually("the ConfigMap watch synced", Duration::from_secs(30), || async {
-        controller
-            .logs()
-            .lines()
-            .any(|l| l.contains("live metadata watch synced") && l.contains("v1/configmaps"))
-            .then_some(())
-    })
-    .await;
-}
-
 /// The controller's API requests so far by `verb resource`, long-running watches left out:
 /// a watch is re-established every few minutes whatever the intervals do.
 async fn requests(controller: &ControllerProcess) -> BTreeMap<String, f64> {
@@ -100,7 +88,7 @@ async fn drift_a_quiet_interval_sends_no_request_once_the_watch_synced() {
     s.publish_objects("repo", REV1, &config_maps(5)).await;
     s.apply("app", json!({"interval": "1s"})).await;
     s.wait_applied(&controller, "app", REV1).await;
-    wait_config_maps_watched(&controller).await;
+    controller.wait_live_watch_synced("v1/configmaps").await;
     // the pass that ran while the watch was starting may still have listed: start after it
     let first = successful_runs(&controller).await;
     eventually("one more pass", Duration::from_secs(30), || async {
@@ -135,7 +123,7 @@ async fn drift_correct_restores_an_edit_and_a_deleted_object_at_once() {
     // the interval is 10 minutes: only the watch can bring the pass that corrects
     apply_annotated(&s, "app", json!({}), json!({DRIFT_ANNOTATION: "correct"})).await;
     s.wait_applied(&controller, "app", REV1).await;
-    wait_config_maps_watched(&controller).await;
+    controller.wait_live_watch_synced("v1/configmaps").await;
 
     edit(&s, "cm-1", "edited").await;
     let edited = Instant::now();
@@ -179,7 +167,7 @@ async fn drift_without_the_annotation_waits_for_the_next_pass() {
     s.publish_objects("repo", REV1, &config_maps(2)).await;
     s.apply("app", json!({})).await;
     s.wait_applied(&controller, "app", REV1).await;
-    wait_config_maps_watched(&controller).await;
+    controller.wait_live_watch_synced("v1/configmaps").await;
     let runs = successful_runs(&controller).await;
 
     edit(&s, "cm-0", "edited").await;

@@ -88,14 +88,7 @@ async fn an_impersonated_no_op_reconcile_costs_at_most_one_request_per_kind() {
     s.wait_applied(&controller, "app", REV1).await;
 
     // the shared ConfigMap watch, read for impersonated passes too, has its first list
-    eventually("the ConfigMap watch synced", Duration::from_secs(60), || async {
-        controller
-            .logs()
-            .lines()
-            .any(|l| l.contains("live metadata watch synced") && l.contains("v1/configmaps"))
-            .then_some(())
-    })
-    .await;
+    controller.wait_live_watch_synced("v1/configmaps").await;
     reconcile_once(&s, &controller, "app", "first").await;
     let before = requests_by_resource(&controller).await;
     reconcile_once(&s, &controller, "app", "second").await;

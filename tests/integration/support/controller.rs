@@ -136,6 +136,22 @@ impl ControllerProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits until the shared metadata watch of `kind` (e.g. `v1/configmaps`) has its first
+    /// complete list, after which quiet passes read it instead of listing.
+    pub async fn wait_live_watch_synced(&self, kind: &str) {
+        super::eventually(
+            "the live metadata watch synced",
+            std::time::Duration::from_secs(60),
+            || async {
+                self.logs()
+                    .lines()
+                    .any(|l| l.contains("live metadata watch synced") && l.contains(kind))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
     /// The whole /metrics exposition.
     pub async fn metrics_text(&self) -> Option<String> {
         http_get(self.metrics_port, "/metrics").await
