@@ -159,7 +159,11 @@ impl ControllerProcess {
 
     /// `kustomize_controller_api_requests_total` so far, by (verb, resource).
     pub async fn api_requests(&self) -> std::collections::BTreeMap<(String, String), f64> {
-        let text = self.metrics_text().await.expect("metrics");
+        // A controller just started may not listen yet.
+        let text = super::eventually("the metrics endpoint", std::time::Duration::from_secs(30), || {
+            self.metrics_text()
+        })
+        .await;
         let mut out = std::collections::BTreeMap::new();
         for line in text.lines() {
             let Some(sample) = line.strip_prefix("kustomize_controller_api_requests_total{") else {
