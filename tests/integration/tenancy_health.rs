@@ -37,7 +37,8 @@ async fn a_tenant_cannot_probe_another_namespaces_secret_through_health_checks()
         s.apply(
             name,
             json!({
-                "serviceAccountName": "deployer", "timeout": "5s",
+                // each its own ConfigMap: two owners of one object would be a conflict instead
+                "serviceAccountName": "deployer", "timeout": "5s", "namePrefix": format!("{name}-"),
                 "healthChecks": [{"apiVersion": "v1", "kind": "Secret", "name": "db", "namespace": vault.name}],
                 "healthCheckExprs": [{"apiVersion": "v1", "kind": "Secret",
                     "current": format!("data.password == '{guess}'")}],
@@ -52,7 +53,7 @@ async fn a_tenant_cannot_probe_another_namespaces_secret_through_health_checks()
         assert!(!ready.message.contains("hunter2"), "{name}: {}", ready.message);
     }
     assert_eq!(
-        s.config_map_value("app").await.as_deref(),
+        s.config_map_value("right-app").await.as_deref(),
         Some("1"),
         "the tenant's own objects are applied"
     );
