@@ -463,8 +463,10 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
         let store: Store<Kustomization> = reader.clone();
         let cache = reflector::store::Writer::new(resource.clone());
         ctx.sources.register(kind, cache.as_reader());
+        let observer = ctx.clone();
         let sources = watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
+            .inspect(move |item| observer.sources.observe(kind, item))
             .modify(|source: &mut DynamicObject| source.managed_fields_mut().clear())
             .reflect(cache)
             .applied_objects()
