@@ -410,8 +410,16 @@ async fn sops_values_rejected_by_the_api_stay_masked() {
         "{message}"
     );
     assert!(!message.contains("Hidden-Type-Value-7"), "{message}");
-    let events = s.events("app").await;
-    assert!(!events.is_empty());
+    // events are sent after the status write, so they may arrive a moment later
+    let events = crate::support::eventually(
+        "an event about the failure",
+        std::time::Duration::from_secs(30),
+        || async {
+            let events = s.events("app").await;
+            (!events.is_empty()).then_some(events)
+        },
+    )
+    .await;
     for (_, _, note, _) in &events {
         assert!(!note.contains("Hidden-Type-Value-7"), "{note}");
     }
