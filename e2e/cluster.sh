@@ -152,12 +152,15 @@ current-context: e2e
 KC
   wait_for kube-apiserver 90 curl -fs --cacert "$state/ca.crt" "https://127.0.0.1:$api_port/readyz"
 
+  # Its client's default rate (20 requests/s) would make it the bottleneck of every rollout:
+  # 100 one-replica Deployments took 23.6 s to become available at that rate, 4.0 s at this one.
   start controller-manager "$bin/kube-controller-manager" \
     --kubeconfig="$state/admin.kubeconfig" \
     --leader-elect=false --secure-port=0 \
     --use-service-account-credentials=false \
     --service-account-private-key-file="$state/sa.key" \
     --root-ca-file="$state/ca.crt" \
+    --kube-api-qps=500 --kube-api-burst=1000 \
     --controllers=namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,resourcequota-controller,disruption-controller,endpointslice-controller,ttl-after-finished-controller \
     --v=1
   start fake-kubelet "$bin/fake-kubelet" --kubeconfig="$state/admin.kubeconfig"

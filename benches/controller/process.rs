@@ -4,15 +4,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// The flags both controllers get, in one place: Flux's default concurrency, one namespace,
-/// no leader election, quiet logs, ports picked by the system.
-pub(crate) const FLAGS: &[&str] = &[
-    "--concurrent=4",
-    "--watch-all-namespaces=false",
-    "--enable-leader-election=false",
-    "--log-level=error",
-    "--metrics-addr=127.0.0.1:0",
-    "--health-addr=127.0.0.1:0",
-];
+/// no leader election, quiet logs (`BENCH_LOG_LEVEL` overrides that, to profile a run), ports
+/// picked by the system.
+pub(crate) fn flags() -> Vec<String> {
+    let level = std::env::var("BENCH_LOG_LEVEL").unwrap_or_else(|_| "error".into());
+    [
+        "--concurrent=4",
+        "--watch-all-namespaces=false",
+        "--enable-leader-election=false",
+        &format!("--log-level={level}"),
+        "--metrics-addr=127.0.0.1:0",
+        "--health-addr=127.0.0.1:0",
+    ]
+    .map(String::from)
+    .to_vec()
+}
 
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Peer {
@@ -27,7 +33,16 @@ impl Peer {
             Peer::Ours => "ours",
         }
     }
+
+    /// Whether `BENCH_PEERS` (comma-separated names, default both) asks for this controller:
+    /// one alone is for profiling, never for a ratio.
+    pub(crate) fn selected(self) -> bool {
+        std::env::var("BENCH_PEERS").map_or(true, |peers| peers.split(',').any(|p| p.trim() == self.name()))
+    }
 }
+
+/// What a phase of a controller left out by `BENCH_PEERS` reports.
+pub(crate) const NOT_SELECTED: &str = "not run (BENCH_PEERS)";
 
 pub(crate) struct Binaries {
     pub(crate) flux_dir: PathBuf,
@@ -56,7 +71,7 @@ impl Controller {
         let file = std::fs::File::create(&log).unwrap();
         let child = binaries
             .command(peer)
-            .args(FLAGS)
+            .args(flags())
             .env("RUNTIME_NAMESPACE", ns)
             .stdout(file.try_clone().unwrap())
             .stderr(file)
