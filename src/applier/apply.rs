@@ -171,12 +171,16 @@ impl Applier {
         }
 
         // plan everything else, concurrently; nothing is written unless all plans succeed. On a
-        // full run the live objects we own come from one LIST per kind instead of a GET each.
+        // full run the live objects we own come from one LIST per kind instead of a GET each,
+        // and a kind whose watch holds none of them needs no LIST.
         let todo: Vec<usize> = (0..p.desired.len())
             .filter(|i| run.outcomes[*i].is_none())
             .collect();
         let mut prefetched = if full {
-            self.list_owned(&p, todo.iter().copied(), false).await
+            let (unseen, seen) = self.unseen_kinds(&p, todo.iter().copied());
+            let mut known = self.list_owned(&p, seen.into_iter(), false).await;
+            known.extend(unseen.into_iter().map(|i| (i, Known::Unlisted)));
+            known
         } else {
             HashMap::new()
         };

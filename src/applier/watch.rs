@@ -215,6 +215,41 @@ impl Applier {
         }
     }
 
+    /// The objects at `indices` whose kind's watch is synced and holds none of that kind's
+    /// objects here: a LIST of ours would show none of them either, so they are planned as
+    /// unlisted (the dry-run's answer tells if one exists after all). The others come second.
+    pub(super) fn unseen_kinds(
+        &self,
+        p: &Planning<'_>,
+        indices: impl Iterator<Item = usize>,
+    ) -> (Vec<usize>, Vec<usize>) {
+        let mut by_kind: HashMap<String, Vec<usize>> = HashMap::new();
+        for i in indices {
+            by_kind
+                .entry(kind_key(&p.desired[i].kind.resource))
+                .or_default()
+                .push(i);
+        }
+        let (mut unseen, mut seen) = (Vec::new(), Vec::new());
+        for indices in by_kind.into_values() {
+            let resource = &p.desired[indices[0]].kind.resource;
+            let store = self.watches.as_ref().and_then(|w| w.synced(resource));
+            let none_held = store.is_some_and(|store| {
+                let prints = store.prints.lock().expect("live prints lock");
+                indices.iter().all(|i| {
+                    let o = &p.desired[*i].object;
+                    !prints.contains_key(&object_key(&o.namespace, &o.name))
+                })
+            });
+            if none_held {
+                unseen.extend(indices)
+            } else {
+                seen.extend(indices)
+            }
+        }
+        (unseen, seen)
+    }
+
     /// The live prints of the objects at `indices` whose kind's watch is synced (objects it does
     /// not hold are left out, as a LIST leaves them out), and the indices of the other kinds.
     pub(super) fn watched_prints(

@@ -462,7 +462,6 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         pass.written = Some(pass.status.clone());
     }
 
-    // Fetch.
     let fetched = ctx.fetcher.fetch(&artifact).await;
     let download_failed = matches!(fetched, Err(SourceError::Download { .. }));
     let download_retry = ctx.download_retry(&super::object_key(&pass.ks), download_failed);
@@ -584,7 +583,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         }
     }
 
-    // Health.
+    // Health. A workload this pass created or reconfigured is still rolling out: the wait
+    // parks at once instead of holding the worker for a first look at the objects.
+    let rolling_out = changes.entries.iter().any(|e| {
+        matches!(e.action, ChangeAction::Created | ChangeAction::Configured)
+            && health::rolls_out(&e.api_version, &e.object.kind)
+    });
     let applied = changes
         .entries
         .iter()
@@ -605,7 +609,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         .start(ObjectRef::from_obj(ks.as_ref()), |undecided| async move {
             health::wait_signalling(&resolver, &targets, &exprs, timeout, undecided).await
         });
-    match started.settle().await {
+    let settled = if rolling_out {
+        Settled::Undecided(started)
+    } else {
+        started.settle().await
+    };
+    match settled {
         Settled::Done(waited) => conclude(pass, Some(waited)).map_or(Ok(Flow::Concluded), Err),
         Settled::Undecided(started) => {
             // A rollout to wait for: say so as Flux does, with the new inventory (a deletion

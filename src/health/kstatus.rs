@@ -102,6 +102,19 @@ pub(crate) fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
     }
 }
 
+/// Whether a write of the spec of an object of this kind leaves it InProgress when the write
+/// returns: its rule reads a status the cluster writes afterwards (a workload's observed
+/// generation and replicas, a Pod's or a Job's progress, a claim's binding).
+pub(crate) fn rolls_out(api_version: &str, kind: &str) -> bool {
+    let group = api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("");
+    matches!(
+        (group, kind),
+        ("", "Pod" | "PersistentVolumeClaim")
+            | ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
+            | ("batch", "Job")
+    )
+}
+
 /// Rules for every object: deletion, unobserved generation, and the kstatus conditions.
 fn generic(object: &Value) -> Option<ObjectStatus> {
     if str_at(object, &["metadata", "deletionTimestamp"]).is_some_and(|t| !t.is_empty()) {
@@ -456,6 +469,39 @@ fn bool_at(object: &Value, path: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_that_rolls_out_is_in_progress_as_its_create_returns() {
+        // what a create returns: a first generation, no status yet
+        let created = |api_version: &str, kind: &str| {
+            serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": "x", "namespace": "apps", "generation": 1}, "spec": {}})
+        };
+        for (api_version, kind) in [
+            ("apps/v1", "Deployment"),
+            ("apps/v1", "StatefulSet"),
+            ("apps/v1", "DaemonSet"),
+            ("apps/v1", "ReplicaSet"),
+            ("batch/v1", "Job"),
+            ("v1", "Pod"),
+            ("v1", "PersistentVolumeClaim"),
+        ] {
+            assert!(rolls_out(api_version, kind), "{kind}");
+            let status = compute(&created(api_version, kind)).status;
+            assert_ne!(status, Status::Current, "a created {kind} is not Current yet");
+        }
+        for (api_version, kind) in [
+            ("v1", "ConfigMap"),
+            ("v1", "Secret"),
+            ("v1", "Service"),
+            ("v1", "ServiceAccount"),
+            ("batch/v1", "CronJob"),
+        ] {
+            assert!(!rolls_out(api_version, kind), "{kind}");
+            let status = compute(&created(api_version, kind)).status;
+            assert_eq!(status, Status::Current, "a created {kind} is Current at once");
+        }
+    }
 
     #[derive(serde::Deserialize)]
     struct Case {

@@ -1,6 +1,7 @@
 //! A new revision costs what it changes: the fingerprints of the objects it leaves as they were
 //! survive it, so the controller's requests grow with the changed objects, not with all of them.
-//! A cold apply costs a dry-run and an apply per object.
+//! A cold apply costs a dry-run and an apply per object, and no LIST of a kind whose shared
+//! watch holds none of its objects.
 
 use std::collections::BTreeMap;
 
@@ -82,6 +83,48 @@ async fn controller_cold_apply_costs_a_dry_run_and_an_apply_per_object() {
     assert!(
         per_kind <= 8.0,
         "a handful of LISTs and WATCHes of ConfigMaps: {made:?}"
+    );
+    s.delete().await;
+}
+
+#[tokio::test]
+async fn controller_cold_apply_of_a_watched_kind_sends_no_list() {
+    let s = Scenario::new("kc-cold-watched").await;
+    let controller = s.start_controller(&[]);
+    s.publish_objects("repo", REV1, &config_maps(&[])).await;
+    s.apply("app", json!({})).await;
+    s.wait_applied(&controller, "app", REV1).await;
+    controller.wait_live_watch_synced("configmaps").await;
+
+    // other ConfigMaps, of a second Kustomization: the synced watch of the kind holds none of
+    // them, so no LIST can show one
+    let others = config_maps(&[]).replace("name: cm-", "name: other-");
+    s.publish_objects("repo2", REV1, &others).await;
+    let before = requests(&controller).await;
+    s.apply(
+        "second",
+        json!({"sourceRef": {"kind": "GitRepository", "name": "repo2"}}),
+    )
+    .await;
+    s.wait_applied(&controller, "second", REV1).await;
+    let made = made_between(&before, &requests(&controller).await);
+    eprintln!("requests of the second cold apply of {N} ConfigMaps: {made:?}");
+    let on = |key: &str| made.get(key).copied().unwrap_or(0.0);
+    assert_eq!(
+        on("list configmaps"),
+        0.0,
+        "no LIST of a kind its watch answers: {made:?}"
+    );
+    assert_eq!(on("get configmaps"), 0.0, "no reads: {made:?}");
+    assert_eq!(
+        on("dry-run-patch configmaps"),
+        N as f64,
+        "one dry-run each: {made:?}"
+    );
+    assert_eq!(on("patch configmaps"), N as f64, "one apply each: {made:?}");
+    assert_eq!(
+        s.config_map_value(&format!("other-{}", N - 1)).await.as_deref(),
+        Some(format!("value1-{}", N - 1).as_str())
     );
     s.delete().await;
 }
