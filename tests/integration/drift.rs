@@ -261,6 +261,12 @@ async fn drift_warn_reports_an_edit_and_a_delete_and_leaves_both() {
         "the deleted object is not recreated"
     );
     assert_eq!(s.config_map_value("cm-0").await.as_deref(), Some("v-0"));
+    let built: BTreeSet<String> = (0..3).map(|i| format!("{n}_cm-{i}__ConfigMap")).collect();
+    assert_eq!(
+        inventory_ids(&s, "app").await,
+        built,
+        "the deleted object stays in the inventory, not pruned"
+    );
     let warnings: Vec<String> = s
         .events("app")
         .await
@@ -318,6 +324,61 @@ fn config_maps_valued(n: usize, value: impl Fn(usize) -> String) -> String {
         })
         .collect::<Vec<_>>()
         .join("---\n")
+}
+
+#[tokio::test]
+async fn drift_warn_applies_a_new_revision_that_changes_the_drifted_object() {
+    const REV2: &str = "main@sha1:2222222222222222222222222222222222222222";
+    let s = Scenario::new("kc-drift-warn-rev").await;
+    let n = s.namespace().to_string();
+    let controller = s.start_controller(&["--interval-jitter-percentage=0"]);
+    s.publish_objects("repo", REV1, &config_maps(3)).await;
+    apply_annotated(
+        &s,
+        "app",
+        json!({"interval": "2s"}),
+        json!({DRIFT_ANNOTATION: "warn"}),
+    )
+    .await;
+    s.wait_applied(&controller, "app", REV1).await;
+    controller.wait_live_watch_synced("v1/configmaps").await;
+    let uid = config_map_api(&s).get("cm-1").await.unwrap().metadata.uid;
+
+    edit(&s, "cm-1", "edited").await;
+    let edited = format!("ConfigMap/{n}/cm-1 (data.value)");
+    eventually("the edit reported", Duration::from_secs(60), || async {
+        ready_message(&s, "app").await.contains(&edited).then_some(())
+    })
+    .await;
+
+    // the source changes that very object: a change, not drift, so it is applied
+    let changed = config_maps_valued(3, |i| {
+        if i == 1 {
+            "from-git".to_string()
+        } else {
+            format!("v-{i}")
+        }
+    });
+    s.publish_objects("repo", REV2, &changed).await;
+    let ks = s.wait_applied(&controller, "app", REV2).await;
+    assert_eq!(
+        s.config_map_value("cm-1").await.as_deref(),
+        Some("from-git"),
+        "warn does not block a change from the source"
+    );
+    let message = crate::support::controller::condition(&ks, "Ready")
+        .map(|c| c.message)
+        .unwrap_or_default();
+    assert!(
+        !message.contains("cm-1"),
+        "applied, so no longer drifted: {message}"
+    );
+    assert_eq!(
+        config_map_api(&s).get("cm-1").await.unwrap().metadata.uid,
+        uid,
+        "updated in place"
+    );
+    s.delete().await;
 }
 
 /// The conditions the withdrawn first attempt at `warn` failed under: many objects, a short
