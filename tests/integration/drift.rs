@@ -381,6 +381,50 @@ async fn drift_warn_applies_a_new_revision_that_changes_the_drifted_object() {
     s.delete().await;
 }
 
+/// A restarted controller remembers no applied manifest: the build digest of the last
+/// successful pass, in the status, tells it that the unchanged build's edited object drifted.
+#[tokio::test]
+async fn drift_warn_leaves_an_edit_in_place_across_a_controller_restart() {
+    let s = Scenario::new("kc-drift-warn-restart").await;
+    let n = s.namespace().to_string();
+    let mut first = s.start_controller(&["--interval-jitter-percentage=0"]);
+    s.publish_objects("repo", REV1, &config_maps(3)).await;
+    apply_annotated(
+        &s,
+        "app",
+        json!({"interval": "1s"}),
+        json!({DRIFT_ANNOTATION: "warn"}),
+    )
+    .await;
+    s.wait_applied(&first, "app", REV1).await;
+    first.wait_live_watch_synced("v1/configmaps").await;
+    let uids = config_map_uids(&s).await;
+    edit(&s, "cm-1", "edited").await;
+    let edited = format!("ConfigMap/{n}/cm-1 (data.value)");
+    eventually("the edit reported", Duration::from_secs(60), || async {
+        ready_message(&s, "app").await.contains(&edited).then_some(())
+    })
+    .await;
+    first.terminate();
+
+    let second = s.start_controller(&["--interval-jitter-percentage=0"]);
+    eventually(
+        "three passes after the restart",
+        Duration::from_secs(60),
+        || async { (successful_runs(&second).await >= 3.0).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        s.config_map_value("cm-1").await.as_deref(),
+        Some("edited"),
+        "the edit stays after the restart"
+    );
+    let message = ready_message(&s, "app").await;
+    assert!(message.contains(&edited), "still reported: {message}");
+    assert_eq!(config_map_uids(&s).await, uids);
+    s.delete().await;
+}
+
 /// The conditions the withdrawn first attempt at `warn` failed under: many objects, a short
 /// interval, edits landing while passes run, and new revisions changing other objects
 /// meanwhile. Whatever a pass sees, every built object stays in the inventory and no edited
