@@ -202,28 +202,41 @@ async fn ready_message(s: &Scenario, name: &str) -> String {
         .unwrap_or_default()
 }
 
-#[tokio::test]
-async fn drift_warn_reports_an_edit_and_a_delete_and_leaves_both() {
-    let s = Scenario::new("kc-drift-warn").await;
-    let n = s.namespace().to_string();
+/// Kustomization `app` with `drift: warn` and `interval` over `objects` (revision `REV1`),
+/// applied, its ConfigMaps watched.
+async fn warned_app(prefix: &str, interval: &str, objects: &str) -> (Scenario, ControllerProcess) {
+    let s = Scenario::new(prefix).await;
     let controller = s.start_controller(&["--interval-jitter-percentage=0"]);
-    s.publish_objects("repo", REV1, &config_maps(3)).await;
+    s.publish_objects("repo", REV1, objects).await;
     apply_annotated(
         &s,
         "app",
-        json!({"interval": "2s"}),
+        json!({"interval": interval}),
         json!({DRIFT_ANNOTATION: "warn"}),
     )
     .await;
     s.wait_applied(&controller, "app", REV1).await;
     controller.wait_live_watch_synced("v1/configmaps").await;
+    (s, controller)
+}
 
-    edit(&s, "cm-1", "edited").await;
-    let edited = format!("ConfigMap/{n}/cm-1 (data.value)");
+/// Edits ConfigMap `name` and waits until app's Ready message reports it; the reported text.
+async fn edit_reported(s: &Scenario, name: &str) -> String {
+    edit(s, name, "edited").await;
+    let edited = format!("ConfigMap/{}/{name} (data.value)", s.namespace());
     eventually("the edit reported", Duration::from_secs(60), || async {
-        ready_message(&s, "app").await.contains(&edited).then_some(())
+        ready_message(s, "app").await.contains(&edited).then_some(())
     })
     .await;
+    edited
+}
+
+#[tokio::test]
+async fn drift_warn_reports_an_edit_and_a_delete_and_leaves_both() {
+    let (s, controller) = warned_app("kc-drift-warn", "2s", &config_maps(3)).await;
+    let n = s.namespace().to_string();
+
+    let edited = edit_reported(&s, "cm-1").await;
     config_map_api(&s)
         .delete("cm-2", &DeleteParams::default())
         .await
@@ -329,27 +342,10 @@ fn config_maps_valued(n: usize, value: impl Fn(usize) -> String) -> String {
 #[tokio::test]
 async fn drift_warn_applies_a_new_revision_that_changes_the_drifted_object() {
     const REV2: &str = "main@sha1:2222222222222222222222222222222222222222";
-    let s = Scenario::new("kc-drift-warn-rev").await;
-    let n = s.namespace().to_string();
-    let controller = s.start_controller(&["--interval-jitter-percentage=0"]);
-    s.publish_objects("repo", REV1, &config_maps(3)).await;
-    apply_annotated(
-        &s,
-        "app",
-        json!({"interval": "2s"}),
-        json!({DRIFT_ANNOTATION: "warn"}),
-    )
-    .await;
-    s.wait_applied(&controller, "app", REV1).await;
-    controller.wait_live_watch_synced("v1/configmaps").await;
+    let (s, controller) = warned_app("kc-drift-warn-rev", "2s", &config_maps(3)).await;
     let uid = config_map_api(&s).get("cm-1").await.unwrap().metadata.uid;
 
-    edit(&s, "cm-1", "edited").await;
-    let edited = format!("ConfigMap/{n}/cm-1 (data.value)");
-    eventually("the edit reported", Duration::from_secs(60), || async {
-        ready_message(&s, "app").await.contains(&edited).then_some(())
-    })
-    .await;
+    edit_reported(&s, "cm-1").await;
 
     // the source changes that very object: a change, not drift, so it is applied
     let changed = config_maps_valued(3, |i| {
@@ -385,26 +381,9 @@ async fn drift_warn_applies_a_new_revision_that_changes_the_drifted_object() {
 /// successful pass, in the status, tells it that the unchanged build's edited object drifted.
 #[tokio::test]
 async fn drift_warn_leaves_an_edit_in_place_across_a_controller_restart() {
-    let s = Scenario::new("kc-drift-warn-restart").await;
-    let n = s.namespace().to_string();
-    let mut first = s.start_controller(&["--interval-jitter-percentage=0"]);
-    s.publish_objects("repo", REV1, &config_maps(3)).await;
-    apply_annotated(
-        &s,
-        "app",
-        json!({"interval": "1s"}),
-        json!({DRIFT_ANNOTATION: "warn"}),
-    )
-    .await;
-    s.wait_applied(&first, "app", REV1).await;
-    first.wait_live_watch_synced("v1/configmaps").await;
+    let (s, mut first) = warned_app("kc-drift-warn-restart", "1s", &config_maps(3)).await;
     let uids = config_map_uids(&s).await;
-    edit(&s, "cm-1", "edited").await;
-    let edited = format!("ConfigMap/{n}/cm-1 (data.value)");
-    eventually("the edit reported", Duration::from_secs(60), || async {
-        ready_message(&s, "app").await.contains(&edited).then_some(())
-    })
-    .await;
+    let edited = edit_reported(&s, "cm-1").await;
     first.terminate();
 
     let second = s.start_controller(&["--interval-jitter-percentage=0"]);
@@ -434,9 +413,6 @@ async fn drift_warn_under_load_keeps_every_built_object_in_the_inventory() {
     const N: usize = 60;
     const EDITED: std::ops::RangeInclusive<usize> = 1..=8;
     const ROUNDS: usize = 8;
-    let s = Scenario::new("kc-drift-warn-load").await;
-    let n = s.namespace().to_string();
-    let controller = s.start_controller(&["--interval-jitter-percentage=0"]);
     let revision = |round: usize| format!("main@sha1:{:040x}", round + 2);
     let valued = |round: Option<usize>| {
         config_maps_valued(N, move |i| match round {
@@ -444,16 +420,8 @@ async fn drift_warn_under_load_keeps_every_built_object_in_the_inventory() {
             _ => format!("v-{i}"),
         })
     };
-    s.publish_objects("repo", REV1, &valued(None)).await;
-    apply_annotated(
-        &s,
-        "app",
-        json!({"interval": "1s"}),
-        json!({DRIFT_ANNOTATION: "warn"}),
-    )
-    .await;
-    s.wait_applied(&controller, "app", REV1).await;
-    controller.wait_live_watch_synced("v1/configmaps").await;
+    let (s, controller) = warned_app("kc-drift-warn-load", "1s", &valued(None)).await;
+    let n = s.namespace().to_string();
     let uids = config_map_uids(&s).await;
     assert_eq!(uids.len(), N, "{uids:?}");
     let built: BTreeSet<String> = (0..N).map(|i| format!("{n}_cm-{i}__ConfigMap")).collect();
