@@ -231,6 +231,16 @@ async fn edit_reported(s: &Scenario, name: &str) -> String {
     edited
 }
 
+/// The notes of app's `DriftDetected` Warning events.
+async fn drift_warnings(s: &Scenario) -> Vec<String> {
+    s.events("app")
+        .await
+        .into_iter()
+        .filter(|(type_, reason, _, _)| type_ == "Warning" && reason == "DriftDetected")
+        .map(|(_, _, note, _)| note)
+        .collect()
+}
+
 #[tokio::test]
 async fn drift_warn_reports_an_edit_and_a_delete_and_leaves_both() {
     let (s, controller) = warned_app("kc-drift-warn", "2s", &config_maps(3)).await;
@@ -280,13 +290,7 @@ async fn drift_warn_reports_an_edit_and_a_delete_and_leaves_both() {
         built,
         "the deleted object stays in the inventory, not pruned"
     );
-    let warnings: Vec<String> = s
-        .events("app")
-        .await
-        .into_iter()
-        .filter(|(type_, reason, _, _)| type_ == "Warning" && reason == "DriftDetected")
-        .map(|(_, _, note, _)| note)
-        .collect();
+    let warnings = drift_warnings(&s).await;
     assert_eq!(
         warnings.len(),
         2,
@@ -345,7 +349,7 @@ async fn drift_warn_applies_a_new_revision_that_changes_the_drifted_object() {
     let (s, controller) = warned_app("kc-drift-warn-rev", "2s", &config_maps(3)).await;
     let uid = config_map_api(&s).get("cm-1").await.unwrap().metadata.uid;
 
-    edit_reported(&s, "cm-1").await;
+    let edited = edit_reported(&s, "cm-1").await;
 
     // the source changes that very object: a change, not drift, so it is applied
     let changed = config_maps_valued(3, |i| {
@@ -373,6 +377,11 @@ async fn drift_warn_applies_a_new_revision_that_changes_the_drifted_object() {
         config_map_api(&s).get("cm-1").await.unwrap().metadata.uid,
         uid,
         "updated in place"
+    );
+    let warnings = drift_warnings(&s).await;
+    assert!(
+        warnings.len() == 1 && warnings[0].contains(&edited),
+        "one Warning, for the edit; none when the drift went: {warnings:?}"
     );
     s.delete().await;
 }
