@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use futures::{StreamExt, stream};
 use tokio::time::Instant;
 
+use super::drift::{DriftPolicy, DriftReport, Holding};
 use super::fingerprint::{ObjectPrint, live_print, run_key};
 use super::http::{api_message, api_url, server_side_apply};
 use super::plan::{Desired, Known, Outcome, Plan, Write, transport_kind};
@@ -116,9 +117,25 @@ impl<'a> Run<'a> {
             .collect()
     }
 
-    /// The change set in apply order (fast-path and unchanged objects included), and the
-    /// fingerprints the next run compares with.
-    fn finish(self) -> (ChangeSet, HashMap<String, ObjectPrint>) {
+    /// The change set in apply order (fast-path, unchanged and skipped objects included), and
+    /// the fingerprints the next run compares with. The inventory is this change set, and prune
+    /// deletes what the previous inventory has beyond it: an object of the build left out would
+    /// be deleted, so an object without an outcome fails the apply instead.
+    fn finish(self) -> Result<(ChangeSet, HashMap<String, ObjectPrint>), Vec<ObjectError>> {
+        let unsettled: Vec<ObjectError> = self
+            .desired
+            .iter()
+            .zip(&self.outcomes)
+            .filter(|(_, outcome)| outcome.is_none())
+            .map(|(d, _)| ObjectError {
+                subject: d.subject(),
+                kind: FailureKind::Api,
+                message: "was neither applied nor skipped by this apply".into(),
+            })
+            .collect();
+        if !unsettled.is_empty() {
+            return Err(unsettled);
+        }
         let mut ordered = ChangeSet::default();
         let mut prints = HashMap::new();
         for (d, outcome) in self.desired.iter().zip(self.outcomes) {
@@ -133,39 +150,63 @@ impl<'a> Run<'a> {
                 desired: d.print.clone(),
                 live: outcome.live_print,
                 action,
+                drift: None,
             };
             prints.insert(d.object.id(), print);
         }
-        (ordered, prints)
+        Ok((ordered, prints))
     }
 }
 
 impl Applier {
     /// Applies `req.objects` for `req.owner` (see the module doc for the order of work).
     pub async fn apply(&self, req: ApplyRequest<'_>) -> Result<ChangeSet, ApplyError> {
+        let (changes, _) = self.apply_with(req, DriftPolicy::Correct).await?;
+        Ok(changes)
+    }
+
+    /// [`Applier::apply`] with a drift policy; with [`DriftPolicy::Warn`] the drifted objects
+    /// are skipped and reported (the `drift` module).
+    pub async fn apply_with(
+        &self,
+        req: ApplyRequest<'_>,
+        policy: DriftPolicy,
+    ) -> Result<(ChangeSet, Vec<DriftReport>), ApplyError> {
         let mut changes = ChangeSet::default();
-        self.apply_stages(&req, &mut changes).await.map_err(|errors| {
-            self.prints.forget(&req.owner.key());
-            ApplyError { errors, changes }
-        })
+        self.apply_stages(&req, policy, &mut changes)
+            .await
+            .map_err(|errors| {
+                self.prints.forget(&req.owner.key());
+                ApplyError { errors, changes }
+            })
     }
 
     /// The apply; on failure the errors, with what was done recorded in `changes`.
     async fn apply_stages(
         &self,
         req: &ApplyRequest<'_>,
+        policy: DriftPolicy,
         changes: &mut ChangeSet,
-    ) -> Result<ChangeSet, Vec<ObjectError>> {
+    ) -> Result<(ChangeSet, Vec<DriftReport>), Vec<ObjectError>> {
         let p = self.prepare(req, Mode::Apply).await?;
-        let key = run_key(req.force, req.ignore);
+        let key = run_key(req.force, req.ignore, policy != DriftPolicy::Correct);
         let owner_key = req.owner.key();
         let previous = self
             .prints
             .fast_path(&owner_key, &key, self.options.full_sync_every);
         let full = previous.is_none();
         let mut run = Run::new(&p.desired, changes);
+        let mut holding = Holding::new(policy, self.prints.applied(&owner_key));
         if let Some(previous) = &previous {
             for (i, outcome) in self.fast_path(&p, previous).await {
+                let id = p.desired[i].object.id();
+                // drift left in place holds while the live object does: reported again
+                holding.drifted.extend(
+                    previous
+                        .get(&id)
+                        .and_then(|print| print.drift.clone())
+                        .map(|d| (i, d)),
+                );
                 run.settle(i, outcome);
             }
         }
@@ -192,7 +233,8 @@ impl Applier {
         if !planned.failures.is_empty() {
             return Err(planned.failures);
         }
-        let (mut writes, mut deferred) = (planned.writes, planned.deferred);
+        let mut deferred = planned.deferred;
+        let mut writes = holding.hold(&p.desired, planned.writes, |i, o| run.settle(i, o));
 
         let mut earlier_stage_wrote = false;
         for stage in Stage::ALL {
@@ -212,7 +254,7 @@ impl Applier {
                 if !replanned.failures.is_empty() {
                     return Err(replanned.failures);
                 }
-                now.extend(replanned.writes);
+                now.extend(holding.hold(&p.desired, replanned.writes, |i, o| run.settle(i, o)));
                 deferred.extend(replanned.deferred);
                 now.sort_by_key(|(i, _)| *i);
             }
@@ -236,12 +278,26 @@ impl Applier {
                 }
             }
         }
-        self.second_pass(&p, &mut run, deferred).await?;
+        self.second_pass(&p, &mut run, &mut holding, deferred).await?;
 
-        let (ordered, prints) = run.finish();
+        let (ordered, mut prints) = run.finish()?;
+        // in apply order, so that an unchanged set reads the same in every pass
+        let mut drifted = holding.drifted;
+        drifted.sort_by_key(|(i, _)| *i);
+        let mut reports = Vec::new();
+        for (i, drift) in drifted {
+            let object = &p.desired[i].object;
+            if let Some(print) = prints.get_mut(&object.id()) {
+                print.drift = Some(drift.clone());
+            }
+            reports.push(DriftReport {
+                object: object.clone(),
+                drift,
+            });
+        }
         self.prints.record(&owner_key, &key, prints, full);
         self.watch_kinds(&p.desired);
-        Ok(ordered)
+        Ok((ordered, reports))
     }
 
     /// The objects that needed something from this apply: planned again and applied, every
@@ -250,6 +306,7 @@ impl Applier {
         &self,
         p: &Planning<'_>,
         run: &mut Run<'_>,
+        holding: &mut Holding,
         mut deferred: Vec<(usize, ObjectError, bool)>,
     ) -> Result<(), Vec<ObjectError>> {
         let deadline = Instant::now() + self.options.wait_timeout;
@@ -258,7 +315,7 @@ impl Applier {
             let round = run.sort(self.plan_all(p, again(deferred)).await);
             let mut failures = round.failures;
             deferred = round.deferred;
-            for (i, write) in round.writes {
+            for (i, write) in holding.hold(&p.desired, round.writes, |i, o| run.settle(i, o)) {
                 match self.write(&p.desired[i], write).await {
                     Ok(outcome) => run.settle(i, outcome),
                     Err(e) => failures.push(e),
@@ -313,5 +370,30 @@ impl Applier {
             action: write.action(),
             live_print: Some(live_print(&applied["metadata"])),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::applier::drift::tests::config_map;
+
+    #[test]
+    fn an_object_of_the_build_without_an_outcome_fails_the_apply_rather_than_leave_the_inventory() {
+        let desired = vec![config_map("held", "p1"), config_map("lost", "p2")];
+        let mut changes = ChangeSet::default();
+        let mut run = Run::new(&desired, &mut changes);
+        run.settle(0, Outcome::settled(Action::Skipped, None));
+        let errors = run.finish().expect_err("an object without an outcome");
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].subject, "ConfigMap/apps/lost");
+
+        let mut run = Run::new(&desired, &mut changes);
+        run.settle(0, Outcome::settled(Action::Skipped, None));
+        run.settle(1, Outcome::settled(Action::Unchanged, None));
+        let (ordered, prints) = run.finish().expect("every object settled");
+        let actions: Vec<Action> = ordered.entries.iter().map(|e| e.action).collect();
+        assert_eq!(actions, [Action::Skipped, Action::Unchanged]);
+        assert_eq!(prints.len(), 2);
     }
 }

@@ -199,6 +199,42 @@ pub(crate) fn has_drifted(live: Option<&Value>, dry_run: &Value, ignored: &[Stri
     comparable(live, ignored) != comparable(dry_run, ignored)
 }
 
+/// The fields (dotted paths) in which `merged` (the dry-run result) differs from `live`, over
+/// what drift is judged on: a map is descended, anything else named where it differs.
+pub(crate) fn drifted_fields(live: &Value, merged: &Value, ignored: &[String]) -> Vec<String> {
+    fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(a), Value::Object(b)) => {
+                let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+                for key in keys {
+                    let null = Value::Null;
+                    let child = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    walk(
+                        &child,
+                        a.get(key).unwrap_or(&null),
+                        b.get(key).unwrap_or(&null),
+                        out,
+                    );
+                }
+            }
+            (a, b) if a != b => out.push(path.to_string()),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        "",
+        &comparable(live, ignored),
+        &comparable(merged, ignored),
+        &mut out,
+    );
+    out
+}
+
 /// A unified diff of `live` and `merged` (the dry-run result) over the fields drift is judged
 /// on, with Secret values masked. Empty when nothing differs.
 pub(crate) fn diff_text(live: Option<&Value>, merged: &Value, ignored: &[String]) -> String {
@@ -238,6 +274,24 @@ mod tests {
             "metadata": {"name": "web", "namespace": "a", "resourceVersion": "5", "uid": "u", "generation": 2,
                 "managedFields": [{"manager": "x"}], "labels": {"app": "web"}},
             "spec": {"replicas": 2, "template": {"metadata": {}}}, "status": {"readyReplicas": 2}})
+    }
+
+    #[test]
+    fn drifted_fields_name_each_changed_leaf_and_nothing_the_server_owns() {
+        let mut merged = live();
+        merged["spec"]["replicas"] = 3.into();
+        merged["metadata"]["labels"]["team"] = "x".into();
+        merged["metadata"]["resourceVersion"] = "6".into();
+        merged["status"] = json!({});
+        assert_eq!(
+            drifted_fields(&live(), &merged, &[]),
+            ["metadata.labels.team", "spec.replicas"]
+        );
+        assert_eq!(
+            drifted_fields(&live(), &merged, &["/spec/replicas".to_string()]),
+            ["metadata.labels.team"]
+        );
+        assert!(drifted_fields(&live(), &live(), &[]).is_empty());
     }
 
     #[test]

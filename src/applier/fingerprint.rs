@@ -30,16 +30,18 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Action;
+use super::drift::Drift;
 use crate::api::kustomization::IgnoreRule;
 
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Identifies the settings of a run that decide every object's outcome: force and ignore rules.
-pub(crate) fn run_key(force: bool, ignore: &[IgnoreRule]) -> String {
+/// Identifies the settings of a run that decide every object's outcome: force, ignore rules and
+/// whether drift is left in place (`warns`).
+pub(crate) fn run_key(force: bool, ignore: &[IgnoreRule], warns: bool) -> String {
     let rules = serde_json::to_string(ignore).unwrap_or_default();
-    sha256_hex(format!("{force}\n{rules}").as_bytes())
+    sha256_hex(format!("{force}\n{rules}\n{warns}").as_bytes())
 }
 
 /// Hash of a normalized desired object.
@@ -90,6 +92,8 @@ pub(crate) struct ObjectPrint {
     pub(crate) live: Option<String>,
     /// What to report when nothing changed: `Unchanged` or `Skipped`.
     pub(crate) action: Action,
+    /// The drift left in place (`drift: warn`), reported again while the prints hold.
+    pub(crate) drift: Option<Drift>,
 }
 
 impl ObjectPrint {
@@ -110,6 +114,10 @@ struct RunState {
 #[derive(Default)]
 pub(crate) struct FingerprintStore {
     states: Mutex<HashMap<String, RunState>>,
+    /// Per Kustomization, the desired print of each object as its last successful run left
+    /// it: what tells drift from a change for `drift: warn`. Unlike the fast-path state it
+    /// outlives failed runs, so a failure under load does not turn drift into a change.
+    applied: Mutex<HashMap<String, HashMap<String, String>>>,
 }
 
 impl FingerprintStore {
@@ -126,8 +134,21 @@ impl FingerprintStore {
         (state.key == key && state.full_sync_at.elapsed() < full_sync_every).then(|| state.objects.clone())
     }
 
+    /// The manifest prints `owner`'s last successful run left, by object id.
+    pub(crate) fn applied(&self, owner: &str) -> Option<HashMap<String, String>> {
+        self.applied.lock().expect("applied lock").get(owner).cloned()
+    }
+
     /// Records a successful run. `full` says whether every object was dry-run.
     pub(crate) fn record(&self, owner: &str, key: &str, objects: HashMap<String, ObjectPrint>, full: bool) {
+        let applied = objects
+            .iter()
+            .map(|(id, print)| (id.clone(), print.desired.clone()))
+            .collect();
+        self.applied
+            .lock()
+            .expect("applied lock")
+            .insert(owner.to_string(), applied);
         let mut states = self.states.lock().expect("fingerprint lock");
         let full_sync_at = match states.get(owner) {
             Some(prev) if !full && prev.key == key => prev.full_sync_at,
@@ -143,9 +164,15 @@ impl FingerprintStore {
         );
     }
 
-    /// Drops `owner`'s state, after an error or when the Kustomization is deleted.
+    /// Drops `owner`'s fast-path state, after an error.
     pub(crate) fn forget(&self, owner: &str) {
         self.states.lock().expect("fingerprint lock").remove(owner);
+    }
+
+    /// Drops everything kept for `owner`, when the Kustomization is deleted.
+    pub(crate) fn forget_owner(&self, owner: &str) {
+        self.forget(owner);
+        self.applied.lock().expect("applied lock").remove(owner);
     }
 }
 
@@ -197,7 +224,7 @@ mod tests {
     #[test]
     fn fast_path_needs_the_same_settings_and_a_recent_full_sync() {
         let store = FingerprintStore::default();
-        let key = run_key(false, &[]);
+        let key = run_key(false, &[], false);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
         store.record("ns/ks", &key, HashMap::new(), true);
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_some());
@@ -206,9 +233,32 @@ mod tests {
         assert!(store.fast_path("ns/ks", &key, Duration::from_secs(60)).is_none());
     }
 
+    #[test]
+    fn the_applied_manifests_outlive_a_failed_run_not_the_kustomization() {
+        let store = FingerprintStore::default();
+        let print = ObjectPrint {
+            desired: "p1".into(),
+            live: None,
+            action: Action::Skipped,
+            drift: None,
+        };
+        let key = run_key(false, &[], true);
+        store.record("ns/ks", &key, HashMap::from([("cm".to_string(), print)]), true);
+        let remembered = Some(HashMap::from([("cm".to_string(), "p1".to_string())]));
+        store.forget("ns/ks");
+        assert_eq!(
+            store.applied("ns/ks"),
+            remembered,
+            "a failed run forgets the fast path only"
+        );
+        store.forget_owner("ns/ks");
+        assert_eq!(store.applied("ns/ks"), None);
+    }
+
     /// One object's next run: its settings, manifest and live metadata.
     struct NextRun {
         force: bool,
+        warns: bool,
         ignore: Vec<IgnoreRule>,
         object: Value,
         live: Value,
@@ -219,7 +269,7 @@ mod tests {
 
     /// Whether the next run reports the object from its print, without a dry-run.
     fn from_print(store: &FingerprintStore, next: &NextRun) -> bool {
-        let key = run_key(next.force, &next.ignore);
+        let key = run_key(next.force, &next.ignore, next.warns);
         store
             .fast_path("ns/ks", &key, Duration::from_secs(60))
             .and_then(|prints| prints.get("cm").cloned())
@@ -236,15 +286,17 @@ mod tests {
             desired: desired_print(&object),
             live: Some(live_print(&live)),
             action: Action::Unchanged,
+            drift: None,
         };
         store.record(
             "ns/ks",
-            &run_key(false, &[]),
+            &run_key(false, &[], false),
             HashMap::from([("cm".to_string(), print)]),
             true,
         );
         let same = || NextRun {
             force: false,
+            warns: false,
             ignore: Vec::new(),
             object: object.clone(),
             live: live.clone(),
@@ -252,7 +304,7 @@ mod tests {
         // a new revision leaves every input above as it was: the object keeps its print
         assert!(from_print(&store, &same()));
 
-        let changes: [RunChange; 6] = [
+        let changes: [RunChange; 7] = [
             ("manifest changed", |n| n.object["data"]["a"] = "2".into()),
             ("live object written", |n| n.live["resourceVersion"] = "11".into()),
             ("live object recreated", |n| n.live["uid"] = "v".into()),
@@ -260,6 +312,7 @@ mod tests {
                 n.live["generation"] = 1.into()
             }),
             ("force", |n| n.force = true),
+            ("drift left in place", |n| n.warns = true),
             ("ignore rule", |n| {
                 n.ignore = vec![serde_json::from_value(json!({"paths": ["/data"]})).unwrap()];
             }),

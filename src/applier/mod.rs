@@ -29,6 +29,7 @@
 
 mod apply;
 mod diff;
+mod drift;
 mod fingerprint;
 pub(crate) mod handover;
 mod http;
@@ -51,6 +52,7 @@ use std::time::Duration;
 
 use kube::Client;
 
+pub use drift::{Drift, DriftPolicy, DriftReport};
 pub use preview::ObjectDiff;
 pub use prune::PruneError;
 pub use watch::LiveWatches;

@@ -212,7 +212,7 @@ impl Applier {
         prune: bool,
         timeout: Duration,
     ) -> Result<ChangeSet, PruneError> {
-        self.prints.forget(&owner.key());
+        self.prints.forget_owner(&owner.key());
         let delete = match policy {
             DeletionPolicy::MirrorPrune => prune,
             DeletionPolicy::Delete | DeletionPolicy::WaitForTermination => true,

@@ -195,6 +195,8 @@ pub(crate) struct Pass {
 struct Rollout {
     built: BuiltRevision,
     inventory: ResourceInventory,
+    /// The Ready message's line naming drift left in place (`drift: warn`).
+    drift: Option<String>,
 }
 
 /// How the pipeline left a pass.
@@ -327,6 +329,10 @@ async fn reconcile_apply(
     // status says something new, so a quiet interval emits nothing.
     emit_changes(ctx, &pass).await;
     let metadata = pass.metadata();
+    // drift: warn: a new set of drifted objects left in place
+    if written && let Some(notice) = super::drift::notice(&pass.old, &pass.status, metadata.clone()) {
+        ctx.notifier.emit(&ks, &notice).await;
+    }
     match outcome {
         Ok(()) => {
             let message = format!(
@@ -535,9 +541,10 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         ignore: &spec.ignore,
         revision: &artifact.revision,
     };
-    let applied_changes = tools.applier.apply(request).await;
+    let policy = super::drift::policy(&ks, &pass.old, &built.digest);
+    let applied_changes = tools.applier.apply_with(request, policy).await;
     pass.stamp.now = Timestamp::now();
-    let changes = applied_changes.map_err(|error| {
+    let (changes, drifted) = applied_changes.map_err(|error| {
         let build = pass.built(&built_revision);
         let masked = sops::Masked {
             error,
@@ -598,6 +605,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
     pass.rollout = Some(Rollout {
         built: built_revision,
         inventory,
+        drift: super::drift::ready_line(&drifted),
     });
     if targets.is_empty() {
         return conclude(pass, None).map_or(Ok(Flow::Concluded), Err);
@@ -640,7 +648,11 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
 /// decides between Ready=True and HealthCheckFailed (returned). One rule for a wait that
 /// ended on the worker and one that was parked.
 fn conclude(pass: &mut Pass, waited: Option<Waited>) -> Option<StepFailure> {
-    let Rollout { built, inventory } = pass.rollout.take().expect("concluded after the apply");
+    let Rollout {
+        built,
+        inventory,
+        drift,
+    } = pass.rollout.take().expect("concluded after the apply");
     pass.stamp.now = Timestamp::now();
     let health = match waited {
         None => None,
@@ -672,6 +684,7 @@ fn conclude(pass: &mut Pass, waited: Option<Waited>) -> Option<StepFailure> {
         digest: built.digest,
         health,
         duration: pass.started.elapsed(),
+        drift,
     };
     status::mark_applied(&mut pass.status, &pass.stamp, &applied);
     None

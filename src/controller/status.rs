@@ -229,6 +229,8 @@ pub(crate) struct Applied {
     /// `None` when neither `wait` nor `healthChecks` is set.
     pub health: Option<Duration>,
     pub duration: Duration,
+    /// A line naming drifted objects left in place, added to the Ready message.
+    pub drift: Option<String>,
 }
 
 /// Records a fully successful reconcile.
@@ -251,7 +253,10 @@ pub(crate) fn mark_applied(status: &mut KustomizationStatus, stamp: &Stamp, appl
         READY,
         TRUE,
         reason::RECONCILIATION_SUCCEEDED,
-        &applied_message(&applied.revision),
+        &match &applied.drift {
+            Some(drift) => format!("{}\n{drift}", applied_message(&applied.revision)),
+            None => applied_message(&applied.revision),
+        },
     );
     status.inventory = Some(applied.inventory.clone());
     status.last_applied_revision = Some(applied.revision.clone());
@@ -630,6 +635,7 @@ mod tests {
             digest: digest.into(),
             health: None,
             duration: Duration::from_millis(7200),
+            drift: None,
         }
     }
 
