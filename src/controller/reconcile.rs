@@ -415,8 +415,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         no_cross_namespace_refs: ctx.options.no_cross_namespace_refs,
         external_artifact: ctx.options.feature_gates.external_artifact,
     };
-    let cached = |kind, namespace: &str, name: &str| ctx.sources.get(kind, namespace, name);
-    let resolved = get_artifact_cached(&ctx.client, &ks, access, cached)
+    let resolved = get_artifact_cached(&ctx.client, &ks, access, &ctx.sources)
         .await
         .map_err(|e| pass.fail(e))?;
     let artifact = resolved.artifact;

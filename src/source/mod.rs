@@ -29,7 +29,7 @@ pub use cache::ArtifactTree;
 pub use digest::{ArtifactDigest, DigestError};
 pub use extract::{ExtractError, ExtractLimits, ExtractStats, extract};
 pub use path::resolve_path;
-pub(crate) use resolve::get_artifact_cached;
+pub(crate) use resolve::{CachedSources, get_artifact_cached};
 pub use resolve::{ResolvedSource, SourceAccess, get_artifact};
 
 /// Limits and timeouts of artifact fetching.

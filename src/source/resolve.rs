@@ -58,24 +58,42 @@ pub async fn get_artifact(
     ks: &Kustomization,
     access: SourceAccess,
 ) -> Result<ResolvedSource, SourceError> {
-    get_artifact_cached(client, ks, access, |_, _, _| None).await
+    get_artifact_cached(client, ks, access, &NoCache).await
 }
 
-/// [`get_artifact`], taking the source object from `cached` (kind, namespace, name) when it has
-/// it, so that a watch's store spares the read.
+/// The source objects a pass may read without a request.
+pub(crate) trait CachedSources {
+    /// The object, when the cache can vouch that it is current.
+    fn get(&self, kind: SourceKind, namespace: &str, name: &str) -> Option<DynamicObject>;
+    /// What the API answered when the cache could not vouch: the cache must never answer with
+    /// an older state of that object afterwards.
+    fn read(&self, kind: SourceKind, object: &DynamicObject);
+}
+
+struct NoCache;
+
+impl CachedSources for NoCache {
+    fn get(&self, _: SourceKind, _: &str, _: &str) -> Option<DynamicObject> {
+        None
+    }
+    fn read(&self, _: SourceKind, _: &DynamicObject) {}
+}
+
+/// [`get_artifact`], taking the source object from `cache` when it vouches for it, so that a
+/// watch's store spares the read.
 pub(crate) async fn get_artifact_cached(
     client: &Client,
     ks: &Kustomization,
     access: SourceAccess,
-    cached: impl FnOnce(SourceKind, &str, &str) -> Option<DynamicObject>,
+    cache: &impl CachedSources,
 ) -> Result<ResolvedSource, SourceError> {
     let namespace = source_namespace(ks, access)?;
     let kind = ks.spec.source_ref.kind;
     let name = ks.spec.source_ref.name.clone();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &kind.api_resource());
-    let read = match cached(kind, &namespace, &name) {
+    let read = match cache.get(kind, &namespace, &name) {
         Some(object) => Ok(object),
-        None => api.get(&name).await,
+        None => api.get(&name).await.inspect(|object| cache.read(kind, object)),
     };
     let object = match read {
         Ok(object) => object,
