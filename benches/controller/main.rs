@@ -612,7 +612,13 @@ fn line(row: &Row) -> String {
         ),
         (flux, ours) => {
             let cell = |r: &Result<Sample, String>| match r {
-                Ok(s) => format!("{}, {:.0} requests", secs(s), s.requests),
+                Ok(s) => format!(
+                    "{}, {:.0} requests, {:.1} s CPU, {} peak RSS",
+                    secs(s),
+                    s.requests,
+                    s.cpu,
+                    mib(s)
+                ),
                 Err(e) => format!("FAILED: {e}"),
             };
             format!(

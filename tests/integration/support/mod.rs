@@ -53,8 +53,31 @@ impl TestNamespace {
     }
 
     /// Deletes the namespace. Tests call this at the end; a failed test leaves its namespace
-    /// behind for inspection (the cluster is thrown away after the run).
+    /// behind for inspection (the cluster is thrown away after the run). Flux objects lose their
+    /// finalizers first: with no controller left to remove them the namespace would stay
+    /// Terminating, and the namespace controller would retry it for the rest of the run.
     pub async fn delete(self) {
+        for (group, kind, plural) in [
+            ("kustomize.toolkit.fluxcd.io", "Kustomization", "kustomizations"),
+            ("source.toolkit.fluxcd.io", "GitRepository", "gitrepositories"),
+            ("source.toolkit.fluxcd.io", "OCIRepository", "ocirepositories"),
+            ("source.toolkit.fluxcd.io", "Bucket", "buckets"),
+        ] {
+            let gvk = kube::api::GroupVersionKind::gvk(group, "v1", kind);
+            let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+            let api: Api<kube::api::DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &self.name, &resource);
+            let Ok(list) = api.list(&Default::default()).await else {
+                continue;
+            };
+            for object in list.items.iter().filter(|o| o.metadata.finalizers.is_some()) {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                let _ = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await;
+            }
+        }
         let _ = Api::<Namespace>::all(self.client.clone())
             .delete(&self.name, &DeleteParams::background())
             .await;
