@@ -492,13 +492,14 @@ fn natural<T: Copy + Ord>(ar: &[T], br: &[T], char_of: impl Fn(T) -> char) -> Or
 }
 
 /// A number as goyaml v2 prints what came through JSON: integers as they are, floats as Go's
-/// shortest `%g` (exponent below -4 or from 6 up), integral floats below 2^64 as integers.
+/// shortest `%g` (exponent below -4 or from 6 up), integral floats that read back as 64-bit
+/// integers as those.
 fn number(n: &serde_json::Number) -> String {
     let Some(f) = n.as_f64().filter(|_| n.is_f64()) else {
         return n.to_string();
     };
-    if f.fract() == 0.0 && f.abs() < 18_446_744_073_709_551_616.0 {
-        return format!("{f:.0}");
+    if let Some(integer) = super::yaml::integral_float(f) {
+        return integer.to_string();
     }
     let sci = format!("{f:e}");
     let (mantissa, exp) = sci.split_once('e').expect("exponent form");
@@ -533,11 +534,13 @@ mod tests {
     #[test]
     fn floats_print_as_go_g() {
         let text = emit_document(&json!([
-            1.5, 0.00001, 1234567.5, 123456.5, 0.0001, -2.5e-7, 1e23, 3, 2.0e10
+            1.5, 0.00001, 1234567.5, 123456.5, 0.0001, -2.5e-7, 1e23, 3, 2.0e10, 6.153255929452609e18,
+            -1e19, 1.8446744073709552e19
         ]));
         assert_eq!(
             text,
-            "- 1.5\n- 1e-05\n- 1.2345675e+06\n- 123456.5\n- 0.0001\n- -2.5e-07\n- 1e+23\n- 3\n- 20000000000\n"
+            "- 1.5\n- 1e-05\n- 1.2345675e+06\n- 123456.5\n- 0.0001\n- -2.5e-07\n- 1e+23\n- 3\n- 20000000000\n\
+             - 6153255929452609000\n- -1e+19\n- 1.8446744073709552e+19\n"
         );
     }
 

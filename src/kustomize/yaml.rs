@@ -278,6 +278,14 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
         Ok(Value::from(v))
     }
+    // serde_yaml hands decimal integers beyond 64 bits over as 128-bit ones; goyaml v3 reads
+    // them as floats.
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Value, E> {
+        self.visit_f64(v as f64)
+    }
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Value, E> {
+        self.visit_f64(v as f64)
+    }
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
         if !v.is_finite() {
             return Err(E::custom(format!(
@@ -370,12 +378,27 @@ impl<'de> serde::de::DeserializeSeed<'de> for Scalars<'_> {
 
 /// kyaml prints integral floats as integers (`1.0` becomes `1`), so normalize them here.
 fn float(f: f64) -> Value {
-    if f.fract() == 0.0 && f.abs() < 9.0e15 {
-        return Value::from(f as i64);
+    if let Some(n) = integral_float(f) {
+        return Value::Number(n);
     }
     serde_json::Number::from_f64(f)
         .map(Value::Number)
         .unwrap_or_else(|| Value::String(f.to_string()))
+}
+
+/// The integer an integral float prints as. kustomize's output goes through Go's JSON, which
+/// writes a float below 1e21 in full with its shortest digits (6.153255929452609e18 as
+/// `6153255929452609000`, not the exact `6153255929452608512`); goyaml v2 reads that text
+/// back as an integer when it fits 64 bits, else as a float (`-1e+19`).
+pub(crate) fn integral_float(f: f64) -> Option<serde_json::Number> {
+    if f.fract() != 0.0 || f.abs() >= 18_446_744_073_709_551_616.0 {
+        return None;
+    }
+    let text = format!("{f}");
+    match text.parse::<i64>() {
+        Ok(n) => Some(n.into()),
+        Err(_) => text.parse::<u64>().ok().map(Into::into),
+    }
 }
 
 /// Resolves a plain scalar that serde_yaml left as a string, with goyaml v3's extra rules:
@@ -671,6 +694,26 @@ mod tests {
         for s in ["=", "<<", "a=b", "1,000", "0x", "yes please", "1 2", "tRUE", "~x"] {
             assert!(reads_back_as_string(s), "{s}");
         }
+    }
+
+    #[test]
+    fn large_integral_floats_read_as_the_integers_kustomize_prints() {
+        // Expected values as kustomize v5.8.1 printed these scalars. A leading zero with an 8
+        // or 9 is no octal integer but a float; printed in full it reads back as an integer.
+        let text = "a: 06153255929452608058\nb: -06153255929452608058\nc: 9223372036854775808\n\
+                    d: -10000000000000000000\ne: 99999999999999999999\nf: 1.8446744073709550e19\n\
+                    g: 6153255929452608512\nh: 0615325592945260805812345\n";
+        let d = &parse_documents(text, "f").unwrap()[0];
+        assert_eq!(d["a"], serde_json::json!(6153255929452609000_i64));
+        assert_eq!(d["b"], serde_json::json!(-6153255929452609000_i64));
+        assert_eq!(d["c"], serde_json::json!(9223372036854775808_u64));
+        assert_eq!(d["d"], serde_json::json!(-1e19));
+        assert_eq!(d["e"], serde_json::json!(1e20));
+        assert_eq!(d["f"], serde_json::json!(18446744073709550000_u64));
+        assert_eq!(d["g"], serde_json::json!(6153255929452608512_i64));
+        assert_eq!(d["h"], serde_json::json!(6.153255929452608e23));
+        let printed = crate::kustomize::printer::emit_documents(std::slice::from_ref(d));
+        assert_eq!(parse_documents(&printed, "printed").unwrap(), vec![d.clone()], "{printed}");
     }
 
     #[test]
