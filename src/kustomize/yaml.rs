@@ -327,6 +327,14 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
             let value = access.next_value_seed(self)?;
             let key = match key {
                 Value::String(s) => s,
+                // As goyaml refuses them. Printed as JSON, nested ones doubled their escapes at
+                // every level: `{{{...{a}...}}}` 25 deep took seconds and gigabytes.
+                Value::Object(_) | Value::Array(_) => {
+                    return Err(serde::de::Error::custom(format!(
+                        "invalid map key: {}",
+                        kind_of(&key)
+                    )));
+                }
                 other => scalar_text(&other),
             };
             if key == "<<" {
@@ -628,6 +636,18 @@ mod tests {
         assert_eq!(d["i"], serde_json::json!(0.5));
         assert_eq!(d["j"], serde_json::json!("12"));
         assert_eq!(d["k"], serde_json::json!(8));
+    }
+
+    #[test]
+    fn composite_keys_are_refused_at_once_however_deeply_nested() {
+        let err = parse_documents("a: 1\nb: {[x]: 1}\n", "list-key.yaml").unwrap_err();
+        assert_eq!(err.to_string(), "list-key.yaml:2: malformed YAML: b: invalid map key: a list");
+        let nested = |n: usize| format!("kind: {}a{}\n", "{".repeat(n), "}".repeat(n));
+        let err = parse_documents_yaml11(&nested(2), "map-key.yaml").unwrap_err();
+        assert!(err.to_string().contains("invalid map key: an object"), "{err}");
+        let started = std::time::Instant::now();
+        assert!(parse_documents(&nested(60), "deep.yaml").is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
     }
 
     #[test]
