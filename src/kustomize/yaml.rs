@@ -641,13 +641,20 @@ mod tests {
     #[test]
     fn composite_keys_are_refused_at_once_however_deeply_nested() {
         let err = parse_documents("a: 1\nb: {[x]: 1}\n", "list-key.yaml").unwrap_err();
-        assert_eq!(err.to_string(), "list-key.yaml:2: malformed YAML: b: invalid map key: a list");
+        assert_eq!(
+            err.to_string(),
+            "list-key.yaml:2: malformed YAML: b: invalid map key: a list"
+        );
         let nested = |n: usize| format!("kind: {}a{}\n", "{".repeat(n), "}".repeat(n));
         let err = parse_documents_yaml11(&nested(2), "map-key.yaml").unwrap_err();
         assert!(err.to_string().contains("invalid map key: an object"), "{err}");
         let started = std::time::Instant::now();
         assert!(parse_documents(&nested(60), "deep.yaml").is_err());
-        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
@@ -733,7 +740,11 @@ mod tests {
         assert_eq!(d["g"], serde_json::json!(6153255929452608512_i64));
         assert_eq!(d["h"], serde_json::json!(6.153255929452608e23));
         let printed = crate::kustomize::printer::emit_documents(std::slice::from_ref(d));
-        assert_eq!(parse_documents(&printed, "printed").unwrap(), vec![d.clone()], "{printed}");
+        assert_eq!(
+            parse_documents(&printed, "printed").unwrap(),
+            vec![d.clone()],
+            "{printed}"
+        );
     }
 
     #[test]
