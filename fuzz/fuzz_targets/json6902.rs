@@ -21,8 +21,8 @@ fuzz_target!(|data: &[u8]| {
     if !matches!(doc.kind, PatchKind::Json6902(_)) {
         return;
     }
-    let first = patch::apply(&target, &doc);
-    assert_eq!(first, patch::apply(&target, &doc), "the same patch gave two results");
+    let first = patch::apply(&target, &doc, None);
+    assert_eq!(first, patch::apply(&target, &doc, None), "the same patch gave two results");
     if let Ok(patched @ Value::Object(_)) = first {
         let printed = kustomize::to_yaml(std::slice::from_ref(&patched));
         kustomize::yaml::parse_documents(&printed, "printed.yaml")

@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     if !matches!(doc.kind, PatchKind::StrategicMerge(_)) {
         return;
     }
-    let Ok(merged) = patch::apply(&target, &doc) else { return };
+    let Ok(merged) = patch::apply(&target, &doc, None) else { return };
     if merged.is_null() {
         return;
     }

@@ -159,9 +159,7 @@ impl Emitter {
 
     fn mapping(&mut self, map: &Map<String, Value>, indent: i32) {
         let indent = increase(indent, false, false);
-        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-        entries.sort_by(|a, b| natural_order(a.0, b.0));
-        for (k, v) in entries {
+        for (k, v) in in_key_order(map.iter().collect(), |(k, _)| k.as_str()) {
             self.write_indent(indent);
             if !analyze(k).multiline && k.len() <= MAX_SIMPLE_KEY {
                 self.string(k, indent, true);
@@ -441,6 +439,30 @@ fn analyze(s: &str) -> Scan {
     }
 }
 
+/// `items` sorted by their keys in goyaml v2's order. That order is not transitive for some
+/// sets of keys (`02` before `0a` before `2` before `02`), for which kustomize's output
+/// changes from run to run; a merge sort gives them one order where the standard sort may
+/// panic.
+fn in_key_order<T>(mut items: Vec<T>, key: impl Fn(&T) -> &str + Copy) -> Vec<T> {
+    if items.len() < 2 {
+        return items;
+    }
+    let right = in_key_order(items.split_off(items.len() / 2), key);
+    let left = in_key_order(items, key);
+    let mut out = Vec::with_capacity(left.len() + right.len());
+    let (mut left, mut right) = (left.into_iter().peekable(), right.into_iter().peekable());
+    while let (Some(l), Some(r)) = (left.peek(), right.peek()) {
+        let next = if natural_order(key(r), key(l)) == Ordering::Less {
+            right.next()
+        } else {
+            left.next()
+        };
+        out.extend(next);
+    }
+    out.extend(left.chain(right));
+    out
+}
+
 /// goyaml v2's key order (its `keyList.Less`) for string keys.
 fn natural_order(a: &str, b: &str) -> Ordering {
     if a.is_ascii() && b.is_ascii() {
@@ -492,13 +514,14 @@ fn natural<T: Copy + Ord>(ar: &[T], br: &[T], char_of: impl Fn(T) -> char) -> Or
 }
 
 /// A number as goyaml v2 prints what came through JSON: integers as they are, floats as Go's
-/// shortest `%g` (exponent below -4 or from 6 up), integral floats below 2^64 as integers.
+/// shortest `%g` (exponent below -4 or from 6 up), integral floats that read back as 64-bit
+/// integers as those.
 fn number(n: &serde_json::Number) -> String {
     let Some(f) = n.as_f64().filter(|_| n.is_f64()) else {
         return n.to_string();
     };
-    if f.fract() == 0.0 && f.abs() < 18_446_744_073_709_551_616.0 {
-        return format!("{f:.0}");
+    if let Some(integer) = super::yaml::integral_float(f) {
+        return integer.to_string();
     }
     let sci = format!("{f:e}");
     let (mantissa, exp) = sci.split_once('e').expect("exponent form");
@@ -517,10 +540,10 @@ mod tests {
 
     #[test]
     fn keys_sort_in_goyaml_natural_order() {
-        let mut keys = vec![
+        let keys = vec![
             "a10", "aB", "a_b", "a9", "a-b", "A", "10", "2", "1", "", "x007", "x7", "x07", "_z", "é", "zzz",
         ];
-        keys.sort_by(|a, b| natural_order(a, b));
+        let keys = in_key_order(keys, |k| k);
         assert_eq!(
             keys,
             [
@@ -531,13 +554,55 @@ mod tests {
     }
 
     #[test]
+    fn keys_in_no_consistent_order_still_print() {
+        // kustomize printed these three in each of their rotations over a dozen runs.
+        let v = json!({"02": 1, "0a": 2, "2": 3});
+        let text = emit_document(&v);
+        let rotations = [
+            "\"02\": 1\n0a: 2\n\"2\": 3\n",
+            "0a: 2\n\"2\": 3\n\"02\": 1\n",
+            "\"2\": 3\n\"02\": 1\n0a: 2\n",
+        ];
+        assert!(rotations.contains(&text.as_str()), "{text}");
+        // Many keys of digits, a letter and a dash, full of such cycles (enough for the
+        // standard sort to notice).
+        let mut seed = 1u64;
+        let map: Map<String, Value> = (0..2000)
+            .map(|_| {
+                let mut key = String::new();
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                for shift in 0..(seed >> 60) as usize % 8 + 1 {
+                    key.push(b"0129a-"[(seed >> (shift * 5)) as usize % 6] as char);
+                }
+                (key, json!(1))
+            })
+            .collect();
+        let text = emit_document(&Value::Object(map.clone()));
+        assert_eq!(text.lines().count(), map.len());
+    }
+
+    #[test]
     fn floats_print_as_go_g() {
         let text = emit_document(&json!([
-            1.5, 0.00001, 1234567.5, 123456.5, 0.0001, -2.5e-7, 1e23, 3, 2.0e10
+            1.5,
+            0.00001,
+            1234567.5,
+            123456.5,
+            0.0001,
+            -2.5e-7,
+            1e23,
+            3,
+            2.0e10,
+            6.153255929452609e18,
+            -1e19,
+            1.8446744073709552e19
         ]));
         assert_eq!(
             text,
-            "- 1.5\n- 1e-05\n- 1.2345675e+06\n- 123456.5\n- 0.0001\n- -2.5e-07\n- 1e+23\n- 3\n- 20000000000\n"
+            "- 1.5\n- 1e-05\n- 1.2345675e+06\n- 123456.5\n- 0.0001\n- -2.5e-07\n- 1e+23\n- 3\n- 20000000000\n\
+             - 6153255929452609000\n- -1e+19\n- 1.8446744073709552e+19\n"
         );
     }
 

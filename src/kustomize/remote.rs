@@ -217,7 +217,9 @@ fn split_host(entry: &str) -> Result<(String, &str), String> {
 }
 
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
-    (text.len() >= prefix.len() && text[..prefix.len()].eq_ignore_ascii_case(prefix))
+    // `get`, not slicing: in a non-ASCII entry the prefix's length may end inside a character.
+    text.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
         .then(|| &text[prefix.len()..])
 }
 
@@ -378,6 +380,11 @@ mod tests {
             "/abs/path",
         ] {
             assert!(parse_repo_spec(entry).is_err(), "{entry}");
+        }
+        // The scheme prefixes end inside a character of these.
+        for entry in ["données.yaml", "objsҎaml", "ħttps://x"] {
+            assert!(parse_repo_spec(entry).is_err(), "{entry}");
+            assert!(!is_http_url(entry), "{entry}");
         }
         assert_eq!(
             parse_repo_spec("https://host/org/repo//../x").unwrap_err(),
