@@ -423,8 +423,28 @@ fn generator_fields(config: &Map<String, Value>) -> Map<String, Value> {
 }
 
 impl Transformer {
+    /// The field specs a builtin transformer writes at, with the kind kustomize names it by.
+    fn field_specs(&self) -> Option<(&[FieldSpec], &'static str)> {
+        match self {
+            Transformer::Names { field_specs, .. } => Some((field_specs, "PrefixSuffixTransformer")),
+            Transformer::Labels {
+                field_specs,
+                annotations: true,
+                ..
+            } => Some((field_specs, "AnnotationsTransformer")),
+            Transformer::Labels { field_specs, .. } => Some((field_specs, "LabelTransformer")),
+            Transformer::Namespace(options) => Some((&options.field_specs, "NamespaceTransformer")),
+            Transformer::Image(_, specs) => Some((specs, "ImageTagTransformer")),
+            Transformer::Replicas(_, specs) => Some((specs, "ReplicaCountTransformer")),
+            _ => None,
+        }
+    }
+
     fn run(&self, ctx: &Context<'_>, map: &mut ResMap) -> Result<(), BuildError> {
         let file = ctx.loader.show(ctx.file);
+        if let Some((specs, kind)) = self.field_specs() {
+            transform::refuse_empty_paths(map, specs, &file, kind)?;
+        }
         let patch_ctx = patches::Context {
             loader: ctx.loader,
             dir: ctx.dir,
@@ -437,15 +457,9 @@ impl Transformer {
                 field_specs,
             } => transform::names::apply_specs(map, prefix, suffix, field_specs),
             Transformer::Labels {
-                pairs,
-                field_specs,
-                annotations,
+                pairs, field_specs, ..
             } => {
-                let field = if *annotations {
-                    "AnnotationsTransformer"
-                } else {
-                    "LabelTransformer"
-                };
+                let field = self.field_specs().map_or("", |(_, kind)| kind);
                 transform::labels::apply(map, pairs, field_specs, &file, field)?;
             }
             Transformer::Namespace(options) => {

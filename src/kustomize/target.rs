@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::BuildError;
 use super::configurations::{self, Config};
-use super::file::{FILE_NAMES, Kind, KustomizationFile};
+use super::file::{FILE_NAMES, FieldSpec, Kind, KustomizationFile};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
 use super::patch::openapi::{CustomSchema, SchemaChoice};
@@ -467,6 +467,7 @@ fn run_transformers(
     patches::patches(patch_ctx, map, &k.patches)?;
     ran(map, "PatchTransformer", k.patches.len());
     let config = map.config.clone();
+    refuse_empty_paths(map, k, &config, file)?;
     if let Some(ns) = k.namespace.as_deref().filter(|n| !n.is_empty()) {
         transform::namespace::apply(map, ns);
         configurations::namespace(map, ns, &config.namespace);
@@ -535,6 +536,59 @@ fn run_transformers(
         &k.replacements,
     )?;
     replacements::apply(map, &found, file)
+}
+
+/// The field specs of `configurations` and `labels` without a path are refused for every
+/// transformer that runs, as kustomize refuses them (only the builtin ones are known good).
+fn refuse_empty_paths(
+    map: &ResMap,
+    k: &KustomizationFile,
+    config: &Config,
+    file: &str,
+) -> Result<(), BuildError> {
+    let set = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
+    let labels = k.labels.iter().flat_map(|l| &l.fields);
+    let runs: [(bool, Vec<&FieldSpec>, &str); 7] = [
+        (set(&k.namespace), config.namespace.iter().collect(), "namespace"),
+        (
+            set(&k.name_prefix),
+            config.name_prefix.iter().collect(),
+            "namePrefix",
+        ),
+        (
+            set(&k.name_suffix),
+            config.name_suffix.iter().collect(),
+            "nameSuffix",
+        ),
+        (
+            !k.labels.is_empty(),
+            labels.chain(&config.labels).collect(),
+            "labels",
+        ),
+        (
+            !k.common_labels.is_empty(),
+            config
+                .common_labels
+                .iter()
+                .chain(&config.template_labels)
+                .collect(),
+            "commonLabels",
+        ),
+        (
+            !k.common_annotations.is_empty(),
+            config.common_annotations.iter().collect(),
+            "commonAnnotations",
+        ),
+        (
+            !k.replicas.is_empty() || !k.images.is_empty(),
+            config.replicas.iter().chain(&config.images).collect(),
+            "configurations",
+        ),
+    ];
+    for (_, specs, field) in runs.into_iter().filter(|(ran, ..)| *ran) {
+        transform::refuse_empty_paths(map, specs, file, field)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@ pub(crate) mod replicas;
 
 use serde_json::{Map, Value};
 
+use super::BuildError;
 use super::file::FieldSpec;
-use super::resmap::ResId;
+use super::resmap::{ResId, ResMap};
 
 /// Whether a field spec's GVK filter selects the object with id `id` (empty parts match all).
 pub(crate) fn selects(spec: &FieldSpec, id: &ResId) -> bool {
@@ -38,11 +39,42 @@ pub(crate) fn path_segments(path: &str) -> Vec<String> {
     out
 }
 
+/// Refuses a field spec without a path that selects an object of `map`, as kustomize does:
+/// the path would name the object itself, which a transformer cannot replace.
+pub(crate) fn refuse_empty_paths<'a>(
+    map: &ResMap,
+    specs: impl IntoIterator<Item = &'a FieldSpec>,
+    file: &str,
+    field: &str,
+) -> Result<(), BuildError> {
+    let empty: Vec<&FieldSpec> = specs
+        .into_iter()
+        .filter(|s| path_segments(&s.path).is_empty())
+        .collect();
+    if empty.is_empty() {
+        return Ok(());
+    }
+    let selected = map
+        .resources
+        .iter()
+        .map(|res| res.id())
+        .find(|id| empty.iter().any(|s| selects(s, id)));
+    match selected {
+        None => Ok(()),
+        Some(id) => Err(BuildError::Transform {
+            file: file.to_string(),
+            field: field.to_string(),
+            message: format!("considering field '' of object {id}: cannot set or create an empty field name"),
+        }),
+    }
+}
+
 /// Calls `visit` on every value found at `path` below `node`. Lists met on the way are
 /// entered element by element. With `create`, missing (or null) fields are created: maps for
 /// intermediate keys, `leaf()` for the last one. A `key[]` segment names a list, which is
 /// never created (a StatefulSet without `volumeClaimTemplates` gets none); a null there
-/// becomes an empty list, as kustomize's field-spec walker makes it.
+/// becomes an empty list, as kustomize's field-spec walker makes it. An empty path visits
+/// nothing: the object itself is no field.
 pub(crate) fn visit_path<E>(
     node: &mut Value,
     path: &[String],
@@ -57,7 +89,7 @@ pub(crate) fn visit_path<E>(
         return Ok(());
     }
     let Some((first, rest)) = path.split_first() else {
-        return visit(node);
+        return Ok(());
     };
     let key = first.strip_suffix("[]").unwrap_or(first);
     let Value::Object(map) = node else { return Ok(()) };
@@ -162,6 +194,14 @@ mod tests {
         assert!(v["spec"].get("x").is_none());
         visited(&mut v, "spec/x/y", true, json!({}));
         assert_eq!(v["spec"]["x"], json!({"y": {}}));
+    }
+
+    #[test]
+    fn an_empty_path_names_no_field() {
+        let mut v = json!({"kind": "Deployment"});
+        assert!(visited(&mut v, "", true, json!(3)).is_empty());
+        assert!(visited(&mut v, "/", true, json!(3)).is_empty());
+        assert_eq!(v, json!({"kind": "Deployment"}));
     }
 
     #[test]
