@@ -18,12 +18,14 @@
 //! `BENCH_SCALE`, a factor on every workload size for quick runs (default 1); `BENCH_ONLY`, the
 //! workloads to run, comma-separated among `single`, `wait` and `fleet` (default all);
 //! `BENCH_PEERS`, `flux` or `ours` to run one controller alone (to profile it); `BENCH_LOG_LEVEL`,
-//! the controllers' log level (default error).
+//! the controllers' log level (default error); `BENCH_BREAKDOWN`, print each phase's requests
+//! by verb and resource.
 //! The namespaces are left behind for inspection: run it on a control plane of its own.
 
 mod process;
 mod source;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -86,9 +88,9 @@ impl Bench {
         Api::namespaced_with(self.client.clone(), ns, resource)
     }
 
-    /// The API server's request count so far, without the control plane's own resources.
+    /// The API server's request counts so far, without the control plane's own resources.
     /// Reading /metrics is not itself counted there.
-    async fn served(&self) -> f64 {
+    async fn served(&self) -> BTreeMap<String, f64> {
         let request = hyper::Request::get("/metrics").body(Vec::new()).unwrap();
         let text = self
             .client
@@ -194,14 +196,16 @@ impl Bench {
         phase: F,
     ) -> Result<Sample, String> {
         let own_before = self.own.load(Ordering::SeqCst);
-        let before = self.served().await;
+        let before_by_kind = self.served().await;
         let (cpu_before, _) = usage(pid);
         let started = Instant::now();
         phase.await?;
         let wall = started.elapsed();
         let own = (self.own.load(Ordering::SeqCst) - own_before) as f64;
-        let after = self.served().await;
+        let after_by_kind = self.served().await;
         let (cpu_after, peak_rss_kib) = usage(pid);
+        print_breakdown(&before_by_kind, &after_by_kind);
+        let (before, after): (f64, f64) = (before_by_kind.values().sum(), after_by_kind.values().sum());
         let requests = after - before - own - self.background_per_sec * wall.as_secs_f64();
         Ok(Sample {
             wall,
@@ -267,29 +271,57 @@ impl Bench {
     }
 }
 
-/// Sums `apiserver_request_total` over every series but those of the control plane's own
-/// resources.
-fn served_requests(metrics: &str) -> f64 {
-    metrics
+/// `apiserver_request_total` by verb and resource, without the series of the control plane's
+/// own resources.
+fn served_requests(metrics: &str) -> BTreeMap<String, f64> {
+    let mut counts = BTreeMap::new();
+    let series = metrics
         .lines()
         .filter_map(|l| l.strip_prefix("apiserver_request_total{"))
-        .filter_map(|l| l.rsplit_once("} "))
-        .filter(|(labels, _)| {
-            let label = |name: &str| {
-                labels
-                    .split(',')
-                    .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
-                    .and_then(|v| v.strip_suffix('"'))
-                    .unwrap_or("")
-                    .to_string()
-            };
-            let resource = label("resource");
-            let control_plane = CONTROL_PLANE_RESOURCES.contains(&resource.as_str())
-                || (resource == "deployments" && label("subresource") == "status");
-            !control_plane
-        })
-        .filter_map(|(_, value)| value.trim().parse::<f64>().ok())
-        .sum()
+        .filter_map(|l| l.rsplit_once("} "));
+    for (labels, value) in series {
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or("")
+                .to_string()
+        };
+        let (resource, subresource) = (label("resource"), label("subresource"));
+        if CONTROL_PLANE_RESOURCES.contains(&resource.as_str())
+            || (resource == "deployments" && subresource == "status")
+        {
+            continue;
+        }
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let key = format!(
+            "{} {resource}{}{subresource}",
+            label("verb"),
+            if subresource.is_empty() { "" } else { "/" }
+        );
+        *counts.entry(key).or_default() += value;
+    }
+    counts
+}
+
+/// With `BENCH_BREAKDOWN` set, prints a phase's requests by verb and resource (the bench's own
+/// requests included), most first.
+fn print_breakdown(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) {
+    if std::env::var_os("BENCH_BREAKDOWN").is_none() {
+        return;
+    }
+    let mut deltas: Vec<(f64, &String)> = after
+        .iter()
+        .map(|(key, n)| (n - before.get(key).copied().unwrap_or(0.0), key))
+        .filter(|(d, _)| *d > 0.0)
+        .collect();
+    deltas.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (delta, key) in deltas {
+        eprintln!("    {delta:>8.0}  {key}");
+    }
 }
 
 fn condition<'a>(ks: &'a Value, kind: &str) -> Option<&'a Value> {
@@ -666,10 +698,11 @@ async fn main() {
     std::fs::create_dir_all(&bench.logs).unwrap();
     let quiet = Duration::from_secs(10);
     let own_before = bench.own.load(Ordering::SeqCst);
-    let before = bench.served().await;
+    let before: f64 = bench.served().await.values().sum();
     tokio::time::sleep(quiet).await;
     let own = (bench.own.load(Ordering::SeqCst) - own_before) as f64;
-    bench.background_per_sec = ((bench.served().await - before - own) / quiet.as_secs_f64()).max(0.0);
+    let after: f64 = bench.served().await.values().sum();
+    bench.background_per_sec = ((after - before - own) / quiet.as_secs_f64()).max(0.0);
     eprintln!(
         "background: {:.1} requests/s; controller logs in {}",
         bench.background_per_sec,

@@ -53,9 +53,10 @@ impl TestNamespace {
     }
 
     /// Deletes the namespace. Tests call this at the end; a failed test leaves its namespace
-    /// behind for inspection (the cluster is thrown away after the run). Flux objects lose their
-    /// finalizers first: with no controller left to remove them the namespace would stay
-    /// Terminating, and the namespace controller would retry it for the rest of the run.
+    /// behind for inspection (the cluster is thrown away after the run). Flux objects are
+    /// deleted first and lose their finalizers: the test's controller stops with the test, and
+    /// a namespace left Terminating would be retried by the namespace controller for the rest
+    /// of the run. A deleted object can gain no finalizer, so no controller puts one back.
     pub async fn delete(self) {
         for (group, kind, plural) in [
             ("kustomize.toolkit.fluxcd.io", "Kustomization", "kustomizations"),
@@ -70,8 +71,9 @@ impl TestNamespace {
             let Ok(list) = api.list(&Default::default()).await else {
                 continue;
             };
-            for object in list.items.iter().filter(|o| o.metadata.finalizers.is_some()) {
+            for object in &list.items {
                 let name = object.metadata.name.clone().unwrap_or_default();
+                let _ = api.delete(&name, &DeleteParams::background()).await;
                 let patch = serde_json::json!({"metadata": {"finalizers": null}});
                 let _ = api
                     .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
