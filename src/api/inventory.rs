@@ -59,6 +59,25 @@ impl ObjectRef {
         }
     }
 
+    /// The identity of a manifest, as written (no namespace defaulted).
+    pub fn of(object: &serde_json::Value) -> Self {
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+        };
+        let group = text("/apiVersion")
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group);
+        Self::new(
+            group,
+            text("/kind"),
+            text("/metadata/namespace"),
+            text("/metadata/name"),
+        )
+    }
+
     /// The inventory id of this object.
     pub fn id(&self) -> String {
         let name = if is_rbac(&self.group, &self.kind) {

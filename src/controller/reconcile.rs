@@ -13,7 +13,7 @@
 //! events. Status is computed by the pure `status` module from what the steps returned; events
 //! are collected during the pass and emitted at the end, only for real changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -532,6 +532,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
     if let Some(refusal) = sops::refusal(&objects) {
         return Err(pass.fail(sops::Refused(refusal)));
     }
+    // Objects Current once their write returns: the health wait needs no watch of them.
+    let current_as_applied: HashSet<crate::api::inventory::ObjectRef> = objects
+        .iter()
+        .filter(|o| health::current_as_applied(o))
+        .map(crate::api::inventory::ObjectRef::of)
+        .collect();
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
     let request = ApplyRequest {
         owner: owner.clone(),
@@ -599,7 +605,13 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         .entries
         .iter()
         .filter(|e| e.action != ChangeAction::Skipped)
-        .map(|e| (e.api_version.as_str(), &e.object));
+        .map(|e| {
+            (
+                e.api_version.as_str(),
+                &e.object,
+                current_as_applied.contains(&e.object),
+            )
+        });
     let targets = health::wait_targets(&ks, applied);
     pass.rollout = Some(Rollout {
         built: built_revision,

@@ -152,6 +152,15 @@ impl HealthExprs {
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
+
+    /// Whether an entry judges objects of `kind` in `api_version`'s group.
+    pub(crate) fn judges(&self, api_version: &str, kind: &str) -> bool {
+        group_of(api_version).is_some_and(|group| {
+            self.rules
+                .contains_key(&(group.to_string(), Some(kind.to_string())))
+                || self.rules.contains_key(&(group.to_string(), None))
+        })
+    }
 }
 
 fn evaluate_rule(rule: &Rule, object: &Value, kind: &str) -> Result<ObjectStatus, CelError> {

@@ -115,6 +115,24 @@ pub(crate) fn rolls_out(api_version: &str, kind: &str) -> bool {
     )
 }
 
+/// Whether the desired `object` is Current as soon as its write returns: the rule of its kind
+/// reads nothing the cluster writes afterwards, so a wait needs no watch of it. A LoadBalancer
+/// Service is left to the watch, its address comes later.
+pub(crate) fn current_as_applied(object: &Value) -> bool {
+    let api_version = str_at(object, &["apiVersion"]).unwrap_or_default();
+    let group = api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("");
+    match (group, str_at(object, &["kind"]).unwrap_or_default()) {
+        ("", "Service") => str_at(object, &["spec", "type"]) != Some("LoadBalancer"),
+        ("", "ConfigMap" | "Secret" | "ServiceAccount" | "LimitRange")
+        | ("rbac.authorization.k8s.io", "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding")
+        | ("networking.k8s.io", "Ingress" | "IngressClass" | "NetworkPolicy")
+        | ("scheduling.k8s.io", "PriorityClass")
+        | ("batch", "CronJob")
+        | ("policy", "PodDisruptionBudget") => true,
+        _ => false,
+    }
+}
+
 /// Rules for every object: deletion, unobserved generation, and the kstatus conditions.
 fn generic(object: &Value) -> Option<ObjectStatus> {
     if str_at(object, &["metadata", "deletionTimestamp"]).is_some_and(|t| !t.is_empty()) {
@@ -469,6 +487,48 @@ fn bool_at(object: &Value, path: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_current_as_applied_is_current_as_its_create_returns() {
+        let created = |api_version: &str, kind: &str, spec: serde_json::Value| {
+            serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": "x", "namespace": "apps", "generation": 1}, "spec": spec})
+        };
+        let settled = [
+            ("v1", "ConfigMap"),
+            ("v1", "Secret"),
+            ("v1", "ServiceAccount"),
+            ("v1", "LimitRange"),
+            ("v1", "Service"),
+            ("rbac.authorization.k8s.io/v1", "Role"),
+            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+            ("networking.k8s.io/v1", "Ingress"),
+            ("networking.k8s.io/v1", "NetworkPolicy"),
+            ("scheduling.k8s.io/v1", "PriorityClass"),
+            ("batch/v1", "CronJob"),
+            ("policy/v1", "PodDisruptionBudget"),
+        ];
+        for (api_version, kind) in settled {
+            let object = created(api_version, kind, serde_json::json!({}));
+            assert!(current_as_applied(&object), "{kind}");
+            assert_eq!(compute(&object).status, Status::Current, "{kind}");
+        }
+        let balanced = created("v1", "Service", serde_json::json!({"type": "LoadBalancer"}));
+        assert!(!current_as_applied(&balanced));
+        for (api_version, kind) in [
+            ("apps/v1", "Deployment"),
+            ("batch/v1", "Job"),
+            ("v1", "PersistentVolumeClaim"),
+            ("v1", "Namespace"),
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+            ("example.com/v1", "Widget"),
+        ] {
+            assert!(
+                !current_as_applied(&created(api_version, kind, serde_json::json!({}))),
+                "{kind}"
+            );
+        }
+    }
 
     #[test]
     fn a_kind_that_rolls_out_is_in_progress_as_its_create_returns() {

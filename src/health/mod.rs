@@ -6,7 +6,7 @@ pub mod kstatus;
 mod targets;
 pub mod wait;
 
-pub(crate) use kstatus::rolls_out;
 pub use kstatus::{ObjectStatus, Status};
+pub(crate) use kstatus::{current_as_applied, rolls_out};
 pub(crate) use targets::wait_targets;
 pub use wait::{HealthCheckFailed, HealthError, ObjectReport, Report, WaitTarget, wait, wait_signalling};

@@ -8,19 +8,23 @@ use crate::api::kustomization::NamespacedObjectKindReference;
 
 use super::wait::WaitTarget;
 
-/// The objects to wait for after an apply. `applied` lists `(apiVersion, object)` of what the
-/// apply wrote or found unchanged (skipped objects left out: nothing of ours changed them).
-/// Empty when there is nothing to wait for.
+/// The objects to wait for after an apply. `applied` lists `(apiVersion, object, current)` of
+/// what the apply wrote or found unchanged (skipped objects left out: nothing of ours changed
+/// them), `current` when the object is Current as soon as its write returned. Empty when there
+/// is nothing to wait for.
 pub(crate) fn wait_targets<'a>(
     ks: &Kustomization,
-    applied: impl IntoIterator<Item = (&'a str, &'a ObjectRef)>,
+    applied: impl IntoIterator<Item = (&'a str, &'a ObjectRef, bool)>,
 ) -> Vec<WaitTarget> {
     if ks.spec.wait {
         return applied
             .into_iter()
-            .map(|(api_version, object)| {
+            .map(|(api_version, object, current)| {
                 let namespace = (!object.namespace.is_empty()).then_some(object.namespace.as_str());
-                WaitTarget::new(api_version, &object.kind, namespace, &object.name)
+                WaitTarget {
+                    current_as_applied: current,
+                    ..WaitTarget::new(api_version, &object.kind, namespace, &object.name)
+                }
             })
             .collect();
     }
@@ -92,7 +96,7 @@ mod tests {
         ]}));
         let applied = ObjectRef::new("", "ConfigMap", "flux-system", "ignored");
         assert_eq!(
-            shown(&wait_targets(&ks, [("v1", &applied)])),
+            shown(&wait_targets(&ks, [("v1", &applied, false)])),
             [
                 "apps/v1 Deployment/flux-system/web",
                 "helm.toolkit.fluxcd.io/v2 HelmRelease/data/db",
@@ -107,7 +111,10 @@ mod tests {
         let namespace = ObjectRef::new("", "Namespace", "", "apps");
         let web = ObjectRef::new("apps", "Deployment", "apps", "web");
         assert_eq!(
-            shown(&wait_targets(&ks, [("v1", &namespace), ("apps/v1", &web)])),
+            shown(&wait_targets(
+                &ks,
+                [("v1", &namespace, false), ("apps/v1", &web, false)]
+            )),
             ["v1 Namespace/apps", "apps/v1 Deployment/apps/web"]
         );
     }
@@ -115,6 +122,6 @@ mod tests {
     #[test]
     fn nothing_to_wait_for_without_wait_or_health_checks() {
         let web = ObjectRef::new("apps", "Deployment", "apps", "web");
-        assert!(wait_targets(&ks(json!({})), [("apps/v1", &web)]).is_empty());
+        assert!(wait_targets(&ks(json!({})), [("apps/v1", &web, false)]).is_empty());
     }
 }

@@ -53,6 +53,9 @@ pub struct WaitTarget {
     /// The object may be deleted once done (a Job with `ttlSecondsAfterFinished`): absence
     /// counts as success.
     pub absent_is_success: bool,
+    /// The write that just returned made the object Current (its kind's rule reads nothing the
+    /// cluster writes later): no watch unless `healthCheckExprs` judge the kind.
+    pub current_as_applied: bool,
 }
 
 impl WaitTarget {
@@ -63,6 +66,7 @@ impl WaitTarget {
             namespace: namespace.map(str::to_string),
             name: name.to_string(),
             absent_is_success: false,
+            current_as_applied: false,
         }
     }
 }
@@ -205,7 +209,14 @@ async fn watch_until_verdict(
     let mut board = Board::new(objects);
 
     let mut kinds: Vec<(String, String)> = Vec::new();
-    for target in objects {
+    for (entry, target) in board.entries.iter_mut().zip(objects) {
+        if target.current_as_applied && !exprs.judges(&target.api_version, &target.kind) {
+            entry.status = Some(ObjectStatus::new(
+                Status::Current,
+                "Resource is current as applied",
+            ));
+            continue;
+        }
         let kind = (target.api_version.clone(), target.kind.clone());
         if !kinds.contains(&kind) {
             kinds.push(kind);
@@ -497,7 +508,8 @@ fn judge(object: &Value, exprs: &HealthExprs, expects_status: bool) -> ObjectSta
 /// Whether `resource` is served by a CRD whose version declares a status subresource. Built-in
 /// and aggregated kinds have no CRD; a CRD we may not read counts as no (kstatus behaviour).
 async fn crd_declares_status(client: &Client, resource: &ApiResource) -> bool {
-    if resource.group.is_empty() {
+    // A CRD's group has a dot: no request for the built-in groups.
+    if !resource.group.contains('.') {
         return false;
     }
     let name = format!("{}.{}", resource.plural, resource.group);

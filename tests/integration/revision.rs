@@ -1,7 +1,7 @@
 //! A new revision costs what it changes: the fingerprints of the objects it leaves as they were
 //! survive it, so the controller's requests grow with the changed objects, not with all of them.
 //! A cold apply costs a dry-run and an apply per object, and no LIST of a kind whose shared
-//! watch holds none of its objects.
+//! watch holds none of its objects; waiting for objects Current once written costs nothing.
 
 use std::collections::BTreeMap;
 
@@ -125,6 +125,54 @@ async fn controller_cold_apply_of_a_watched_kind_sends_no_list() {
     assert_eq!(
         s.config_map_value(&format!("other-{}", N - 1)).await.as_deref(),
         Some(format!("value1-{}", N - 1).as_str())
+    );
+    s.delete().await;
+}
+
+#[tokio::test]
+async fn controller_wait_for_objects_current_as_applied_watches_none_of_them() {
+    let s = Scenario::new("kc-wait-settled").await;
+    let controller = s.start_controller(&[]);
+    s.publish_objects("repo", REV1, &config_maps(&[])).await;
+    s.apply("app", json!({})).await;
+    s.wait_applied(&controller, "app", REV1).await;
+    controller.wait_live_watch_synced("configmaps").await;
+
+    // a ConfigMap is Current once its write returns: the health wait reads none of them
+    let others = config_maps(&[]).replace("name: cm-", "name: other-");
+    s.publish_objects("repo2", REV1, &others).await;
+    let before = requests(&controller).await;
+    s.apply(
+        "second",
+        json!({"wait": true, "sourceRef": {"kind": "GitRepository", "name": "repo2"}}),
+    )
+    .await;
+    s.wait_applied(&controller, "second", REV1).await;
+    let made = made_between(&before, &requests(&controller).await);
+    eprintln!("requests of a waited cold apply of {N} ConfigMaps: {made:?}");
+    let config_maps: BTreeMap<&String, &f64> = made
+        .iter()
+        .filter(|(key, _)| key.ends_with(" configmaps"))
+        .collect();
+    let writes = [
+        (&"dry-run-patch configmaps".to_string(), &(N as f64)),
+        (&"patch configmaps".to_string(), &(N as f64)),
+    ];
+    assert_eq!(
+        config_maps,
+        BTreeMap::from(writes),
+        "no list, watch or read: {made:?}"
+    );
+    let ks = s.get("second").await.expect("the Kustomization");
+    let healthy = crate::support::controller::condition(&ks, "Healthy").expect("a Healthy condition");
+    assert_eq!(
+        (healthy.status.as_str(), healthy.reason.as_str()),
+        ("True", "Succeeded")
+    );
+    assert!(
+        healthy.message.starts_with("Health check passed"),
+        "{}",
+        healthy.message
     );
     s.delete().await;
 }
