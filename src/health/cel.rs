@@ -331,6 +331,22 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_judges_its_kind_or_its_whole_group() {
+        let group_wide = CustomHealthCheck {
+            api_version: "example.com/v1".into(),
+            kind: None,
+            current: "true".into(),
+            in_progress: None,
+            failed: None,
+        };
+        let exprs = compile(&[certificate_rule(), group_wide]).unwrap();
+        assert!(exprs.judges("cert-manager.io/v1", "Certificate"));
+        assert!(!exprs.judges("cert-manager.io/v1", "Issuer"));
+        assert!(exprs.judges("example.com/v2", "Widget"));
+        assert!(!exprs.judges("v1", "ConfigMap"));
+    }
+
+    #[test]
     fn unobserved_generation_is_in_progress_without_evaluating() {
         let rule = CustomHealthCheck {
             api_version: "example.com/v1".into(),
