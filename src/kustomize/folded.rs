@@ -8,34 +8,66 @@
 use serde_json::Value;
 
 /// The first text line of every folded block scalar in `text`, trimmed: what a string that
-/// came from a folded scalar starts with. Empty for most files (no `>` header).
+/// came from a folded scalar starts with. Empty for most files (no `>` header). The content
+/// of a block scalar is text, never a header, even when a line of it ends in `: >`.
 pub(crate) fn folded_starts(text: &str) -> Vec<String> {
     if !text.contains('>') {
         return Vec::new();
     }
     let mut out = Vec::new();
-    let mut lines = text.lines();
+    let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
-        let trimmed = line.trim_end();
-        let header = trimmed
-            .rsplit_once(' ')
-            .map(|(before, last)| (before.trim_end(), last))
-            .filter(|(before, _)| before.ends_with(':') || before.ends_with('-'))
-            .map(|(_, last)| last);
-        let is_folded = header.is_some_and(|h| {
-            h.starts_with('>')
-                && h[1..]
-                    .chars()
-                    .all(|c| matches!(c, '-' | '+') || c.is_ascii_digit())
-        });
-        if !is_folded {
+        let Some((folded, parent)) = block_header(line) else {
             continue;
+        };
+        let mut first = None;
+        while let Some(next) = lines.peek() {
+            let content = next.trim();
+            if !content.is_empty() && indentation(next) <= parent {
+                break;
+            }
+            if first.is_none() && !content.is_empty() {
+                first = Some(content.to_string());
+            }
+            lines.next();
         }
-        if let Some(first) = lines.by_ref().map(str::trim).find(|l| !l.is_empty()) {
-            out.push(first.to_string());
+        if folded && let Some(first) = first {
+            out.push(first);
         }
     }
     out
+}
+
+/// For a line ending in a block scalar header (`key: >-`, `- |`): whether the scalar is
+/// folded, and the column its content must be indented past (its key's, or its dash's).
+fn block_header(line: &str) -> Option<(bool, usize)> {
+    let (before, last) = line.trim_end().rsplit_once(' ')?;
+    let before = before.trim_end();
+    let folded = match last.chars().next()? {
+        '>' => true,
+        '|' => false,
+        _ => return None,
+    };
+    if !last[1..].chars().all(|c| matches!(c, '-' | '+') || c.is_ascii_digit()) {
+        return None;
+    }
+    if before.ends_with('-') {
+        return Some((folded, before.len() - 1));
+    }
+    if !before.ends_with(':') {
+        return None;
+    }
+    let bytes = line.as_bytes();
+    let mut column = indentation(line);
+    while bytes.get(column) == Some(&b'-') && bytes.get(column + 1) == Some(&b' ') {
+        column += 2;
+        column += indentation(&line[column..]);
+    }
+    Some((folded, column))
+}
+
+fn indentation(line: &str) -> usize {
+    line.len() - line.trim_start_matches(' ').len()
 }
 
 /// Applies the round-trip quirk to every string of `doc` (a parsed document) that came from
@@ -107,6 +139,15 @@ mod tests {
         );
         assert_eq!(round_trip("a b\nc\n"), None);
         assert_eq!(round_trip("  lead\n  x"), None);
+    }
+
+    #[test]
+    fn the_content_of_a_block_scalar_holds_no_header() {
+        // a literal block of embedded YAML, then a value starting as its folded text did
+        let text = "data:\n  config: |\n    note: >\n      Run:\n        x\n  other: |\n    Run:\n      y\n";
+        assert!(folded_starts(text).is_empty());
+        let text = "items:\n- >\n  Run:\n    x\n- a: b\n  c: >-\n    Then:\n  d: >\n   Last\n";
+        assert_eq!(folded_starts(text), vec!["Run:", "Then:", "Last"]);
     }
 
     #[test]
