@@ -87,27 +87,34 @@ async fn controller_cold_apply_costs_a_dry_run_and_an_apply_per_object() {
     s.delete().await;
 }
 
-#[tokio::test]
-async fn controller_cold_apply_of_a_watched_kind_sends_no_list() {
-    let s = Scenario::new("kc-cold-watched").await;
+/// A second Kustomization (`second`, spec `overrides` on top of source `repo2`) applies N other
+/// ConfigMaps once the shared ConfigMap watch is synced with the first one's; returns the
+/// requests its cold apply made.
+async fn second_cold_apply(s: &Scenario, overrides: serde_json::Value) -> BTreeMap<String, f64> {
     let controller = s.start_controller(&[]);
     s.publish_objects("repo", REV1, &config_maps(&[])).await;
     s.apply("app", json!({})).await;
     s.wait_applied(&controller, "app", REV1).await;
     controller.wait_live_watch_synced("configmaps").await;
 
-    // other ConfigMaps, of a second Kustomization: the synced watch of the kind holds none of
-    // them, so no LIST can show one
     let others = config_maps(&[]).replace("name: cm-", "name: other-");
     s.publish_objects("repo2", REV1, &others).await;
     let before = requests(&controller).await;
-    s.apply(
-        "second",
-        json!({"sourceRef": {"kind": "GitRepository", "name": "repo2"}}),
-    )
-    .await;
+    let mut spec = json!({"sourceRef": {"kind": "GitRepository", "name": "repo2"}});
+    spec.as_object_mut()
+        .unwrap()
+        .extend(overrides.as_object().unwrap().clone());
+    s.apply("second", spec).await;
     s.wait_applied(&controller, "second", REV1).await;
-    let made = made_between(&before, &requests(&controller).await);
+    made_between(&before, &requests(&controller).await)
+}
+
+#[tokio::test]
+async fn controller_cold_apply_of_a_watched_kind_sends_no_list() {
+    let s = Scenario::new("kc-cold-watched").await;
+    // the synced watch of the kind holds none of the second one's ConfigMaps, so no LIST can
+    // show one
+    let made = second_cold_apply(&s, json!({})).await;
     eprintln!("requests of the second cold apply of {N} ConfigMaps: {made:?}");
     let on = |key: &str| made.get(key).copied().unwrap_or(0.0);
     assert_eq!(
@@ -132,23 +139,8 @@ async fn controller_cold_apply_of_a_watched_kind_sends_no_list() {
 #[tokio::test]
 async fn controller_wait_for_objects_current_as_applied_watches_none_of_them() {
     let s = Scenario::new("kc-wait-settled").await;
-    let controller = s.start_controller(&[]);
-    s.publish_objects("repo", REV1, &config_maps(&[])).await;
-    s.apply("app", json!({})).await;
-    s.wait_applied(&controller, "app", REV1).await;
-    controller.wait_live_watch_synced("configmaps").await;
-
     // a ConfigMap is Current once its write returns: the health wait reads none of them
-    let others = config_maps(&[]).replace("name: cm-", "name: other-");
-    s.publish_objects("repo2", REV1, &others).await;
-    let before = requests(&controller).await;
-    s.apply(
-        "second",
-        json!({"wait": true, "sourceRef": {"kind": "GitRepository", "name": "repo2"}}),
-    )
-    .await;
-    s.wait_applied(&controller, "second", REV1).await;
-    let made = made_between(&before, &requests(&controller).await);
+    let made = second_cold_apply(&s, json!({"wait": true})).await;
     eprintln!("requests of a waited cold apply of {N} ConfigMaps: {made:?}");
     let config_maps: BTreeMap<&String, &f64> = made
         .iter()
