@@ -48,7 +48,10 @@ fn block_header(line: &str) -> Option<(bool, usize)> {
         '|' => false,
         _ => return None,
     };
-    if !last[1..].chars().all(|c| matches!(c, '-' | '+') || c.is_ascii_digit()) {
+    if !last[1..]
+        .chars()
+        .all(|c| matches!(c, '-' | '+') || c.is_ascii_digit())
+    {
         return None;
     }
     if before.ends_with('-') {
