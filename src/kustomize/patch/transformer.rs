@@ -67,13 +67,19 @@ pub(crate) fn strategic_merge(
     entries: &[String],
 ) -> Result<(), BuildError> {
     for entry in entries {
+        if entry.trim().is_empty() {
+            return Err(ctx.err("patchesStrategicMerge: patch appears to be empty"));
+        }
         let path = ctx.dir.join(entry);
         let (text, origin) = if !entry.contains('\n') && ctx.loader.is_file(&path) {
             (ctx.loader.read_text(&path, ctx.file)?, ctx.loader.show(&path))
         } else if !entry.contains('\n') && !entry.contains(':') {
-            // Looks like a path but is not a file: report it as missing.
+            // Looks like a path but is not a file: missing, or (it resolved) a directory.
             ctx.loader.resolve(&path, ctx.file)?;
-            unreachable!("resolve fails for a path that is not a file")
+            return Err(ctx.err(format!(
+                "patchesStrategicMerge: read {}: is a directory",
+                ctx.loader.show(&path)
+            )));
         } else {
             (entry.clone(), "inline patch in patchesStrategicMerge".to_string())
         };
