@@ -130,7 +130,7 @@ impl Applier {
                 text("/metadata/name"),
                 text("/metadata/namespace"),
             );
-            let provisional = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
+            let provisional = ObjectRef::of(obj);
             let fail = |kind: FailureKind, message: String| ObjectError {
                 subject: provisional.to_string(),
                 kind,
