@@ -102,8 +102,14 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
         }
     })
     .instrument(span)
-    .await
-    .map_err(|e| ReconcileError::Finalizer(Box::new(e)));
+    .await;
+    let result = match result {
+        Err(error) if stale_finalizer_view(&error) => {
+            tracing::debug!(%error, "the finalizers changed since this view of the object; the watch event of that change runs the next pass");
+            Ok(Action::await_change())
+        }
+        other => other.map_err(|e| ReconcileError::Finalizer(Box::new(e))),
+    };
     let result_label = match &result {
         // A pass that returns no error ends the backoff; `error_policy` counts the failures.
         Ok(_) => {
@@ -122,6 +128,19 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
         Ok(_) => crate::telemetry::Outcome::RequeueAfter,
     });
     result
+}
+
+/// The finalizer patch tests the finalizers it read, so a 422 means the object changed since
+/// (typically a pass triggered by a source event, run from a cache that has not yet seen the
+/// finalizer the pass before it added). That change has a watch event of its own, which runs the
+/// next pass: not a failure to back off from.
+fn stale_finalizer_view(error: &kube::runtime::finalizer::Error<ReconcileError>) -> bool {
+    use kube::runtime::finalizer::Error;
+    matches!(
+        error,
+        Error::AddFinalizer(kube::Error::Api(status)) | Error::RemoveFinalizer(kube::Error::Api(status))
+            if status.code == 422
+    )
 }
 
 /// A step that failed, with what the status and the requeue should say.
@@ -799,8 +818,27 @@ impl StepError for StatusWriteError {
 mod tests {
     use std::time::Duration;
 
-    use super::{BuildStopped, build_within};
+    use kube::core::Status;
+    use kube::runtime::finalizer::Error;
+
+    use super::{BuildStopped, build_within, stale_finalizer_view};
     use crate::error::StepError;
+
+    #[test]
+    fn only_a_failed_finalizer_test_is_a_stale_view() {
+        let api =
+            |code: u16| kube::Error::Api(Box::new(Status::failure("rejected", "Invalid").with_code(code)));
+        assert!(stale_finalizer_view(&Error::AddFinalizer(api(422))));
+        assert!(stale_finalizer_view(&Error::RemoveFinalizer(api(422))));
+        assert!(
+            !stale_finalizer_view(&Error::AddFinalizer(api(500))),
+            "a server error is retried"
+        );
+        assert!(
+            !stale_finalizer_view(&Error::AddFinalizer(api(403))),
+            "a forbidden patch is retried"
+        );
+    }
 
     #[tokio::test]
     async fn a_build_past_its_budget_is_abandoned_with_the_timeout_named() {

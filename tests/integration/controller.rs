@@ -617,7 +617,12 @@ async fn a_configuration_error_stalls_and_is_not_retried() {
     let retries = controller
         .metric("workqueue_retries_total{name=\"kustomization\"")
         .await;
-    assert_eq!(retries, Some(0.0), "a terminal error is not retried");
+    assert_eq!(
+        retries,
+        Some(0.0),
+        "a terminal error is not retried; the controller's log:\n{}",
+        controller.logs()
+    );
     assert!(failures().await <= 2.0, "no backoff retries");
     s.delete().await;
 }
