@@ -171,6 +171,43 @@ impl WriteFence {
     }
 }
 
+/// Runs the clients' connections, each cut as soon as it is polled after the [`WriteFence`]
+/// closed. The fence is checked when a request enters the client, but a write that entered
+/// before a pause (SIGSTOP, a frozen VM) waits in its connection and would leave after the
+/// resume, past the deadline. A closed fence ends the replica (leadership is lost), so cutting
+/// every connection, reads and Lease requests too, loses nothing.
+#[derive(Clone)]
+struct FencedExecutor {
+    fence: WriteFence,
+}
+
+type Connection = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+impl hyper::rt::Executor<Connection> for FencedExecutor {
+    fn execute(&self, connection: Connection) {
+        tokio::spawn(FencedConnection {
+            fence: self.fence.clone(),
+            connection,
+        });
+    }
+}
+
+struct FencedConnection {
+    fence: WriteFence,
+    connection: Connection,
+}
+
+impl std::future::Future for FencedConnection {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.fence.remaining(std::time::Instant::now()).is_none() {
+            return std::task::Poll::Ready(());
+        }
+        self.connection.as_mut().poll(cx)
+    }
+}
+
 /// A write the [`WriteFence`] held back.
 #[derive(Debug, thiserror::Error)]
 #[error("{method} {path} refused: this replica's leader lease is no longer renewed")]
@@ -370,7 +407,10 @@ pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Cl
         .authority()
         .map(ToString::to_string)
         .unwrap_or_default();
-    Ok(kube::client::ClientBuilder::try_from(config)?
+    let executor = FencedExecutor {
+        fence: counts.fence.clone(),
+    };
+    Ok(kube::client::ClientBuilder::try_from((config, executor))?
         .with_layer(&CountingLayer {
             counts: counts.clone(),
             host,
@@ -446,6 +486,39 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_connection_polled_after_the_fence_closed_is_cut_before_it_sends() {
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let connection = |sent: Arc<std::sync::atomic::AtomicUsize>| -> Connection {
+            Box::pin(async move {
+                sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        let fence = WriteFence::default();
+        FencedConnection {
+            fence: fence.clone(),
+            connection: connection(sent.clone()),
+        }
+        .await;
+        assert_eq!(
+            sent.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "an open fence runs it"
+        );
+
+        fence.allow_until(std::time::Instant::now());
+        FencedConnection {
+            fence,
+            connection: connection(sent.clone()),
+        }
+        .await;
+        assert_eq!(
+            sent.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "a closed fence cuts it"
+        );
     }
 
     #[test]
