@@ -82,16 +82,23 @@ fn for_each_document(
 
 /// How deep `[`/`{` may nest. The YAML scanner takes time quadratic in this depth (a 400 KB
 /// file of brackets ran for minutes) and the deserializer refuses anything past 128 levels
-/// anyway; brackets inside strings count too, which no real manifest piles up this high.
+/// anyway; inside a flow collection, brackets inside strings count too, which no real manifest
+/// piles up this high.
 const MAX_FLOW_DEPTH: usize = 1000;
 
 /// Refuses `text` before parsing when its flow collections nest deeper than [`MAX_FLOW_DEPTH`].
+/// Outside a flow collection only a bracket after a blank or at the start of a line can open
+/// one: anywhere else it is part of a plain scalar (`ow[[[ner: x`), which the scanner reads in
+/// linear time however many brackets it holds.
 fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildError> {
     let mut depth = 0usize;
     for (n, line) in text.lines().enumerate() {
+        let mut after_blank = true;
         for b in line.bytes() {
+            let opens = depth > 0 || after_blank;
+            after_blank = b == b' ' || b == b'\t';
             match b {
-                b'[' | b'{' => depth += 1,
+                b'[' | b'{' if opens => depth += 1,
                 b']' | b'}' => depth = depth.saturating_sub(1),
                 _ => continue,
             }
@@ -607,6 +614,16 @@ mod tests {
         );
         // A deep file is refused before the scanner, whose time grows with the square of the depth.
         assert_refused_within_a_second(&nested(200_000));
+        // Brackets inside a plain scalar open nothing, however many documents repeat them.
+        let plain = format!("a:\n  ow{}ner: x\n", "[".repeat(600));
+        let docs = parse_documents(&[plain.as_str(); 3].join("---\n"), "plain.yaml").unwrap();
+        assert_eq!(docs.len(), 3);
+        assert_eq!(docs[2]["a"][format!("ow{}ner", "[".repeat(600))], "x");
+        let indented = |n: usize| format!("a:\n  {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(
+            parse_documents(&indented(1001), "deep.yaml").is_err(),
+            "so can an indented one"
+        );
         // Shallow nesting is the parser's business as before.
         assert_eq!(
             parse_documents(&nested(3), "ok.yaml").unwrap()[0]["a"],
