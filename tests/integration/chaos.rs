@@ -120,7 +120,18 @@ impl Chaos {
         })
         .await;
         let Ok(count) = seen else {
-            panic!("controller never reached {what}; log:\n{}", controller.logs());
+            let status = self.s.get("app").await.and_then(|ks| ks.status);
+            let inventory = status
+                .as_ref()
+                .and_then(|s| s.inventory.as_ref())
+                .map(|i| i.entries.len());
+            panic!(
+                "controller never reached {what} ({} labelled; status: revision {:?}, {inventory:?} in the inventory, conditions {:?}); log:\n{}",
+                self.labelled().await.len(),
+                status.as_ref().and_then(|s| s.last_applied_revision.clone()),
+                status.as_ref().map(|s| &s.conditions),
+                controller.logs()
+            );
         };
         sigkill(controller);
         count

@@ -82,6 +82,22 @@ impl Election {
         .await;
     }
 
+    /// [`Election::wait_holder`] for `replica`, with its log when it does not take over.
+    async fn wait_takeover(&self, who: &str, replica: &ControllerProcess, limit: Duration) {
+        let took_over = tokio::time::timeout(limit, async {
+            while self.holder().await.as_deref() != Some(who) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        assert!(
+            took_over.is_ok(),
+            "{who} did not take the Lease over within {limit:?} (held by {:?}); its log:\n{}",
+            self.holder().await,
+            replica.logs()
+        );
+    }
+
     /// Our ConfigMaps in the namespace, as name → (value, resourceVersion, uid).
     async fn config_maps(&self) -> BTreeMap<String, (String, String, String)> {
         Api::<ConfigMap>::namespaced(self.s.client.clone(), self.s.namespace())
@@ -204,7 +220,8 @@ async fn failover_a_paused_leader_resumed_past_its_renew_deadline_writes_nothing
     // The standby takes over once the Lease expires and applies a newer revision.
     e.s.publish_objects("repo", REV2, &config_maps(OBJECTS, "two"))
         .await;
-    e.wait_holder("replica-2", Duration::from_secs(30)).await;
+    e.wait_takeover("replica-2", &second, Duration::from_secs(30))
+        .await;
     e.wait_applied(&second, REV2).await;
     let settled = e.config_maps().await;
     assert_eq!(settled.len(), OBJECTS);
@@ -212,7 +229,8 @@ async fn failover_a_paused_leader_resumed_past_its_renew_deadline_writes_nothing
         settled.values().all(|(value, _, _)| value == "two"),
         "replica-2 applied revision 2"
     );
-    let status_before = e.s.get("app").await.unwrap().metadata.resource_version;
+    let before = e.s.get("app").await.unwrap();
+    let status_before = before.metadata.resource_version.clone();
 
     // Resumed, the old leader is far past its renew deadline: it must not write its stale
     // revision-1 apply over revision 2, and must give up.
@@ -246,10 +264,14 @@ async fn failover_a_paused_leader_resumed_past_its_renew_deadline_writes_nothing
         settled,
         "no object was written after the resume"
     );
+    let after = e.s.get("app").await.unwrap();
     assert_eq!(
-        e.s.get("app").await.unwrap().metadata.resource_version,
+        after.metadata.resource_version,
         status_before,
-        "the Kustomization (status) was not written after the resume"
+        "the Kustomization (status) was not written after the resume: before {}\nafter {}\nreplica-2's log:\n{}",
+        serde_json::to_string(&before.status).unwrap(),
+        serde_json::to_string(&after.status).unwrap(),
+        second.logs()
     );
     assert_eq!(e.holder().await.as_deref(), Some("replica-2"));
     e.s.delete().await;
