@@ -212,38 +212,74 @@ fn truncate(message: &str, max: usize) -> String {
 /// Delivers notices: to the Kubernetes events API and, when configured, to notification-controller.
 #[derive(Clone)]
 pub(crate) struct Notifier {
-    client: Client,
     instance: String,
+    record: Recorder,
     forward: Option<Forwarder>,
 }
 
 impl Notifier {
-    /// Must be called inside the async runtime: the forwarder starts its delivery task.
+    /// Must be called inside the async runtime: it starts the delivery tasks.
     pub fn new(client: Client, instance: String, events_addr: Option<String>) -> Self {
         let forward = events_addr
             .filter(|addr| !addr.is_empty())
             .map(|addr| Forwarder::start(addr, FORWARD_QUEUE));
         Self {
-            client,
             instance,
+            record: Recorder::start(client, RECORD_QUEUE),
             forward,
         }
     }
 
-    /// Emits a notice. Delivery failures are logged, never fatal: an event is not worth a
-    /// failed reconcile.
-    pub(crate) async fn emit(&self, ks: &Kustomization, notice: &Notice) {
+    /// Emits a notice: queues it for delivery, so an event costs a pass no round trip (as
+    /// client-go's event broadcaster, which Flux uses). Delivery failures are logged, never
+    /// fatal: an event is not worth a failed reconcile.
+    pub(crate) fn emit(&self, ks: &Kustomization, notice: &Notice) {
         let now = Timestamp::now();
-        let event = kube_event(ks, notice, &self.instance, now);
-        let namespace = ks.namespace().unwrap_or_default();
-        if let Err(error) = Api::<KubeEvent>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &event)
-            .await
-        {
-            tracing::warn!(%error, reason = %notice.reason, "failed to record event");
-        }
+        self.record.send(
+            ks.namespace().unwrap_or_default(),
+            kube_event(ks, notice, &self.instance, now),
+        );
         if let Some(forwarder) = &self.forward {
             forwarder.send(forward_payload(ks, notice, &self.instance, now).to_string());
+        }
+    }
+}
+
+/// Events waiting for the events API; more are dropped (and logged).
+const RECORD_QUEUE: usize = 1024;
+/// Events written at once: a burst of passes concluding together is not written one by one.
+const RECORD_WRITERS: usize = 8;
+
+/// Writes queued events to the events API from a task of its own.
+#[derive(Clone)]
+struct Recorder {
+    queue: tokio::sync::mpsc::Sender<(String, KubeEvent)>,
+}
+
+impl Recorder {
+    fn start(client: Client, capacity: usize) -> Self {
+        let (queue, waiting) = tokio::sync::mpsc::channel::<(String, KubeEvent)>(capacity);
+        let waiting = futures::stream::unfold(waiting, |mut waiting| async {
+            waiting.recv().await.map(|event| (event, waiting))
+        });
+        tokio::spawn(futures::StreamExt::for_each_concurrent(
+            waiting,
+            RECORD_WRITERS,
+            move |(namespace, event)| {
+                let api = Api::<KubeEvent>::namespaced(client.clone(), &namespace);
+                async move {
+                    if let Err(error) = api.create(&PostParams::default(), &event).await {
+                        tracing::warn!(%error, reason = ?event.reason, "failed to record event");
+                    }
+                }
+            },
+        ));
+        Self { queue }
+    }
+
+    fn send(&self, namespace: String, event: KubeEvent) {
+        if let Err(error) = self.queue.try_send((namespace, event)) {
+            tracing::warn!(reason = %error, "dropping event: the queue to the events API is full");
         }
     }
 }

@@ -86,9 +86,7 @@ pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), Fin
             if ks.spec.suspend { ", suspended" } else { "" },
             inventory_lines(&inventory)
         );
-        ctx.notifier
-            .emit(ks, &Notice::info(&reason, message, metadata))
-            .await;
+        ctx.notifier.emit(ks, &Notice::info(&reason, message, metadata));
         return Ok(());
     }
 
@@ -112,9 +110,7 @@ pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), Fin
     };
     let Some(tools) = tools else {
         let message = format!("unable to prune objects: \n{}", inventory_lines(&inventory));
-        ctx.notifier
-            .emit(ks, &Notice::error(&reason, message, metadata))
-            .await;
+        ctx.notifier.emit(ks, &Notice::error(&reason, message, metadata));
         return Ok(());
     };
     let owner = Owner::new(&ks.name_any(), &ks.namespace().unwrap_or_default());
@@ -127,24 +123,21 @@ pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), Fin
         Ok(changes) => {
             if !changes.is_empty() {
                 ctx.notifier
-                    .emit(ks, &Notice::info(&reason, changes.to_string(), metadata))
-                    .await;
+                    .emit(ks, &Notice::info(&reason, changes.to_string(), metadata));
             }
             Ok(())
         }
         Err(error @ PruneError::TerminationTimeout { .. }) => {
             tracing::warn!(%error, "deleted objects did not terminate in time");
             let notice = Notice::error(&reason, "failed to wait for resources termination", metadata);
-            ctx.notifier.emit(ks, &notice).await;
+            ctx.notifier.emit(ks, &notice);
             Ok(())
         }
         Err(error) => {
-            ctx.notifier
-                .emit(
-                    ks,
-                    &Notice::error(&reason, "pruning for deleted resource failed", metadata),
-                )
-                .await;
+            ctx.notifier.emit(
+                ks,
+                &Notice::error(&reason, "pruning for deleted resource failed", metadata),
+            );
             Err(FinalizeError::Prune(error))
         }
     }

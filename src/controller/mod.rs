@@ -17,6 +17,7 @@ mod parked;
 pub mod reconcile;
 mod source_cache;
 pub mod status;
+mod status_writes;
 mod vars;
 mod workload;
 
@@ -25,7 +26,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -68,6 +69,8 @@ pub(crate) struct Context {
     download_failures: Mutex<HashMap<String, u32>>,
     /// Health waits parked off the workers, with the passes they conclude.
     pub waits: parked::Waits<reconcile::Pass>,
+    /// Status writes the Kustomization cache does not show yet.
+    own_writes: status_writes::OwnWrites,
 }
 
 impl Context {
@@ -216,6 +219,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         failures: Mutex::default(),
         download_failures: Mutex::default(),
         waits: parked::Waits::default(),
+        own_writes: status_writes::OwnWrites::default(),
         options,
     });
 
@@ -434,11 +438,13 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
         watch_config = watch_config.labels(&options.watch_label_selector);
     }
     let (reader, writer) = reflector::store();
+    let seen = ctx.clone();
     let kustomizations = watcher(api, watch_config)
         .default_backoff()
         .modify(|ks: &mut Kustomization| ks.managed_fields_mut().clear())
         .reflect(writer)
         .applied_objects()
+        .inspect_ok(move |ks| seen.own_writes.seen(&object_key(ks), ks))
         .predicate_filter(trigger_hash, Default::default());
     let mut controller = Controller::for_stream(kustomizations, reader.clone())
         .with_config(ControllerConfig::default().concurrency(options.concurrent));

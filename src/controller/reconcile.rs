@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
@@ -43,6 +43,7 @@ use super::dependencies::{DependencyError, check_dependencies};
 use super::events::{self, Notice};
 use super::parked::{Resume, Settled, Waited, Work};
 use super::status::{self, Applied, BuiltRevision, Failed, Progress, Stamp};
+use super::status_writes::write_status;
 use super::vars::substitution_vars;
 use super::{Context, finalize, jittered};
 
@@ -94,6 +95,7 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
             FinalizerEvent::Apply(ks) => reconcile_apply(ks, &ctx, &began).await,
             FinalizerEvent::Cleanup(ks) => {
                 ctx.waits.cancel(&key);
+                ctx.own_writes.forget(&key);
                 finalize::cleanup(&ks, &ctx)
                     .await
                     .map(|()| Action::await_change())
@@ -295,7 +297,11 @@ async fn reconcile_apply(
     ctx: &Context,
     began: &Mutex<Option<Instant>>,
 ) -> Result<Action, ReconcileError> {
-    let old = ks.status.clone().unwrap_or_default();
+    let old = ctx
+        .own_writes
+        .ahead_of(&super::object_key(&ks), &ks)
+        .or_else(|| ks.status.clone())
+        .unwrap_or_default();
     let stamp = Stamp {
         generation: ks.metadata.generation.unwrap_or_default(),
         now: Timestamp::now(),
@@ -326,7 +332,7 @@ async fn reconcile_apply(
     let outcome = match run_pipeline(&mut pass, ctx).await {
         Ok(Flow::Parked) => {
             *began.lock().expect("pass start lock") = None;
-            emit_changes(ctx, &pass).await;
+            emit_changes(ctx, &pass);
             return Ok(Action::await_change());
         }
         Ok(Flow::Concluded) => Ok(()),
@@ -346,11 +352,11 @@ async fn reconcile_apply(
 
     // Events: change-set lines always (they are changes); outcome events only when the
     // status says something new, so a quiet interval emits nothing.
-    emit_changes(ctx, &pass).await;
+    emit_changes(ctx, &pass);
     let metadata = pass.metadata();
     // drift: warn: a new set of drifted objects left in place
     if written && let Some(notice) = super::drift::notice(&pass.old, &pass.status, metadata.clone()) {
-        ctx.notifier.emit(&ks, &notice).await;
+        ctx.notifier.emit(&ks, &notice);
     }
     match outcome {
         Ok(()) => {
@@ -363,12 +369,10 @@ async fn reconcile_apply(
             if written && ready_changed(&pass.old, &pass.status) {
                 let mut metadata = metadata;
                 metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
-                ctx.notifier
-                    .emit(
-                        &ks,
-                        &Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata),
-                    )
-                    .await;
+                ctx.notifier.emit(
+                    &ks,
+                    &Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata),
+                );
             }
             let random: f64 = rand::random();
             Ok(Action::requeue(jittered(
@@ -389,11 +393,11 @@ async fn reconcile_apply(
             tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");
             if ready_changed(&pass.old, &pass.status) {
                 if let Some(notice) = failure.notice {
-                    ctx.notifier.emit(&ks, &notice).await;
+                    ctx.notifier.emit(&ks, &notice);
                 } else if failure.warns {
                     let notice =
                         Notice::error(failure.failed.reason, failure.failed.message.clone(), metadata);
-                    ctx.notifier.emit(&ks, &notice).await;
+                    ctx.notifier.emit(&ks, &notice);
                 }
             }
             match (failure.error, failure.requeue) {
@@ -406,10 +410,10 @@ async fn reconcile_apply(
 }
 
 /// The change-set lines of the pass, as one event, when there are any: they are changes.
-async fn emit_changes(ctx: &Context, pass: &Pass) {
+fn emit_changes(ctx: &Context, pass: &Pass) {
     if !pass.changes.is_empty() {
         let notice = Notice::info(reason::PROGRESSING, pass.changes.join("\n"), pass.metadata());
-        ctx.notifier.emit(&pass.ks, &notice).await;
+        ctx.notifier.emit(&pass.ks, &notice);
     }
 }
 
@@ -772,46 +776,6 @@ async fn write_if_changed(ctx: &Context, pass: &Pass) -> Result<bool, ReconcileE
         .await
         .map_err(|e| ReconcileError::Step(Box::new(e)))?;
     Ok(true)
-}
-
-/// Server-side apply of the status subresource by `gotk-kustomize-controller`, forced: the
-/// controller owns these fields.
-pub(crate) async fn write_status(
-    ctx: &Context,
-    ks: &Kustomization,
-    status: &KustomizationStatus,
-) -> Result<(), StatusWriteError> {
-    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ks.namespace().unwrap_or_default());
-    let body = serde_json::json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-        "kind": "Kustomization",
-        "status": status,
-    });
-    let params = PatchParams::apply(keys::STATUS_FIELD_MANAGER).force();
-    match api
-        .patch_status(&ks.name_any(), &params, &Patch::Apply(&body))
-        .await
-    {
-        Ok(_) => Ok(()),
-        // Gone while we worked: nothing left to report on.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(StatusWriteError(error)),
-    }
-}
-
-/// The status subresource could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("failed to update status: {0}")]
-pub(crate) struct StatusWriteError(#[source] kube::Error);
-
-impl StepError for StatusWriteError {
-    fn reason(&self) -> &'static str {
-        reason::RECONCILIATION_FAILED
-    }
-
-    fn retry(&self) -> Retry {
-        Retry::Backoff
-    }
 }
 
 #[cfg(test)]
