@@ -29,6 +29,7 @@ use crate::api::Kustomization;
 use crate::api::conditions::reason;
 use crate::applier::{Applier, ApplierOptions, LiveWatches};
 use crate::error::{Retry, StepError};
+use crate::health::HealthWatches;
 use crate::kube_ext::{RequestCounts, ResourceResolver, counted_client};
 
 /// Keys tried, in order, when `secretRef.key` is not set.
@@ -121,6 +122,8 @@ enum Identity {
 pub(crate) struct Tools {
     pub resolver: ResourceResolver,
     pub applier: Applier,
+    /// The health waits' shared watches, on this identity's client.
+    pub health: HealthWatches,
 }
 
 impl Tools {
@@ -133,6 +136,7 @@ impl Tools {
                 Some(watches) => applier.with_live_watches(watches.clone()),
                 None => applier,
             },
+            health: HealthWatches::new(resolver.clone()),
             resolver,
         }
     }

@@ -645,11 +645,11 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         return conclude(pass, None).map_or(Ok(Flow::Concluded), Err);
     }
     pass.step(Progress::HealthChecks);
-    let (resolver, timeout) = (tools.resolver.clone(), spec.timeout());
+    let (watches, timeout) = (tools.health.clone(), spec.timeout());
     let started = ctx
         .waits
         .start(ObjectRef::from_obj(ks.as_ref()), |undecided| async move {
-            health::wait_signalling(&resolver, &targets, &exprs, timeout, undecided).await
+            health::wait_signalling(&watches, &targets, &exprs, timeout, undecided).await
         });
     let settled = if rolling_out {
         Settled::Undecided(started)

@@ -2,10 +2,12 @@
 //! expressions, and a watch-based waiter.
 
 pub mod cel;
+mod feed;
 pub mod kstatus;
 mod targets;
 pub mod wait;
 
+pub use feed::HealthWatches;
 pub use kstatus::{ObjectStatus, Status};
 pub(crate) use kstatus::{current_as_applied, rolls_out};
 pub(crate) use targets::wait_targets;

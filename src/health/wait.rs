@@ -1,30 +1,29 @@
 //! The health waiter: watches a set of objects until all are Current, one is Failed, one is
 //! missing, the timeout passes, or the caller cancels (a new revision arrived).
 //!
-//! Watches, not polling: one watch per kind and namespace (narrowed to `metadata.name` when
-//! only one object of that kind and namespace is awaited), so a status change is seen when
-//! the API server sends it.
+//! Watches, not polling: the shared watches of `feed`, one per kind and namespace for every
+//! wait of an identity, so a status change is seen when the API server sends it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::time::{Instant, sleep_until};
 
 use super::cel::HealthExprs;
+use super::feed::{HealthWatches, Subscription, Update};
 use super::kstatus::{self, ObjectStatus, Status};
 use crate::api::conditions::reason;
 use crate::api::duration;
 use crate::error::StepError;
-use crate::kube_ext::{ResolveError, ResourceResolver};
+use crate::kube_ext::ResolveError;
 
 /// How long a missing object (or an unknown kind) may take to appear before it is reported.
 ///
@@ -168,7 +167,7 @@ fn list(objects: &[ObjectReport]) -> String {
 /// still missing after [`NOT_FOUND_GRACE`], `timeout` passes, or `cancel` completes (`Err`).
 /// `exprs` override kstatus for the groups/kinds they name.
 pub async fn wait(
-    resolver: &ResourceResolver,
+    watches: &HealthWatches,
     objects: &[WaitTarget],
     exprs: &HealthExprs,
     timeout: Duration,
@@ -178,7 +177,7 @@ pub async fn wait(
     tokio::select! {
         biased;
         () = cancel => Err(HealthError::Canceled),
-        verdict = watch_until_verdict(resolver, objects, exprs, timeout, None) => verdict,
+        verdict = watch_until_verdict(watches, objects, exprs, timeout, None) => verdict,
     }
 }
 
@@ -187,17 +186,17 @@ pub async fn wait(
 /// do not decide the wait yet. A wait decided by those first lists never sends it, so a
 /// caller can tell "already healthy" from "rollout in progress" without a timing guess.
 pub async fn wait_signalling(
-    resolver: &ResourceResolver,
+    watches: &HealthWatches,
     objects: &[WaitTarget],
     exprs: &HealthExprs,
     timeout: Duration,
     undecided: tokio::sync::oneshot::Sender<()>,
 ) -> Result<Report, HealthError> {
-    watch_until_verdict(resolver, objects, exprs, timeout, Some(undecided)).await
+    watch_until_verdict(watches, objects, exprs, timeout, Some(undecided)).await
 }
 
 async fn watch_until_verdict(
-    resolver: &ResourceResolver,
+    watches: &HealthWatches,
     objects: &[WaitTarget],
     exprs: &HealthExprs,
     timeout: Duration,
@@ -222,9 +221,9 @@ async fn watch_until_verdict(
             kinds.push(kind);
         }
     }
-    let mut streams: SelectAll<BoxStream<'static, (usize, WatchItem)>> = SelectAll::new();
+    let mut streams: SelectAll<BoxStream<'static, (usize, Update)>> = SelectAll::new();
     let mut groups: Vec<Group> = Vec::new();
-    let mut unresolved = start_watches(resolver, &kinds, &mut board, &mut groups, &mut streams).await;
+    let mut unresolved = start_watches(watches, &kinds, &mut board, &mut groups, &mut streams).await;
 
     let mut rejudge = tokio::time::interval_at(start + REJUDGE_EVERY, REJUDGE_EVERY);
     let mut resolve_retry = tokio::time::interval_at(start + RESOLVE_RETRY, RESOLVE_RETRY);
@@ -233,7 +232,7 @@ async fn watch_until_verdict(
             return verdict;
         }
         if unresolved.is_empty()
-            && groups.iter().all(|g| g.listed_once)
+            && board.entries.iter().all(|e| e.status.is_some())
             && let Some(undecided) = undecided.take()
         {
             // The receiver is gone only when nobody waits for the signal any more.
@@ -244,34 +243,31 @@ async fn watch_until_verdict(
             () = sleep_until(grace_end), if Instant::now() < grace_end => {}
             _ = rejudge.tick() => board.rejudge(exprs),
             _ = resolve_retry.tick(), if !unresolved.is_empty() => {
-                unresolved = start_watches(resolver, &unresolved, &mut board, &mut groups, &mut streams).await;
+                unresolved = start_watches(watches, &unresolved, &mut board, &mut groups, &mut streams).await;
             }
-            Some((group, item)) = streams.next() => board.apply(&mut groups[group], item, exprs),
+            Some((group, update)) = streams.next() => board.apply(&groups[group], update, exprs),
         }
     }
 }
 
-type WatchItem = Result<watcher::Event<DynamicObject>, watcher::Error>;
-
-/// The awaited objects of one kind in one namespace, served by one watch.
+/// The awaited objects of one kind in one namespace, served by one subscription.
 struct Group {
     /// Indexes into the board, by object name (one object may be listed twice).
     members: HashMap<String, Vec<usize>>,
-    /// Names listed since the watch (re)started, to find the missing ones when it is done.
-    listed: HashSet<String>,
-    /// The first list is done: every member has been read or found missing.
-    listed_once: bool,
+    /// Kept while the wait lasts: dropping it ends the subscription.
+    _subscription: Subscription,
 }
 
-/// Resolves `kinds` and starts their watches; returns the kinds not served (yet), whose
+/// Resolves `kinds` and subscribes to their objects; returns the kinds not served (yet), whose
 /// objects are marked NotFound meanwhile.
 async fn start_watches(
-    resolver: &ResourceResolver,
+    watches: &HealthWatches,
     kinds: &[(String, String)],
     board: &mut Board,
     groups: &mut Vec<Group>,
-    streams: &mut SelectAll<BoxStream<'static, (usize, WatchItem)>>,
+    streams: &mut SelectAll<BoxStream<'static, (usize, Update)>>,
 ) -> Vec<(String, String)> {
+    let resolver = watches.resolver();
     let mut unresolved = Vec::new();
     for (api_version, kind) in kinds {
         let resolved = match resolver.resolve(api_version, kind).await {
@@ -315,21 +311,12 @@ async fn start_watches(
                     continue;
                 }
             };
-            let mut config = watcher::Config::default();
-            if members.len() == 1 {
-                let name = members.keys().next().expect("one member");
-                config = config.fields(&format!("metadata.name={name}"));
-            }
+            let mut subscription = watches.subscribe(api, members.keys().cloned().collect());
             let group = groups.len();
-            let stream = watcher(api, config)
-                .default_backoff()
-                .into_stream()
-                .map(move |item| (group, item));
-            streams.push(stream.boxed());
+            streams.push(subscription.updates().map(move |update| (group, update)).boxed());
             groups.push(Group {
                 members,
-                listed: HashSet::new(),
-                listed_once: false,
+                _subscription: subscription,
             });
         }
     }
@@ -373,49 +360,29 @@ impl Board {
         }
     }
 
-    fn apply(&mut self, group: &mut Group, item: WatchItem, exprs: &HealthExprs) {
-        match item {
-            Ok(watcher::Event::Init) => group.listed.clear(),
-            Ok(watcher::Event::InitApply(object)) => {
-                let name = object.metadata.name.clone().unwrap_or_default();
+    fn apply(&mut self, group: &Group, update: Update, exprs: &HealthExprs) {
+        match update {
+            Update::Seen(object) => {
+                let name = object.metadata.name.as_deref().unwrap_or_default();
+                for &index in group.members.get(name).into_iter().flatten() {
+                    self.observe(index, &object, exprs);
+                }
+            }
+            Update::Gone(name) => {
                 for &index in group.members.get(&name).into_iter().flatten() {
-                    self.observe(index, &object, exprs);
-                }
-                group.listed.insert(name);
-            }
-            Ok(watcher::Event::Apply(object)) => {
-                for &index in Self::members_for(group, &object) {
-                    self.observe(index, &object, exprs);
-                }
-            }
-            Ok(watcher::Event::Delete(object)) => {
-                for &index in Self::members_for(group, &object) {
                     self.missing(index);
                 }
             }
-            Ok(watcher::Event::InitDone) => {
-                group.listed_once = true;
-                for (name, indexes) in &group.members {
-                    if !group.listed.contains(name) {
-                        indexes.iter().for_each(|&index| self.missing(index));
-                    }
-                }
-            }
-            Err(e) => {
-                // The watcher retries with backoff; keep the error for the timeout report.
+            Update::Failed(message) => {
+                // Retried by the feed; kept for the timeout report.
                 for &index in group.members.values().flatten() {
                     let entry = &mut self.entries[index];
                     if entry.object.is_none() {
-                        entry.status = Some(ObjectStatus::new(Status::Unknown, format!("watch failed: {e}")));
+                        entry.status = Some(ObjectStatus::new(Status::Unknown, message.clone()));
                     }
                 }
             }
         }
-    }
-
-    fn members_for<'g>(group: &'g Group, object: &DynamicObject) -> &'g [usize] {
-        let name = object.metadata.name.as_deref().unwrap_or_default();
-        group.members.get(name).map_or(&[], Vec::as_slice)
     }
 
     fn observe(&mut self, index: usize, object: &DynamicObject, exprs: &HealthExprs) {

@@ -9,7 +9,7 @@ use kube::api::{Patch, PatchParams};
 use kustomize_controller::api::kustomization::CustomHealthCheck;
 use kustomize_controller::error::StepError;
 use kustomize_controller::health::cel::{self, HealthExprs};
-use kustomize_controller::health::{HealthError, Report, Status, WaitTarget, wait};
+use kustomize_controller::health::{HealthError, HealthWatches, Report, Status, WaitTarget, wait};
 use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
@@ -27,6 +27,7 @@ const SETUP: Duration = Duration::from_secs(30);
 struct HealthTest {
     client: Client,
     resolver: ResourceResolver,
+    watches: HealthWatches,
     ns: TestNamespace,
 }
 
@@ -34,8 +35,10 @@ impl HealthTest {
     async fn new(prefix: &str) -> Self {
         let client = client().await;
         let ns = TestNamespace::new(&client, prefix).await;
+        let resolver = ResourceResolver::new(client.clone());
         Self {
-            resolver: ResourceResolver::new(client.clone()),
+            watches: HealthWatches::new(resolver.clone()),
+            resolver,
             client,
             ns,
         }
@@ -77,7 +80,7 @@ impl HealthTest {
         exprs: &HealthExprs,
         timeout: Duration,
     ) -> Result<Report, HealthError> {
-        wait(&self.resolver, targets, exprs, timeout, std::future::pending()).await
+        wait(&self.watches, targets, exprs, timeout, std::future::pending()).await
     }
 
     /// Installs the widget CRD of `group` (see [`widget_crd`]).
@@ -350,10 +353,10 @@ async fn a_custom_resource_going_from_ready_false_to_true_becomes_current() {
 
     // Spawned: the waiter must be Send to run on the controller's runtime.
     let waiter = {
-        let (resolver, targets) = (t.resolver.clone(), targets.clone());
+        let (watches, targets) = (t.watches.clone(), targets.clone());
         tokio::spawn(async move {
             wait(
-                &resolver,
+                &watches,
                 &targets,
                 &HealthExprs::default(),
                 LONG,
@@ -482,12 +485,12 @@ async fn a_new_revision_cancels_the_wait() {
     let (new_revision, revision_rx) = tokio::sync::oneshot::channel::<()>();
 
     let waiter = {
-        let resolver = t.resolver.clone();
+        let watches = t.watches.clone();
         tokio::spawn(async move {
             let cancel = async move {
                 let _ = revision_rx.await;
             };
-            wait(&resolver, &targets, &HealthExprs::default(), LONG, cancel).await
+            wait(&watches, &targets, &HealthExprs::default(), LONG, cancel).await
         })
     };
     new_revision.send(()).unwrap();
@@ -496,4 +499,88 @@ async fn a_new_revision_cancels_the_wait() {
     assert!(matches!(err, HealthError::Canceled), "{err}");
     assert_eq!(err.reason(), "HealthCheckCanceled");
     t.delete().await;
+}
+
+/// Waits of one identity share one watch per kind and namespace: a wait that joins a running
+/// watch reads its objects once (a GET for one, a LIST for several) instead of listing and
+/// watching, and the watch stops with the last wait.
+#[tokio::test]
+async fn waits_of_one_identity_share_one_watch_per_kind_and_namespace() {
+    let t = HealthTest::new("health-shared").await;
+    let (client, counts) = crate::support::applier::counted_client().await;
+    let watches = HealthWatches::new(ResourceResolver::new(client));
+    t.apply(deployment("stuck", 1, Some("never-ready"), None)).await;
+    for name in ["web", "api", "db"] {
+        t.apply(deployment(name, 1, None, None)).await;
+    }
+    let deployment = |name: &str| t.target("apps/v1", "Deployment", name);
+
+    // The first wait starts the watch and keeps it open.
+    let first = {
+        let (watches, targets) = (watches.clone(), [deployment("stuck")]);
+        tokio::spawn(async move {
+            wait(
+                &watches,
+                &targets,
+                &HealthExprs::default(),
+                LONG,
+                std::future::pending(),
+            )
+            .await
+        })
+    };
+    eventually("the shared watch", SETUP, || async {
+        (counts.verb("watch") == 1).then_some(())
+    })
+    .await;
+    assert_eq!(watches.running(), 1);
+
+    counts.reset();
+    let report = t_wait(&watches, &[deployment("web")]).await.unwrap();
+    assert_eq!(report.objects[0].status.status, Status::Current);
+    let report = t_wait(&watches, &[deployment("api"), deployment("db")])
+        .await
+        .unwrap();
+    assert!(report.objects.iter().all(|o| o.status.status == Status::Current));
+    let err = t_wait(&watches, &[deployment("missing")]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "failed early due to missing resources: [Deployment/{}/missing: NotFound: Resource not found]",
+            t.namespace()
+        )
+    );
+    let deployments = |verb: &str| {
+        counts
+            .snapshot()
+            .iter()
+            .filter(|(k, _)| k.verb == verb && k.resource == "deployments.apps")
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    assert_eq!(
+        (deployments("get"), deployments("list"), deployments("watch")),
+        (2, 1, 0),
+        "a GET for each wait of one object, a LIST for the wait of two, no watch of their own"
+    );
+    assert_eq!(watches.running(), 1, "still the one watch");
+
+    first.abort();
+    eventually("the watch to stop with its last wait", SETUP, || async {
+        (watches.running() == 0).then_some(())
+    })
+    .await;
+    t.delete().await;
+}
+
+/// A wait of `targets` on `watches` that is never canceled.
+async fn t_wait(watches: &HealthWatches, targets: &[WaitTarget]) -> Result<Report, HealthError> {
+    wait(
+        watches,
+        targets,
+        &HealthExprs::default(),
+        LONG,
+        std::future::pending(),
+    )
+    .await
 }
