@@ -134,7 +134,7 @@ bench-controller: tools
 	$(CARGO) build --quiet --locked --release --bin kustomize-controller; \
 	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh up; \
 	status=0; \
-	KUBECONFIG=$(BENCH_STATE)/admin.kubeconfig FLUX_KC_BIN=$$flux \
+	KUBECONFIG=$(BENCH_STATE)/admin.kubeconfig E2E_STATE=$(BENCH_STATE) FLUX_KC_BIN=$$flux \
 	  $(CARGO) bench --quiet --locked --bench controller || status=$$?; \
 	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh down; \
 	exit $$status

@@ -13,7 +13,8 @@
 //! Sources are GitRepository objects (source-controller's CRD) whose status this program writes,
 //! with artifacts it serves over HTTP; no source-controller runs.
 //!
-//! Environment: `KUBECONFIG`; `FLUX_KC_BIN`, the directory `e2e/fluxkc/build.sh` prints (Flux's
+//! Environment: `KUBECONFIG`; `E2E_STATE`, the control plane's state directory (its pid files
+//! give the control plane's CPU per phase); `FLUX_KC_BIN`, the directory `e2e/fluxkc/build.sh` prints (Flux's
 //! binary and crds/); `BENCH_CONTROLLER`, our binary (default target/release/kustomize-controller);
 //! `BENCH_SCALE`, a factor on every workload size for quick runs (default 1); `BENCH_ONLY`, the
 //! workloads to run, comma-separated among `single`, `wait` and `fleet` (default all);
@@ -35,7 +36,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use process::{Binaries, Controller, NOT_SELECTED, Peer, flags, usage};
+use process::{Binaries, Controller, NOT_SELECTED, Peer, control_plane_cpu, flags, usage};
 use source::{ArtifactServer, artifact_files, config_map, deployment, fleet_app, now};
 
 /// Resources only the control plane's own controllers write while a rollout happens.
@@ -76,6 +77,8 @@ struct Sample {
     wall: Duration,
     requests: f64,
     cpu: f64,
+    /// CPU seconds of the control plane's processes over the phase.
+    plane_cpu: f64,
     peak_rss_kib: u64,
 }
 
@@ -198,12 +201,14 @@ impl Bench {
         let own_before = self.own.load(Ordering::SeqCst);
         let before_by_kind = self.served().await;
         let (cpu_before, _) = usage(pid);
+        let plane_before = control_plane_cpu();
         let started = Instant::now();
         phase.await?;
         let wall = started.elapsed();
         let own = (self.own.load(Ordering::SeqCst) - own_before) as f64;
         let after_by_kind = self.served().await;
         let (cpu_after, peak_rss_kib) = usage(pid);
+        let plane_cpu = control_plane_cpu() - plane_before;
         print_breakdown(&before_by_kind, &after_by_kind);
         let (before, after): (f64, f64) = (before_by_kind.values().sum(), after_by_kind.values().sum());
         let requests = after - before - own - self.background_per_sec * wall.as_secs_f64();
@@ -211,6 +216,7 @@ impl Bench {
             wall,
             requests: requests.max(0.0),
             cpu: cpu_after - cpu_before,
+            plane_cpu,
             peak_rss_kib,
         })
     }
@@ -620,7 +626,7 @@ fn scaled(n: usize, scale: f64) -> usize {
     ((n as f64 * scale).round() as usize).max(1)
 }
 
-const HEADER: &str = "| workload | Flux wall | ours wall | faster | Flux requests | ours requests | fewer | Flux CPU | ours CPU | Flux peak RSS | ours peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|";
+const HEADER: &str = "| workload | Flux wall | ours wall | faster | Flux requests | ours requests | fewer | Flux CPU | ours CPU | control plane CPU (Flux / ours) | Flux peak RSS | ours peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 /// One table line; a failed phase shows its reason instead of numbers.
 fn line(row: &Row) -> String {
@@ -629,7 +635,7 @@ fn line(row: &Row) -> String {
     let mib = |s: &Sample| format!("{:.0} MiB", s.peak_rss_kib as f64 / 1024.0);
     match (&row.flux, &row.ours) {
         (Ok(f), Ok(o)) => format!(
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {:.1} s | {:.1} s | {} | {} |",
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {} | {:.1} s | {:.1} s | {:.1} s / {:.1} s | {} | {} |",
             row.workload,
             secs(f),
             secs(o),
@@ -639,22 +645,25 @@ fn line(row: &Row) -> String {
             ratio(f.requests, o.requests.max(1.0)),
             f.cpu,
             o.cpu,
+            f.plane_cpu,
+            o.plane_cpu,
             mib(f),
             mib(o)
         ),
         (flux, ours) => {
             let cell = |r: &Result<Sample, String>| match r {
                 Ok(s) => format!(
-                    "{}, {:.0} requests, {:.1} s CPU, {} peak RSS",
+                    "{}, {:.0} requests, {:.1} s CPU, {:.1} s control plane CPU, {} peak RSS",
                     secs(s),
                     s.requests,
                     s.cpu,
+                    s.plane_cpu,
                     mib(s)
                 ),
                 Err(e) => format!("FAILED: {e}"),
             };
             format!(
-                "| {} | flux: {} | ours: {} | | | | | | | | |",
+                "| {} | flux: {} | ours: {} | | | | | | | | | |",
                 row.workload,
                 cell(flux),
                 cell(ours)

@@ -123,3 +123,22 @@ pub(crate) fn usage(pid: u32) -> (f64, u64) {
         .unwrap_or(0);
     (cpu, rss)
 }
+
+/// CPU seconds used so far by the control plane's processes (etcd, kube-apiserver,
+/// kube-controller-manager, the fake kubelet), from the pid files `e2e/cluster.sh` keeps in
+/// `E2E_STATE`; 0 when that is unset. What the API server and the rollouts cost beside the
+/// controller tells which of them bounds a workload.
+pub(crate) fn control_plane_cpu() -> f64 {
+    let Ok(state) = std::env::var("E2E_STATE") else {
+        return 0.0;
+    };
+    let Ok(entries) = std::fs::read_dir(state) else {
+        return 0.0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "pid"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse::<u32>().ok())
+        .map(|pid| usage(pid).0)
+        .sum()
+}
