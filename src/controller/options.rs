@@ -170,6 +170,17 @@ pub struct FlagsWithoutEffect {
     /// taken over when applying.
     #[arg(long = "override-manager-before-dry-run", hide = true)]
     override_managers_before_dry_run: Vec<String>,
+    /// Flux 1.10's SPIFFE flags (names from github.com/fluxcd/pkg/spiffe): mTLS to the
+    /// artifact and event servers and the SPIFFE Broker for object identities are not
+    /// supported; artifacts and events go as the URLs say, workload identity is not used.
+    #[arg(long = "authorized-artifact-server-spiffe-id", hide = true)]
+    authorized_artifact_server_spiffe_ids: Vec<String>,
+    #[arg(long = "authorized-event-server-spiffe-id", hide = true)]
+    authorized_event_server_spiffe_ids: Vec<String>,
+    #[arg(long = "spiffe-broker-endpoint", hide = true)]
+    spiffe_broker_endpoint: Option<String>,
+    #[arg(long = "spiffe-broker-id", hide = true)]
+    spiffe_broker_ids: Vec<String>,
 }
 
 impl FlagsWithoutEffect {
@@ -196,6 +207,23 @@ impl FlagsWithoutEffect {
                 "--override-manager-before-dry-run",
                 !self.override_managers_before_dry_run.is_empty(),
             ),
+            // Each counts when it would turn SPIFFE on in Flux: a repeatable ID given at all
+            // (even empty), the endpoint non-empty.
+            (
+                "--authorized-artifact-server-spiffe-id",
+                !self.authorized_artifact_server_spiffe_ids.is_empty(),
+            ),
+            (
+                "--authorized-event-server-spiffe-id",
+                !self.authorized_event_server_spiffe_ids.is_empty(),
+            ),
+            (
+                "--spiffe-broker-endpoint",
+                self.spiffe_broker_endpoint
+                    .as_deref()
+                    .is_some_and(|e| !e.is_empty()),
+            ),
+            ("--spiffe-broker-id", !self.spiffe_broker_ids.is_empty()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -325,9 +353,14 @@ mod tests {
             "--insecure-kubeconfig-tls=false",
             "--token-cache-max-size=200",
             "--token-cache-max-duration=30m",
+            "--override-manager-before-dry-run=kubectl",
             "--log-level=debug",
             "--log-encoding=json",
             "--feature-gates=ExternalArtifact=true,MigrateAPIVersion=true",
+            "--authorized-artifact-server-spiffe-id=spiffe://cluster.local/ns/flux-system/sa/source-controller",
+            "--authorized-event-server-spiffe-id=spiffe://cluster.local/ns/flux-system/sa/notification-controller",
+            "--spiffe-broker-endpoint=dns:///spire-broker.spire:8443",
+            "--spiffe-broker-id=spiffe://cluster.local/spire/agent/k8s_psat/broker-cluster/",
         ]);
         assert_eq!(o.concurrent, 10);
         // Go's bool flags: bare means true, `=true` too.
@@ -338,7 +371,7 @@ mod tests {
         );
         assert_eq!(o.override_managers, ["helm", "argocd"]);
         assert!(o.feature_gates.external_artifact && o.feature_gates.migrate_api_version);
-        assert_eq!(o.without_effect.set().len(), 7);
+        assert_eq!(o.without_effect.set().len(), 12);
         assert_eq!(o.sops_age_secret.as_deref(), Some("sops-age"));
         assert!(o.insecure_kubeconfig_exec && !o.insecure_kubeconfig_tls);
     }
@@ -374,6 +407,32 @@ mod tests {
         assert!(!o.watch_all_namespaces && o.no_remote_bases);
         assert_eq!(o.default_service_account, "");
         assert_eq!(o.without_effect.set(), ["--override-manager-before-dry-run"]);
+    }
+
+    #[test]
+    fn fluxs_spiffe_flags_are_accepted_and_named_in_the_warning() {
+        let o = parse(&[
+            // Repeatable, as pflag's StringArray: both values are taken.
+            "--authorized-artifact-server-spiffe-id=spiffe://example.org/source-controller",
+            "--authorized-artifact-server-spiffe-id=spiffe://example.org/source-watcher/",
+            "--authorized-event-server-spiffe-id",
+            "spiffe://example.org",
+            "--spiffe-broker-endpoint=dns:///spire-broker.spire:8443",
+            "--spiffe-broker-id=spiffe://example.org/spire/agent/k8s_psat/broker-cluster/",
+        ]);
+        assert_eq!(
+            o.without_effect.set(),
+            [
+                "--authorized-artifact-server-spiffe-id",
+                "--authorized-event-server-spiffe-id",
+                "--spiffe-broker-endpoint",
+                "--spiffe-broker-id",
+            ]
+        );
+        assert_eq!(o.without_effect.authorized_artifact_server_spiffe_ids.len(), 2);
+        // Flux turns the Broker on only for a non-empty endpoint; an empty one warns of nothing.
+        let o = parse(&["--spiffe-broker-endpoint="]);
+        assert!(o.without_effect.set().is_empty(), "{:?}", o.without_effect.set());
     }
 
     #[test]

@@ -1,9 +1,12 @@
 // Package fetch stands in for Flux's artifact fetcher, whose module the Go module proxy of this
 // workplace does not serve. It does what the controller relies on: download the artifact over
-// HTTP with retries, check its digest, and untar it with Flux's own tar package.
+// HTTP with retries, check its digest, and untar it with Flux's own tar package. WithTLSConfig
+// (SPIFFE mTLS to the artifact server) is kept for the API; the benchmark serves plain HTTP.
 package fetch
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,12 +23,17 @@ import (
 // ErrFileNotFound is returned when the artifact server answers 404.
 var ErrFileNotFound = errors.New("artifact not found")
 
+// ErrDigestMismatch is returned when the downloaded artifact does not have the expected digest;
+// the controller then requeues, as the source's status may not be updated yet.
+var ErrDigestMismatch = errors.New("artifact digest mismatch")
+
 // ArchiveFetcher downloads and unpacks artifact tarballs.
 type ArchiveFetcher struct {
 	retries           int
 	maxDownloadSize   int
 	untar             []tar.Option
 	hostnameOverwrite string
+	tlsConfig         *tls.Config
 	log               logr.Logger
 }
 
@@ -39,6 +47,9 @@ func WithHostnameOverwrite(host string) Option {
 	return func(f *ArchiveFetcher) { f.hostnameOverwrite = host }
 }
 func WithLogger(log logr.Logger) Option { return func(f *ArchiveFetcher) { f.log = log } }
+func WithTLSConfig(config *tls.Config) Option {
+	return func(f *ArchiveFetcher) { f.tlsConfig = config }
+}
 
 // New returns a fetcher with the given options.
 func New(opts ...Option) *ArchiveFetcher {
@@ -49,8 +60,9 @@ func New(opts ...Option) *ArchiveFetcher {
 	return f
 }
 
-// Fetch downloads archiveURL, checks it against want (algorithm:hex) and untars it into dir.
-func (f *ArchiveFetcher) Fetch(archiveURL, want, dir string) error {
+// FetchWithContext downloads archiveURL, checks it against want (algorithm:hex) and untars it
+// into dir.
+func (f *ArchiveFetcher) FetchWithContext(ctx context.Context, archiveURL, want, dir string) error {
 	if f.hostnameOverwrite != "" {
 		u, err := url.Parse(archiveURL)
 		if err != nil {
@@ -61,17 +73,32 @@ func (f *ArchiveFetcher) Fetch(archiveURL, want, dir string) error {
 	}
 	var err error
 	for attempt := 0; ; attempt++ {
-		err = f.fetchOnce(archiveURL, want, dir)
-		if err == nil || errors.Is(err, ErrFileNotFound) || attempt >= f.retries {
+		err = f.fetchOnce(ctx, archiveURL, want, dir)
+		if err == nil || errors.Is(err, ErrFileNotFound) || errors.Is(err, ErrDigestMismatch) ||
+			attempt >= f.retries {
 			return err
 		}
 		f.log.V(1).Info("artifact download failed, retrying", "error", err.Error())
-		time.Sleep(time.Duration(attempt+1) * time.Second)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * time.Second):
+		}
 	}
 }
 
-func (f *ArchiveFetcher) fetchOnce(archiveURL, want, dir string) error {
-	resp, err := http.Get(archiveURL)
+func (f *ArchiveFetcher) fetchOnce(ctx context.Context, archiveURL, want, dir string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, archiveURL, nil)
+	if err != nil {
+		return err
+	}
+	client := http.DefaultClient
+	if f.tlsConfig != nil {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.TLSClientConfig = f.tlsConfig
+		client = &http.Client{Transport: transport}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("failed to download archive: %w", err)
 	}
@@ -112,7 +139,7 @@ func (f *ArchiveFetcher) fetchOnce(archiveURL, want, dir string) error {
 			return err
 		}
 		if !verifier.Verified() {
-			return fmt.Errorf("computed digest does not match %s", want)
+			return fmt.Errorf("%w: computed digest does not match %s", ErrDigestMismatch, want)
 		}
 	}
 	if _, err := file.Seek(0, io.SeekStart); err != nil {

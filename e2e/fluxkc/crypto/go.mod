@@ -1,0 +1,3 @@
+module github.com/fluxcd/pkg/apis/crypto
+
+go 1.24

@@ -1,0 +1,3 @@
+module github.com/fluxcd/pkg/testserver
+
+go 1.24
