@@ -6,10 +6,12 @@
 //! A feed keeps only the objects some wait names, as last seen, and passes every change of them
 //! to the waits that name them. A name first asked for while the feed's first list is still to
 //! come is answered by that list; asked for later, it is read once (a GET, or one LIST for several
-//! names), and from then on the watch keeps it current. A feed stops when its last wait ends.
+//! names), and from then on the watch keeps it current. A feed stops [`LINGER`] after its last
+//! wait ended, unless another wait came meanwhile: waits that follow each other (a fleet
+//! reconciled four at a time) keep one watch instead of listing the namespace for each.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,6 +24,13 @@ use crate::kube_ext::ResourceResolver;
 
 /// Longest pause between two reads of an object whose read failed.
 const READ_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// How long a feed without waits keeps watching.
+const LINGER: Duration = Duration::from_secs(30);
+
+/// Objects per page of a feed's lists: a namespace of a thousand Deployments is read a page at
+/// a time, and each page is held whole while it is read.
+const PAGE: u32 = 100;
 
 /// What a wait hears about the objects it named.
 #[derive(Clone, Debug)]
@@ -38,50 +47,60 @@ pub(crate) enum Update {
 #[derive(Clone)]
 pub struct HealthWatches {
     resolver: ResourceResolver,
-    feeds: Arc<Mutex<HashMap<String, Weak<Feed>>>>,
+    feeds: Feeds,
+    linger: Duration,
 }
+
+type Feeds = Arc<Mutex<HashMap<String, Arc<Feed>>>>;
 
 impl HealthWatches {
     pub fn new(resolver: ResourceResolver) -> Self {
         Self {
             resolver,
             feeds: Arc::default(),
+            linger: LINGER,
         }
+    }
+
+    /// Feeds stop this long after their last wait (tests).
+    pub fn with_linger(self, linger: Duration) -> Self {
+        Self { linger, ..self }
     }
 
     pub fn resolver(&self) -> &ResourceResolver {
         &self.resolver
     }
 
-    /// Feeds running now (for tests and the soak).
+    /// Watches running now.
     pub fn running(&self) -> usize {
-        let feeds = self.feeds.lock().expect("health feeds lock");
-        feeds.values().filter(|f| f.strong_count() > 0).count()
+        self.feeds.lock().expect("health feeds lock").len()
     }
 
     /// Subscribes to `names` of the objects `api` serves (one kind in one namespace, or a
     /// cluster-scoped kind): every name gets a first [`Update`] and then each change.
     pub(crate) fn subscribe(&self, api: Api<DynamicObject>, names: Vec<String>) -> Subscription {
         let key = api.resource_url().to_string();
-        let feed = {
-            let mut feeds = self.feeds.lock().expect("health feeds lock");
-            feeds.retain(|_, feed| feed.strong_count() > 0);
-            match feeds.get(&key).and_then(Weak::upgrade) {
-                Some(feed) => feed,
-                None => {
-                    let feed = Arc::new(Feed::start(api.clone()));
-                    feeds.insert(key, Arc::downgrade(&feed));
-                    feed
-                }
-            }
-        };
+        let feed = self
+            .feeds
+            .lock()
+            .expect("health feeds lock")
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Feed::start(api.clone())))
+            .clone();
         let (sender, updates) = mpsc::unbounded();
         let (id, unread) = feed.state().subscribe(&names, sender.clone());
         let reads =
             (!unread.is_empty()).then(|| Task(tokio::spawn(read(api, unread, feed.shared.clone(), sender))));
         Subscription {
             updates: Some(updates),
-            _registration: Registration { feed, id, names },
+            _registration: Registration {
+                feeds: self.feeds.clone(),
+                key,
+                feed,
+                id,
+                names,
+                linger: self.linger,
+            },
             _reads: reads,
         }
     }
@@ -102,14 +121,41 @@ impl Subscription {
 }
 
 struct Registration {
+    feeds: Feeds,
+    key: String,
     feed: Arc<Feed>,
     id: u64,
     names: Vec<String>,
+    linger: Duration,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.feed.state().unsubscribe(self.id, &self.names);
+        if !self.feed.state().unsubscribe(self.id, &self.names) {
+            return;
+        }
+        let (feeds, key, feed, linger) = (
+            self.feeds.clone(),
+            self.key.clone(),
+            self.feed.clone(),
+            self.linger,
+        );
+        let stop_if_idle = move || {
+            let mut feeds = feeds.lock().expect("health feeds lock");
+            let current = feeds.get(&key).is_some_and(|f| Arc::ptr_eq(f, &feed));
+            if current && feed.state().subscribers.is_empty() {
+                feeds.remove(&key);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(linger).await;
+                    stop_if_idle();
+                });
+            }
+            Err(_) => stop_if_idle(),
+        }
     }
 }
 
@@ -173,7 +219,7 @@ async fn read(
                     let name = object.metadata.name.clone().unwrap_or_default();
                     if wanted.contains(&name) {
                         listed.insert(name.clone());
-                        state.offer(&name, Some(Arc::new(object)));
+                        state.offer(&name, Some(object));
                     }
                 }
                 for name in names.iter().filter(|n| !listed.contains(*n)) {
@@ -192,7 +238,7 @@ async fn read(
 
 /// Every object `api` serves, page by page.
 async fn list_all(api: &Api<DynamicObject>) -> Result<Vec<DynamicObject>, kube::Error> {
-    let mut params = ListParams::default().limit(500);
+    let mut params = ListParams::default().limit(PAGE);
     let mut objects = Vec::new();
     loop {
         let page = api.list(&params).await?;
@@ -250,7 +296,8 @@ impl FeedState {
         (id, unread)
     }
 
-    fn unsubscribe(&mut self, id: u64, names: &[String]) {
+    /// Forgets subscriber `id`; returns whether no subscriber is left.
+    fn unsubscribe(&mut self, id: u64, names: &[String]) -> bool {
         self.subscribers.remove(&id);
         for name in names {
             if let Some(watched) = self.watched.get_mut(name) {
@@ -260,6 +307,7 @@ impl FeedState {
                 }
             }
         }
+        self.subscribers.is_empty()
     }
 
     fn on_event(&mut self, event: Result<watcher::Event<DynamicObject>, watcher::Error>) {
@@ -270,7 +318,7 @@ impl FeedState {
             }
             Ok(watcher::Event::InitApply(object)) => {
                 let name = object.metadata.name.clone().unwrap_or_default();
-                self.set(&name, Some(Arc::new(object)));
+                self.set(&name, Some(object));
                 self.listing.insert(name);
             }
             Ok(watcher::Event::InitDone) => {
@@ -287,7 +335,7 @@ impl FeedState {
             }
             Ok(watcher::Event::Apply(object)) => {
                 let name = object.metadata.name.clone().unwrap_or_default();
-                self.set(&name, Some(Arc::new(object)));
+                self.set(&name, Some(object));
             }
             Ok(watcher::Event::Delete(object)) => {
                 let name = object.metadata.name.clone().unwrap_or_default();
@@ -304,10 +352,16 @@ impl FeedState {
     }
 
     /// What the watch saw of `name`, passed on when some wait asked for it.
-    fn set(&mut self, name: &str, state: Option<Arc<DynamicObject>>) {
+    fn set(&mut self, name: &str, state: Option<DynamicObject>) {
         let Some(watched) = self.watched.get_mut(name) else {
             return;
         };
+        // Health is judged from the spec and status; managedFields are most of a small
+        // object's size, and kept once per awaited object.
+        let state = state.map(|mut object| {
+            object.metadata.managed_fields = None;
+            Arc::new(object)
+        });
         let stale = match (&watched.state, &state) {
             (Some(Some(known)), Some(seen)) => older(seen, known),
             _ => false,
@@ -326,7 +380,7 @@ impl FeedState {
 
     /// What a read found: it tells only what the watch has not told already (an absence read
     /// before the object appeared is old news).
-    fn offer(&mut self, name: &str, found: Option<Arc<DynamicObject>>) {
+    fn offer(&mut self, name: &str, found: Option<DynamicObject>) {
         let known = self.watched.get(name).and_then(|w| w.state.as_ref());
         match (known, &found) {
             (None, _) | (Some(Some(_)), Some(_)) => self.set(name, found),
@@ -417,7 +471,7 @@ mod tests {
         assert_eq!(unread, ["db"], "listed before it was asked for: read it");
         state.on_event(Ok(watcher::Event::InitDone));
         assert!(told(&mut updates).is_empty(), "not absent: listed before the ask");
-        state.offer("db", Some(Arc::new(object("db", 2))));
+        state.offer("db", Some(object("db", 2)));
         assert_eq!(told(&mut updates), ["db@2"]);
     }
 
@@ -431,7 +485,7 @@ mod tests {
         let (_, unread, mut second) = subscribe(&mut state, &["web"]);
         assert!(unread.is_empty(), "known already");
         assert_eq!(told(&mut second), ["web@9"]);
-        state.offer("web", Some(Arc::new(object("web", 5))));
+        state.offer("web", Some(object("web", 5)));
         state.offer("web", None);
         state.on_event(Ok(watcher::Event::Apply(object("web", 8))));
         assert!(told(&mut second).is_empty(), "older news is dropped");
@@ -444,9 +498,12 @@ mod tests {
         let mut state = FeedState::default();
         let (first, _, _a) = subscribe(&mut state, &["web"]);
         let (second, _, _b) = subscribe(&mut state, &["web", "db"]);
-        state.unsubscribe(first, &["web".into()]);
+        assert!(!state.unsubscribe(first, &["web".into()]), "a subscriber is left");
         assert!(state.watched.contains_key("web"), "still asked for by the second");
-        state.unsubscribe(second, &["web".into(), "db".into()]);
+        assert!(
+            state.unsubscribe(second, &["web".into(), "db".into()]),
+            "none left"
+        );
         assert!(state.watched.is_empty());
         assert!(state.subscribers.is_empty());
     }

@@ -503,12 +503,12 @@ async fn a_new_revision_cancels_the_wait() {
 
 /// Waits of one identity share one watch per kind and namespace: a wait that joins a running
 /// watch reads its objects once (a GET for one, a LIST for several) instead of listing and
-/// watching, and the watch stops with the last wait.
+/// watching, and the watch stops a while after the last wait.
 #[tokio::test]
 async fn waits_of_one_identity_share_one_watch_per_kind_and_namespace() {
     let t = HealthTest::new("health-shared").await;
     let (client, counts) = crate::support::applier::counted_client().await;
-    let watches = HealthWatches::new(ResourceResolver::new(client));
+    let watches = HealthWatches::new(ResourceResolver::new(client)).with_linger(Duration::from_secs(1));
     t.apply(deployment("stuck", 1, Some("never-ready"), None)).await;
     for name in ["web", "api", "db"] {
         t.apply(deployment(name, 1, None, None)).await;
@@ -566,7 +566,7 @@ async fn waits_of_one_identity_share_one_watch_per_kind_and_namespace() {
     assert_eq!(watches.running(), 1, "still the one watch");
 
     first.abort();
-    eventually("the watch to stop with its last wait", SETUP, || async {
+    eventually("the watch to stop after its last wait", SETUP, || async {
         (watches.running() == 0).then_some(())
     })
     .await;
