@@ -13,6 +13,7 @@ pub mod identity;
 mod kubeconfig;
 pub mod leader;
 pub mod options;
+mod pacing;
 mod parked;
 pub mod reconcile;
 mod source_cache;

@@ -27,6 +27,7 @@ use tracing::Instrument;
 
 use crate::api::conditions::{READY, keys, reason};
 use crate::api::kustomization::KustomizationStatus;
+use crate::api::source::Artifact;
 use crate::api::{Kustomization, ResourceInventory, duration};
 use crate::applier::handover;
 use crate::applier::inventory::{inventory_of, stale};
@@ -41,7 +42,8 @@ use crate::telemetry::{ObjectLabels, ReconcileResult};
 
 use super::dependencies::{DependencyError, check_dependencies};
 use super::events::{self, Notice};
-use super::parked::{Resume, Settled, Waited, Work};
+use super::pacing::{PROGRESS_DELAY, build_within, progress_after};
+use super::parked::{Resume, Settled, Started, Waited, Work};
 use super::status::{self, Applied, BuiltRevision, Failed, Progress, Stamp};
 use super::status_writes::write_status;
 use super::vars::substitution_vars;
@@ -155,37 +157,6 @@ struct StepFailure {
     /// A Normal event instead of the Warning (dependencies not ready).
     notice: Option<Notice>,
     error: Option<ReconcileError>,
-}
-
-/// The build on the blocking pool did not return a result.
-#[derive(Debug, thiserror::Error)]
-enum BuildStopped {
-    #[error("build panicked: {0}")]
-    Panicked(#[from] tokio::task::JoinError),
-    /// Not finished within spec.timeout, counted from the start of the pass.
-    #[error("build timed out: not finished within spec.timeout ({})", duration::format(*.0))]
-    TimedOut(Duration),
-}
-
-impl StepError for BuildStopped {
-    fn reason(&self) -> &'static str {
-        reason::BUILD_FAILED
-    }
-}
-
-/// Runs `build` on the blocking pool (it is CPU-bound) for at most `budget`, what is left of
-/// `timeout`. A blocking thread cannot be stopped, so one that runs over finishes unobserved
-/// (its input is bounded by the engine's limits) while the pass fails before anything is
-/// applied or pruned.
-async fn build_within<T: Send + 'static>(
-    budget: Duration,
-    timeout: Duration,
-    build: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, BuildStopped> {
-    match tokio::time::timeout(budget, tokio::task::spawn_blocking(build)).await {
-        Ok(joined) => Ok(joined?),
-        Err(_) => Err(BuildStopped::TimedOut(timeout)),
-    }
 }
 
 /// What one pass did, threaded through the steps. A parked pass is kept whole until the run
@@ -483,14 +454,64 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         &artifact.revision,
         spec.timeout(),
     );
-    if new_work {
-        write_status(ctx, &ks, &pass.status)
-            .await
-            .map_err(|e| pass.fail(e))?;
-        pass.written = Some(pass.status.clone());
+    let progress = new_work.then(|| {
+        let (status, ks) = (pass.status.clone(), ks.clone());
+        async move { write_status(ctx, &ks, &status).await.map(|()| status) }
+    });
+    let (rolled_out, progress) =
+        progress_after(PROGRESS_DELAY, progress, roll_out(pass, ctx, &artifact, exprs)).await;
+    match progress {
+        Some(Ok(status)) => pass.written = Some(status),
+        // The pass's next write tells the outcome.
+        Some(Err(error)) => tracing::info!(%error, "progress status not written"),
+        None => {}
     }
+    let started = match rolled_out? {
+        RolledOut::Concluded => return Ok(Flow::Concluded),
+        RolledOut::Waiting(started) => started,
+    };
+    // A rollout to wait for: say so as Flux does, with the new inventory (a deletion
+    // meanwhile prunes what this pass applied), and give the worker back.
+    let inventory = pass.rollout.as_ref().map(|r| r.inventory.clone());
+    status::mark_health_checks(
+        &mut pass.status,
+        &pass.stamp,
+        &work.revision,
+        spec.timeout(),
+        inventory,
+    );
+    status::keep_transition_times(&pass.old, &mut pass.status);
+    write_status(ctx, &ks, &pass.status)
+        .await
+        .map_err(|e| pass.fail(e))?;
+    pass.written = Some(pass.status.clone());
+    let parked = Pass {
+        changes: Vec::new(),
+        ..pass.clone()
+    };
+    ctx.waits.park(&key, work, parked, started);
+    Ok(Flow::Parked)
+}
 
-    let fetched = ctx.fetcher.fetch(&artifact).await;
+/// How the apply left a pass that did not fail.
+enum RolledOut {
+    /// Concluded: the final status is computed.
+    Concluded,
+    /// Its objects are rolling out: a wait to park.
+    Waiting(Started),
+}
+
+/// The pass from the artifact to the health verdict: fetch, build, apply, prune, and the health
+/// wait when the first look at the objects decides it.
+async fn roll_out(
+    pass: &mut Pass,
+    ctx: &Context,
+    artifact: &Artifact,
+    exprs: Arc<health::cel::HealthExprs>,
+) -> Result<RolledOut, StepFailure> {
+    let ks = pass.ks.clone();
+    let spec = &ks.spec;
+    let fetched = ctx.fetcher.fetch(artifact).await;
     let download_failed = matches!(fetched, Err(SourceError::Download { .. }));
     let download_retry = ctx.download_retry(&super::object_key(&pass.ks), download_failed);
     let tree = fetched.map_err(|e| {
@@ -642,7 +663,7 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         drift: super::drift::ready_line(&drifted),
     });
     if targets.is_empty() {
-        return conclude(pass, None).map_or(Ok(Flow::Concluded), Err);
+        return conclude(pass, None).map_or(Ok(RolledOut::Concluded), Err);
     }
     pass.step(Progress::HealthChecks);
     let (watches, timeout) = (tools.health.clone(), spec.timeout());
@@ -657,24 +678,8 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
         started.settle().await
     };
     match settled {
-        Settled::Done(waited) => conclude(pass, Some(waited)).map_or(Ok(Flow::Concluded), Err),
-        Settled::Undecided(started) => {
-            // A rollout to wait for: say so as Flux does, with the new inventory (a deletion
-            // meanwhile prunes what this pass applied), and give the worker back.
-            let inventory = pass.rollout.as_ref().map(|r| r.inventory.clone());
-            status::mark_health_checks(&mut pass.status, &pass.stamp, &work.revision, timeout, inventory);
-            status::keep_transition_times(&pass.old, &mut pass.status);
-            write_status(ctx, &ks, &pass.status)
-                .await
-                .map_err(|e| pass.fail(e))?;
-            pass.written = Some(pass.status.clone());
-            let parked = Pass {
-                changes: Vec::new(),
-                ..pass.clone()
-            };
-            ctx.waits.park(&key, work, parked, started);
-            Ok(Flow::Parked)
-        }
+        Settled::Done(waited) => conclude(pass, Some(waited)).map_or(Ok(RolledOut::Concluded), Err),
+        Settled::Undecided(started) => Ok(RolledOut::Waiting(started)),
     }
 }
 
@@ -780,13 +785,10 @@ async fn write_if_changed(ctx: &Context, pass: &Pass) -> Result<bool, ReconcileE
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use kube::core::Status;
     use kube::runtime::finalizer::Error;
 
-    use super::{BuildStopped, build_within, stale_finalizer_view};
-    use crate::error::StepError;
+    use super::stale_finalizer_view;
 
     #[test]
     fn only_a_failed_finalizer_test_is_a_stale_view() {
@@ -802,24 +804,5 @@ mod tests {
             !stale_finalizer_view(&Error::AddFinalizer(api(403))),
             "a forbidden patch is retried"
         );
-    }
-
-    #[tokio::test]
-    async fn a_build_past_its_budget_is_abandoned_with_the_timeout_named() {
-        let started = std::time::Instant::now();
-        let slow = build_within(Duration::from_millis(50), Duration::from_secs(30), || {
-            std::thread::sleep(Duration::from_secs(1));
-        });
-        let err = slow.await.unwrap_err();
-        assert!(started.elapsed() < Duration::from_millis(500), "not waited for");
-        assert!(matches!(err, BuildStopped::TimedOut(_)));
-        assert_eq!(err.reason(), "BuildFailed");
-        assert_eq!(
-            err.to_string(),
-            "build timed out: not finished within spec.timeout (30s)"
-        );
-
-        let quick = build_within(Duration::from_secs(5), Duration::from_secs(30), || 7);
-        assert_eq!(quick.await.unwrap(), 7);
     }
 }
