@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -330,8 +331,8 @@ struct Board {
 
 struct Entry {
     target: WaitTarget,
-    /// The live object as last seen, for re-judging without an event.
-    object: Option<Value>,
+    /// The live object as last seen, for re-judging without an event: the feed's own copy.
+    object: Option<Arc<DynamicObject>>,
     /// `None` until the object was read or found missing.
     status: Option<ObjectStatus>,
     /// The kind is a custom resource whose controller is expected to write status.
@@ -365,7 +366,7 @@ impl Board {
             Update::Seen(object) => {
                 let name = object.metadata.name.as_deref().unwrap_or_default();
                 for &index in group.members.get(name).into_iter().flatten() {
-                    self.observe(index, &object, exprs);
+                    self.observe(index, object.clone(), exprs);
                 }
             }
             Update::Gone(name) => {
@@ -385,16 +386,10 @@ impl Board {
         }
     }
 
-    fn observe(&mut self, index: usize, object: &DynamicObject, exprs: &HealthExprs) {
+    fn observe(&mut self, index: usize, object: Arc<DynamicObject>, exprs: &HealthExprs) {
         let entry = &mut self.entries[index];
-        let Ok(mut json) = serde_json::to_value(object) else {
-            return;
-        };
-        // List items may come without type information; judging needs it.
-        json["apiVersion"] = Value::String(entry.target.api_version.clone());
-        json["kind"] = Value::String(entry.target.kind.clone());
-        entry.status = Some(judge(&json, exprs, entry.expects_status));
-        entry.object = Some(json);
+        entry.status = Some(judge_object(&entry.target, &object, exprs, entry.expects_status));
+        entry.object = Some(object);
     }
 
     fn missing(&mut self, index: usize) {
@@ -410,7 +405,7 @@ impl Board {
     fn rejudge(&mut self, exprs: &HealthExprs) {
         for entry in &mut self.entries {
             if let Some(object) = &entry.object {
-                entry.status = Some(judge(object, exprs, entry.expects_status));
+                entry.status = Some(judge_object(&entry.target, object, exprs, entry.expects_status));
             }
         }
     }
@@ -459,6 +454,22 @@ impl Board {
         objects.sort_by_key(|o| o.status.status != Status::Failed);
         objects
     }
+}
+
+/// [`judge`] of a live object of `target`'s kind.
+fn judge_object(
+    target: &WaitTarget,
+    object: &DynamicObject,
+    exprs: &HealthExprs,
+    expects_status: bool,
+) -> ObjectStatus {
+    let Ok(mut json) = serde_json::to_value(object) else {
+        return ObjectStatus::new(Status::Unknown, "the object could not be read");
+    };
+    // List items may come without type information; judging needs it.
+    json["apiVersion"] = Value::String(target.api_version.clone());
+    json["kind"] = Value::String(target.kind.clone());
+    judge(&json, exprs, expects_status)
 }
 
 /// CEL rules for the kinds they name, kstatus for the rest. An expression that cannot be
