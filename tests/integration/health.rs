@@ -354,16 +354,7 @@ async fn a_custom_resource_going_from_ready_false_to_true_becomes_current() {
     // Spawned: the waiter must be Send to run on the controller's runtime.
     let waiter = {
         let (watches, targets) = (t.watches.clone(), targets.clone());
-        tokio::spawn(async move {
-            wait(
-                &watches,
-                &targets,
-                &HealthExprs::default(),
-                LONG,
-                std::future::pending(),
-            )
-            .await
-        })
+        tokio::spawn(async move { wait_uncanceled(&watches, &targets).await })
     };
     t.set_ready(&group, "True", "Provisioned", "backend is serving")
         .await;
@@ -518,16 +509,7 @@ async fn waits_of_one_identity_share_one_watch_per_kind_and_namespace() {
     // The first wait starts the watch and keeps it open.
     let first = {
         let (watches, targets) = (watches.clone(), [deployment("stuck")]);
-        tokio::spawn(async move {
-            wait(
-                &watches,
-                &targets,
-                &HealthExprs::default(),
-                LONG,
-                std::future::pending(),
-            )
-            .await
-        })
+        tokio::spawn(async move { wait_uncanceled(&watches, &targets).await })
     };
     eventually("the shared watch", SETUP, || async {
         (counts.verb("watch") == 1).then_some(())
@@ -536,13 +518,15 @@ async fn waits_of_one_identity_share_one_watch_per_kind_and_namespace() {
     assert_eq!(watches.running(), 1);
 
     counts.reset();
-    let report = t_wait(&watches, &[deployment("web")]).await.unwrap();
+    let report = wait_uncanceled(&watches, &[deployment("web")]).await.unwrap();
     assert_eq!(report.objects[0].status.status, Status::Current);
-    let report = t_wait(&watches, &[deployment("api"), deployment("db")])
+    let report = wait_uncanceled(&watches, &[deployment("api"), deployment("db")])
         .await
         .unwrap();
     assert!(report.objects.iter().all(|o| o.status.status == Status::Current));
-    let err = t_wait(&watches, &[deployment("missing")]).await.unwrap_err();
+    let err = wait_uncanceled(&watches, &[deployment("missing")])
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -574,7 +558,7 @@ async fn waits_of_one_identity_share_one_watch_per_kind_and_namespace() {
 }
 
 /// A wait of `targets` on `watches` that is never canceled.
-async fn t_wait(watches: &HealthWatches, targets: &[WaitTarget]) -> Result<Report, HealthError> {
+async fn wait_uncanceled(watches: &HealthWatches, targets: &[WaitTarget]) -> Result<Report, HealthError> {
     wait(
         watches,
         targets,
