@@ -4,8 +4,9 @@
 //! pass from where it was parked. So `--concurrent` bounds the work being done, not the number
 //! of rollouts being awaited.
 //!
-//! One task per waiting Kustomization (its watches are one per kind and namespace, see
-//! `health::wait`), nothing per object; what a parked pass keeps is its status and inventory.
+//! One task per waiting Kustomization (its objects come from the watches all waits of its
+//! identity share, see `health::feed`), nothing per object; what a parked pass keeps is its
+//! status and inventory.
 //! The task never writes anything: every status write stays in a reconcile, and kube-runtime
 //! runs one reconcile of an object at a time, so a verdict can never overwrite a newer status.
 
