@@ -387,7 +387,7 @@ struct Row {
 }
 
 /// One Kustomization of `n` ConfigMaps: cold apply, requested no-op, 1 % drift, a new revision
-/// changing 1 %, a new revision dropping 10 %.
+/// changing 1 %, a new revision dropping 10 %, quiet intervals.
 async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Sample, String>)> {
     let labels = [
         format!("1 x {n} ConfigMaps: cold apply"),
@@ -395,6 +395,7 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
         "  1 % drift corrected".into(),
         "  new revision changing 1 %".into(),
         "  new revision dropping 10 % (prune)".into(),
+        format!("  quiet: {} s at interval 10s", QUIET.as_secs()),
     ];
     if !peer.selected() {
         return labels
@@ -560,9 +561,36 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
             }
         }),
     ));
+
+    // Quiet intervals: the interval shortened to 10 s (a spec change: one pass runs for it
+    // first), then nothing changes for a while.
+    let quiet = async {
+        bench.count(1);
+        let patch = json!({"spec": {"interval": "10s"}});
+        api.patch("app", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|e| e.to_string())?;
+        let observed = |ks: &Value| {
+            ks["status"]["observedGeneration"] == ks["metadata"]["generation"]
+                && ready_message(ks).starts_with("Ready=\"True\"")
+        };
+        bench.wait(&ns, 1, &mut controller, limit, observed).await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        bench
+            .measure(controller.pid(), async {
+                tokio::time::sleep(QUIET).await;
+                Ok(())
+            })
+            .await
+    }
+    .await;
+    rows.push((labels[5].clone(), quiet));
     controller.stop();
     rows
 }
+
+/// How long the quiet phase lasts: two and a half intervals of 10 s.
+const QUIET: Duration = Duration::from_secs(25);
 
 /// One Kustomization with `wait: true` per app, each with its own source, from nothing to all
 /// Ready.
