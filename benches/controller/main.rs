@@ -396,6 +396,7 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
         "  new revision changing 1 %".into(),
         "  new revision dropping 10 % (prune)".into(),
         format!("  quiet: {} s at interval 10s", QUIET.as_secs()),
+        "  an edit restored (ours: drift: correct; Flux: at its interval)".into(),
     ];
     if !peer.selected() {
         return labels
@@ -585,6 +586,40 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
     }
     .await;
     rows.push((labels[5].clone(), quiet));
+
+    // An out-of-band edit of one object (what `kubectl edit` does), with the annotation that
+    // has ours correct it at once; Flux ignores the annotation and corrects it at its interval.
+    let restored = async {
+        bench.count(1);
+        let patch = json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/drift": "correct"}}});
+        api.patch("app", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        bench
+            .measure(controller.pid(), async {
+                bench.count(1);
+                let patch = json!({"data": {"value": "edited"}});
+                cms.patch("cm-1", &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let started = Instant::now();
+                loop {
+                    bench.count(1);
+                    let cm = cms.get("cm-1").await.map_err(|e| e.to_string())?;
+                    if cm.data["data"]["value"] == "1" {
+                        return Ok(());
+                    }
+                    if started.elapsed() > limit {
+                        return Err(format!("cm-1 still edited after {limit:?}"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+            .await
+    }
+    .await;
+    rows.push((labels[6].clone(), restored));
     controller.stop();
     rows
 }
