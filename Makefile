@@ -115,19 +115,26 @@ demo-down:
 	@E2E_STATE=$(DEV_STATE) e2e/demo.sh down
 	@E2E_STATE=$(DEV_STATE) e2e/cluster.sh down
 
-# Applier benchmark on the development control plane (`make cluster-up`), or the one KUBECONFIG names.
+# Object counts of the applier benchmark.
 BENCH_SIZES ?= 100 1000
+# The benchmarks' control plane, started afresh and stopped by each benchmark.
+BENCH_STATE ?= $(CURDIR)/.e2e-bench
 .PHONY: bench
 bench: bench-kustomize bench-apply bench-controller
 
+# Applier benchmark, on the benchmarks' own control plane (started and stopped here).
 .PHONY: bench-apply
-bench-apply:
-	@KUBECONFIG=$${KUBECONFIG:-$(DEV_STATE)/admin.kubeconfig} $(CARGO) bench --quiet --bench apply -- $(BENCH_SIZES)
+bench-apply: tools
+	@E2E_STATE=$(BENCH_STATE) e2e/cluster.sh up; \
+	status=0; \
+	KUBECONFIG=$(BENCH_STATE)/admin.kubeconfig $(CARGO) bench --quiet --locked --bench apply -- $(BENCH_SIZES) \
+	  || status=$$?; \
+	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh down; \
+	exit $$status
 
 # Controller benchmark: ours beside Flux's kustomize-controller (built from its Go module), in
 # turn, on a control plane of its own. BENCH_SCALE=0.1 makes every workload ten times smaller;
 # BENCH_ONLY=single,wait runs only those workloads (single, wait, fleet).
-BENCH_STATE ?= $(CURDIR)/.e2e-bench
 .PHONY: bench-controller
 bench-controller: tools
 	@flux=$$(e2e/fluxkc/build.sh); \
