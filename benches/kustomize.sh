@@ -3,7 +3,7 @@
 # with patches, generators, prefixes, labels, images, configurations and replacements) with our engine and with Go
 # kustomize in the same run, and reports wall time and peak RSS of both, plus the ratios.
 # Usage: benches/kustomize.sh ["overlay counts"] [resources-per-overlay] [repeats]
-# The default measures two trees (20 and 40 overlays: 1260 and 2520 objects), because our
+# The default measures two trees (20 and 40 overlays: 1860 and 3720 objects), because our
 # fixed cost (the binary's resident pages) weighs most on the smaller one.
 # Env: E2E_BIN (directory holding the kustomize oracle; default: e2e/controlplane/build.sh).
 set -euo pipefail
