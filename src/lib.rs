@@ -13,4 +13,5 @@ pub mod kustomize;
 pub mod remote;
 pub mod sops;
 pub mod source;
+mod task;
 pub mod telemetry;

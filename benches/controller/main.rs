@@ -387,7 +387,7 @@ struct Row {
 }
 
 /// One Kustomization of `n` ConfigMaps: cold apply, requested no-op, 1 % drift, a new revision
-/// changing 1 %, a new revision dropping 10 %, quiet intervals.
+/// changing 1 %, a new revision dropping 10 %, quiet intervals, an out-of-band edit.
 async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Sample, String>)> {
     let labels = [
         format!("1 x {n} ConfigMaps: cold apply"),
@@ -431,16 +431,18 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
         return rows;
     }
     let api = bench.api(&ns, &kustomizations());
-    let request = |at: &'static str| {
+    let patch_app = |patch: Value| {
         let api = api.clone();
         async move {
             bench.count(1);
-            let patch = json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": at}}});
             api.patch("app", &PatchParams::default(), &Patch::Merge(patch))
                 .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(())
+                .map(drop)
+                .map_err(|e| e.to_string())
         }
+    };
+    let request = |at: &'static str| {
+        patch_app(json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": at}}}))
     };
     let handled = |at: &'static str| {
         move |ks: &Value| {
@@ -566,11 +568,7 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
     // Quiet intervals: the interval shortened to 10 s (a spec change: one pass runs for it
     // first), then nothing changes for a while.
     let quiet = async {
-        bench.count(1);
-        let patch = json!({"spec": {"interval": "10s"}});
-        api.patch("app", &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map_err(|e| e.to_string())?;
+        patch_app(json!({"spec": {"interval": "10s"}})).await?;
         let observed = |ks: &Value| {
             ks["status"]["observedGeneration"] == ks["metadata"]["generation"]
                 && ready_message(ks).starts_with("Ready=\"True\"")
@@ -590,11 +588,8 @@ async fn single(bench: &Bench, peer: Peer, n: usize) -> Vec<(String, Result<Samp
     // An out-of-band edit of one object (what `kubectl edit` does), with the annotation that
     // has ours correct it at once; Flux ignores the annotation and corrects it at its interval.
     let restored = async {
-        bench.count(1);
-        let patch = json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/drift": "correct"}}});
-        api.patch("app", &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map_err(|e| e.to_string())?;
+        patch_app(json!({"metadata": {"annotations": {"kustomize.toolkit.fluxcd.io/drift": "correct"}}}))
+            .await?;
         tokio::time::sleep(Duration::from_secs(3)).await;
         bench
             .measure(controller.pid(), async {

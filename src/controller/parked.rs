@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use futures::channel::mpsc;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::api::Kustomization;
 use crate::health::{HealthError, Report};
+use crate::task::OwnedTask;
 
 /// What a wait is for: the generation, source revision and reconcile request it was started
 /// for. A run for anything else supersedes it.
@@ -59,21 +59,12 @@ impl Slot {
     }
 }
 
-/// The wait's task, stopped when its owner lets go of it (a superseded, deleted or dropped
-/// wait holds no watch).
-struct Task(JoinHandle<()>);
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// A wait started and not parked yet.
 pub(crate) struct Started {
     object: ObjectRef<Kustomization>,
     slot: Arc<Slot>,
-    task: Task,
+    /// Stopped with its owner: a superseded, deleted or dropped wait holds no watch.
+    task: OwnedTask,
     undecided: oneshot::Receiver<()>,
 }
 
@@ -116,7 +107,7 @@ struct Parked<T> {
     work: Work,
     pass: T,
     slot: Arc<Slot>,
-    task: Task,
+    task: OwnedTask,
 }
 
 /// What a run finds for its Kustomization.
@@ -186,7 +177,7 @@ impl<T> Waits<T> {
         Started {
             object,
             slot,
-            task: Task(task),
+            task: OwnedTask(task),
             undecided,
         }
     }

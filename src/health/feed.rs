@@ -18,9 +18,9 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::task::JoinHandle;
 
 use crate::kube_ext::ResourceResolver;
+use crate::task::OwnedTask;
 
 /// Longest pause between two reads of an object whose read failed.
 const READ_RETRY_MAX: Duration = Duration::from_secs(30);
@@ -89,8 +89,8 @@ impl HealthWatches {
             .clone();
         let (sender, updates) = mpsc::unbounded();
         let (id, unread) = feed.state().subscribe(&names, sender.clone());
-        let reads =
-            (!unread.is_empty()).then(|| Task(tokio::spawn(read(api, unread, feed.shared.clone(), sender))));
+        let reads = (!unread.is_empty())
+            .then(|| OwnedTask(tokio::spawn(read(api, unread, feed.shared.clone(), sender))));
         Subscription {
             updates: Some(updates),
             _registration: Registration {
@@ -110,7 +110,7 @@ impl HealthWatches {
 pub(crate) struct Subscription {
     updates: Option<mpsc::UnboundedReceiver<Update>>,
     _registration: Registration,
-    _reads: Option<Task>,
+    _reads: Option<OwnedTask>,
 }
 
 impl Subscription {
@@ -159,19 +159,10 @@ impl Drop for Registration {
     }
 }
 
-/// A task stopped when its owner lets go of it.
-struct Task(JoinHandle<()>);
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// One watch and what it knows; the watch stops when the last subscription lets go.
 struct Feed {
     shared: Arc<Mutex<FeedState>>,
-    _watch: Task,
+    _watch: OwnedTask,
 }
 
 impl Feed {
@@ -186,7 +177,7 @@ impl Feed {
         });
         Self {
             shared,
-            _watch: Task(watch),
+            _watch: OwnedTask(watch),
         }
     }
 

@@ -26,7 +26,6 @@ const SETUP: Duration = Duration::from_secs(30);
 /// One health test: a resolver on the test control plane and a namespace of its own.
 struct HealthTest {
     client: Client,
-    resolver: ResourceResolver,
     watches: HealthWatches,
     ns: TestNamespace,
 }
@@ -35,10 +34,8 @@ impl HealthTest {
     async fn new(prefix: &str) -> Self {
         let client = client().await;
         let ns = TestNamespace::new(&client, prefix).await;
-        let resolver = ResourceResolver::new(client.clone());
         Self {
-            watches: HealthWatches::new(resolver.clone()),
-            resolver,
+            watches: HealthWatches::new(ResourceResolver::new(client.clone())),
             client,
             ns,
         }
@@ -50,12 +47,12 @@ impl HealthTest {
 
     /// Server-side applies `object` into the test namespace.
     async fn apply(&self, object: Value) {
-        apply(&self.resolver, Some(self.namespace()), object).await;
+        apply(self.watches.resolver(), Some(self.namespace()), object).await;
     }
 
     /// Server-side applies a cluster-scoped `object`.
     async fn apply_cluster_scoped(&self, object: Value) {
-        apply(&self.resolver, None, object).await;
+        apply(self.watches.resolver(), None, object).await;
     }
 
     /// The object `kind`/`name` of `api_version` in the test namespace, as a health check names it.
@@ -110,7 +107,8 @@ impl HealthTest {
     async fn patch_widget_status(&self, group: &str, patch: Value) {
         eventually("patch widget status", SETUP, || async {
             let (api, _) = self
-                .resolver
+                .watches
+                .resolver()
                 .api(&format!("{group}/v1"), "Widget", Some(self.namespace()))
                 .await
                 .ok()?;

@@ -1,0 +1,12 @@
+//! Spawned tasks that live as long as their owner.
+
+use tokio::task::JoinHandle;
+
+/// A task stopped when its owner lets go of it: a wait superseded, a watch nobody reads.
+pub(crate) struct OwnedTask(pub(crate) JoinHandle<()>);
+
+impl Drop for OwnedTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
