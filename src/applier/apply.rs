@@ -198,7 +198,7 @@ impl Applier {
         let mut run = Run::new(&p.desired, changes);
         let mut holding = Holding::new(policy, self.prints.applied(&owner_key));
         if let Some(previous) = &previous {
-            for (i, outcome) in self.fast_path(&p, previous).await {
+            for (i, outcome) in self.fast_path(&p, previous).await? {
                 let id = p.desired[i].object.id();
                 // drift left in place holds while the live object does: reported again
                 holding.drifted.extend(
@@ -219,7 +219,7 @@ impl Applier {
             .collect();
         let mut prefetched = if full {
             let (unseen, seen) = self.unseen_kinds(&p, todo.iter().copied());
-            let mut known = self.list_owned(&p, seen.into_iter(), false).await;
+            let mut known = self.list_owned(&p, seen.into_iter(), false).await?;
             known.extend(unseen.into_iter().map(|i| (i, Known::Unlisted)));
             known
         } else {

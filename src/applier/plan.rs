@@ -208,6 +208,14 @@ pub(super) fn transport_kind(err: &kube::Error) -> FailureKind {
     }
 }
 
+/// Whether a LIST that failed so is worth replacing with a read of each object: only when the
+/// API server refused the LIST itself (an identity allowed to get but not to list, a kind that
+/// cannot be listed). Any other failure (unreachable, overloaded, timed out) would fail each
+/// read the same way, one request per object.
+pub(super) fn list_refused(err: &kube::Error) -> bool {
+    status_of(err).is_some_and(|s| matches!(s.code, 403 | 404 | 405))
+}
+
 /// The field named by an immutable-field error: from the status causes, or the message. Only
 /// errors that say "immutable" count (not every 409/422 as in Flux).
 fn immutable_field(status: &Status) -> Option<String> {
@@ -362,6 +370,28 @@ mod tests {
 
         assert!(matches!(Known::after_deferral(false), Known::Unlisted));
         assert!(matches!(Known::after_deferral(true), Known::Unread));
+    }
+
+    #[test]
+    fn only_a_refused_list_is_replaced_by_reads_of_each_object() {
+        let answered = |code, reason| kube::Error::Api(Box::new(status(code, reason, "list", vec![])));
+        assert!(
+            list_refused(&answered(403, "Forbidden")),
+            "get may be allowed where list is not"
+        );
+        assert!(list_refused(&answered(405, "MethodNotAllowed")));
+        for (code, reason) in [
+            (500, "InternalError"),
+            (503, "ServiceUnavailable"),
+            (429, "TooManyRequests"),
+        ] {
+            assert!(
+                !list_refused(&answered(code, reason)),
+                "{code}: each read would fail alike"
+            );
+        }
+        let unreachable = kube::Error::Service("connection refused".into());
+        assert!(!list_refused(&unreachable));
     }
 
     fn status(code: u16, reason: &str, message: &str, causes: Vec<StatusCause>) -> Status {

@@ -22,7 +22,7 @@ use super::managed::{cleanup_patch, migrate_api_version_patch};
 use super::normalize::normalize;
 use super::plan::{
     Batch, Desired, DryRunFailure, Known, Outcome, Plan, Write, answers_stored, classify_dry_run,
-    crd_serving, proves_absent, transport_kind,
+    crd_serving, list_refused, proves_absent, transport_kind,
 };
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
 use super::secret::redact;
@@ -403,14 +403,15 @@ impl Applier {
 
     /// Lists the live objects of `indices` that carry `owner`'s labels: one LIST per kind (per
     /// namespace when all its objects share one), metadata only or full objects; each listed
-    /// object is [`Known::Read`], each missing one [`Known::Unlisted`]. A failed list yields no
-    /// entries for its objects, which then take the per-object path.
+    /// object is [`Known::Read`], each missing one [`Known::Unlisted`]. A list the API server
+    /// refused yields no entries for its objects, which then take the per-object path; any
+    /// other failure fails the plan, named by the first object of the kind.
     pub(super) async fn list_owned(
         &self,
         p: &Planning<'_>,
         indices: impl Iterator<Item = usize>,
         metadata_only: bool,
-    ) -> HashMap<usize, Known> {
+    ) -> Result<HashMap<usize, Known>, Vec<ObjectError>> {
         let desired = &p.desired;
         let mut by_kind: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for i in indices {
@@ -452,8 +453,21 @@ impl Applier {
             .collect::<Vec<_>>()
             .await;
         let mut out = HashMap::new();
+        let mut failures = Vec::new();
         for (indices, listed) in lists {
-            let Ok(mut listed) = listed else { continue };
+            let mut listed = match listed {
+                Ok(listed) => listed,
+                Err(e) if list_refused(&e) => continue,
+                Err(e) => {
+                    let first = &desired[indices[0]];
+                    failures.push(ObjectError {
+                        subject: first.subject(),
+                        kind: transport_kind(&e),
+                        message: api_message(&format!("list of {} failed", first.kind.resource.plural), &e),
+                    });
+                    continue;
+                }
+            };
             for i in indices {
                 let d = &desired[i];
                 let known = match listed.remove(&(d.object.namespace.clone(), d.object.name.clone())) {
@@ -463,7 +477,11 @@ impl Applier {
                 out.insert(i, known);
             }
         }
-        out
+        if failures.is_empty() {
+            Ok(out)
+        } else {
+            Err(failures)
+        }
     }
 
     /// Objects whose fingerprints match the last run, from the kind's synced watch or one
@@ -472,7 +490,7 @@ impl Applier {
         &self,
         p: &Planning<'_>,
         previous: &HashMap<String, ObjectPrint>,
-    ) -> Vec<(usize, Outcome)> {
+    ) -> Result<Vec<(usize, Outcome)>, Vec<ObjectError>> {
         let desired = &p.desired;
         let candidates = (0..desired.len()).filter(|i| {
             previous
@@ -480,7 +498,7 @@ impl Applier {
                 .is_some_and(|prev| prev.desired == desired[*i].print)
         });
         let (watched, unwatched) = self.watched_prints(p, candidates);
-        let listed = self.list_owned(p, unwatched.into_iter(), true).await;
+        let listed = self.list_owned(p, unwatched.into_iter(), true).await?;
         let listed = listed.into_iter().filter_map(|(i, known)| match known {
             Known::Read(obj) => Some((i, live_print(&obj["metadata"]))),
             Known::Unlisted | Known::Unread => None,
@@ -501,6 +519,6 @@ impl Applier {
                 ));
             }
         }
-        out
+        Ok(out)
     }
 }
