@@ -392,6 +392,15 @@ fn watch_configs(
     watch_config_kind::<Secret>(controller, ctx, reader, true)
 }
 
+/// The watches' settings. Their lists, first and after a watch expired, ask for the newest
+/// state rather than any the API server has cached: a server just restarted answers from a
+/// cache still catching up with a version older than it keeps, the watch from there fails with
+/// 410 Gone, and the next such list gives the same old version, so a source's new revision
+/// went unseen for minutes.
+fn watch_config() -> watcher::Config {
+    watcher::Config::default()
+}
+
 /// One kind of [`watch_configs`]: ConfigMaps (`secret` false) or Secrets.
 fn watch_config_kind<K>(
     controller: Controller<Kustomization>,
@@ -409,9 +418,7 @@ where
         + 'static,
 {
     let options = &ctx.options;
-    let config = watcher::Config::default()
-        .any_semantic()
-        .labels(&options.watch_configs_label_selector);
+    let config = watch_config().labels(&options.watch_configs_label_selector);
     let changes = watcher(
         namespaced_or_all::<PartialObjectMeta<K>>(&ctx.client, options),
         config,
@@ -434,13 +441,13 @@ where
 async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Receiver<Owner>) {
     let options = &ctx.options;
     let api: Api<Kustomization> = namespaced_or_all(&ctx.client, options);
-    let mut watch_config = watcher::Config::default().any_semantic();
+    let mut own_config = watch_config();
     if !options.watch_label_selector.is_empty() {
-        watch_config = watch_config.labels(&options.watch_label_selector);
+        own_config = own_config.labels(&options.watch_label_selector);
     }
     let (reader, writer) = reflector::store();
     let seen = ctx.clone();
-    let kustomizations = watcher(api, watch_config)
+    let kustomizations = watcher(api, own_config)
         .default_backoff()
         .modify(|ks: &mut Kustomization| ks.managed_fields_mut().clear())
         .reflect(writer)
@@ -471,7 +478,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
         let cache = reflector::store::Writer::new(resource.clone());
         ctx.sources.register(kind, cache.as_reader());
         let observer = ctx.clone();
-        let sources = watcher(api, watcher::Config::default().any_semantic())
+        let sources = watcher(api, watch_config())
             .default_backoff()
             .inspect(move |item| observer.sources.observe(kind, item))
             .modify(|source: &mut DynamicObject| source.managed_fields_mut().clear())
