@@ -15,3 +15,4 @@ pub mod sops;
 pub mod source;
 mod task;
 pub mod telemetry;
+pub(crate) mod watch_retry;

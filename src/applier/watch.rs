@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, PartialObjectMeta};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -140,7 +139,7 @@ async fn watch_kind(
     changes: mpsc::Sender<Owner>,
 ) {
     let config = watcher::Config::default().labels(keys::NAME_LABEL);
-    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    let mut events = std::pin::pin!(crate::watch_retry::with_backoff(watcher(api, config)));
     let mut relisted: Option<HashMap<String, [u8; 32]>> = None;
     let announce = |meta: &ObjectMeta| {
         if let Some(owner) = owner_of(meta) {

@@ -419,11 +419,10 @@ where
 {
     let options = &ctx.options;
     let config = watch_config().labels(&options.watch_configs_label_selector);
-    let changes = watcher(
+    let changes = crate::watch_retry::with_backoff(watcher(
         namespaced_or_all::<PartialObjectMeta<K>>(&ctx.client, options),
         config,
-    )
-    .default_backoff()
+    ))
     .touched_objects()
     .predicate_filter(predicates::resource_version, Default::default());
     let store = reader.clone();
@@ -447,8 +446,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
     }
     let (reader, writer) = reflector::store();
     let seen = ctx.clone();
-    let kustomizations = watcher(api, own_config)
-        .default_backoff()
+    let kustomizations = crate::watch_retry::with_backoff(watcher(api, own_config))
         .modify(|ks: &mut Kustomization| ks.managed_fields_mut().clear())
         .reflect(writer)
         .applied_objects()
@@ -478,8 +476,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
         let cache = reflector::store::Writer::new(resource.clone());
         ctx.sources.register(kind, cache.as_reader());
         let observer = ctx.clone();
-        let sources = watcher(api, watch_config())
-            .default_backoff()
+        let sources = crate::watch_retry::with_backoff(watcher(api, watch_config()))
             .inspect(move |item| observer.sources.observe(kind, item))
             .modify(|source: &mut DynamicObject| source.managed_fields_mut().clear())
             .reflect(cache)

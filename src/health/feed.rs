@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 use crate::kube_ext::ResourceResolver;
 use crate::task::OwnedTask;
@@ -170,7 +170,8 @@ impl Feed {
         let shared = Arc::new(Mutex::new(FeedState::default()));
         let state = shared.clone();
         let watch = tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+            let mut events =
+                crate::watch_retry::with_backoff(watcher(api, watcher::Config::default())).boxed();
             while let Some(event) = events.next().await {
                 state.lock().expect("health feed lock").on_event(event);
             }
