@@ -46,10 +46,18 @@ impl SourceCache {
     pub(crate) fn observe<K>(&self, kind: SourceKind, item: &Result<watcher::Event<K>, watcher::Error>) {
         let mut unsure = self.unsure.lock().expect("source cache lock");
         match item {
-            Err(_) | Ok(watcher::Event::Init) => {
+            Err(error) => {
+                tracing::debug!(kind = kind.as_str(), %error, "source watch failed");
                 unsure.insert(kind);
             }
-            Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+            Ok(watcher::Event::Init) => {
+                unsure.insert(kind);
+            }
+            Ok(watcher::Event::InitDone) => {
+                tracing::debug!(kind = kind.as_str(), "source watch synced");
+                unsure.remove(&kind);
+            }
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
                 unsure.remove(&kind);
             }
             Ok(watcher::Event::InitApply(_)) => {}
