@@ -83,7 +83,7 @@ mod tests {
         let count = items.len();
         let mut events = std::pin::pin!(with_backoff(stream::iter(items)));
         for _ in 0..count {
-            events.next().await.expect("an item");
+            let _ = events.next().await.expect("an item");
         }
         let last = tokio::time::Instant::now();
         assert!(events.next().await.is_none());
