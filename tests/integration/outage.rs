@@ -30,10 +30,9 @@ const REVISIONS: [&str; 3] = [
     "main@sha1:a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3",
 ];
 /// Ready again after the control plane is back, new revision applied, within this bound. Watch
-/// reconnects back off up to a minute (30 s plus as much of jitter), and after an API server
-/// restart one reconnect in a few was seen to wait about a minute more for its answer, so the
-/// new revision came 60 to 130 s after the restart; the machine running the tests is shared.
-const RECOVERY_LIMIT: Duration = Duration::from_secs(240);
+/// reconnects back off up to a minute (30 s plus as much of jitter), and the machine running the
+/// tests is shared.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(120);
 
 /// Every Kustomization's spec.retryInterval: a failed pass is retried after it (or after a
 /// backoff from 750 ms, which doubles past it within a few passes).
