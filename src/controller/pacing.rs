@@ -41,6 +41,10 @@ pub(crate) enum BuildStopped {
     /// Not finished within spec.timeout, counted from the start of the pass.
     #[error("build timed out: not finished within spec.timeout ({})", duration::format(*.0))]
     TimedOut(Duration),
+    /// spec.timeout was used up by the steps before the build (an API server holding their
+    /// requests): the build is not started, and not blamed.
+    #[error("spec.timeout ({}) ran out before the build began", duration::format(*.0))]
+    NoTimeLeft(Duration),
 }
 
 impl StepError for BuildStopped {
@@ -58,6 +62,9 @@ pub(crate) async fn build_within<T: Send + 'static>(
     timeout: Duration,
     build: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, BuildStopped> {
+    if budget.is_zero() {
+        return Err(BuildStopped::NoTimeLeft(timeout));
+    }
     match tokio::time::timeout(budget, tokio::task::spawn_blocking(build)).await {
         Ok(joined) => Ok(joined?),
         Err(_) => Err(BuildStopped::TimedOut(timeout)),
@@ -125,6 +132,12 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "build timed out: not finished within spec.timeout (30s)"
+        );
+
+        let late = build_within(Duration::ZERO, Duration::from_secs(30), || 7);
+        assert_eq!(
+            late.await.unwrap_err().to_string(),
+            "spec.timeout (30s) ran out before the build began"
         );
 
         let quick = build_within(Duration::from_secs(5), Duration::from_secs(30), || 7);
