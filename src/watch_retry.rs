@@ -1,11 +1,12 @@
-//! How the controller's watches retry: kube's default delays (from 0.8 s, doubling to 30 s,
-//! plus up to as much again of jitter), except after a watch expired.
+//! How the controller's watches list and retry. Lists ask for the newest state; retries wait
+//! kube's default delays (from 0.8 s, doubling to 30 s, plus up to as much again of jitter),
+//! except after a watch expired.
 //!
 //! A watch expires (410 Gone) when the API server no longer keeps the version it resumes
 //! from; that is how a watch learns to list afresh, not a sign of a failing server. After an
 //! API server restart every watch expires on its first reconnect, which comes while the delay
-//! is still doubled from the outage: waiting that delay once more before the list left a
-//! source's new revision unseen for up to two minutes. The list after an expiry waits the
+//! is still doubled from the outage: waiting that delay once more before the list would add up
+//! to a minute before a source's new revision is seen. The list after an expiry waits the
 //! shortest delay instead.
 
 use std::sync::Arc;
@@ -16,6 +17,14 @@ use futures::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
+
+/// The settings of every watch. Its lists, first and after an expiry, ask for the newest state
+/// rather than any version the API server has cached: a cache still catching up after a
+/// restart can answer with a version older than it keeps, which the resumed watch then finds
+/// expired at once.
+pub(crate) fn config() -> watcher::Config {
+    watcher::Config::default()
+}
 
 /// `events` with the retry delays above.
 pub(crate) fn with_backoff<K>(

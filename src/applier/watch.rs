@@ -138,7 +138,7 @@ async fn watch_kind(
     store: Arc<KindStore>,
     changes: mpsc::Sender<Owner>,
 ) {
-    let config = watcher::Config::default().labels(keys::NAME_LABEL);
+    let config = crate::watch_retry::config().labels(keys::NAME_LABEL);
     let mut events = std::pin::pin!(crate::watch_retry::with_backoff(watcher(api, config)));
     let mut relisted: Option<HashMap<String, [u8; 32]>> = None;
     let announce = |meta: &ObjectMeta| {

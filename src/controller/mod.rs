@@ -392,15 +392,6 @@ fn watch_configs(
     watch_config_kind::<Secret>(controller, ctx, reader, true)
 }
 
-/// The watches' settings. Their lists, first and after a watch expired, ask for the newest
-/// state rather than any the API server has cached: a server just restarted answers from a
-/// cache still catching up with a version older than it keeps, the watch from there fails with
-/// 410 Gone, and the next such list gives the same old version, so a source's new revision
-/// went unseen for minutes.
-fn watch_config() -> watcher::Config {
-    watcher::Config::default()
-}
-
 /// One kind of [`watch_configs`]: ConfigMaps (`secret` false) or Secrets.
 fn watch_config_kind<K>(
     controller: Controller<Kustomization>,
@@ -418,7 +409,7 @@ where
         + 'static,
 {
     let options = &ctx.options;
-    let config = watch_config().labels(&options.watch_configs_label_selector);
+    let config = crate::watch_retry::config().labels(&options.watch_configs_label_selector);
     let changes = crate::watch_retry::with_backoff(watcher(
         namespaced_or_all::<PartialObjectMeta<K>>(&ctx.client, options),
         config,
@@ -440,7 +431,7 @@ where
 async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Receiver<Owner>) {
     let options = &ctx.options;
     let api: Api<Kustomization> = namespaced_or_all(&ctx.client, options);
-    let mut own_config = watch_config();
+    let mut own_config = crate::watch_retry::config();
     if !options.watch_label_selector.is_empty() {
         own_config = own_config.labels(&options.watch_label_selector);
     }
@@ -476,7 +467,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
         let cache = reflector::store::Writer::new(resource.clone());
         ctx.sources.register(kind, cache.as_reader());
         let observer = ctx.clone();
-        let sources = crate::watch_retry::with_backoff(watcher(api, watch_config()))
+        let sources = crate::watch_retry::with_backoff(watcher(api, crate::watch_retry::config()))
             .inspect(move |item| observer.sources.observe(kind, item))
             .modify(|source: &mut DynamicObject| source.managed_fields_mut().clear())
             .reflect(cache)

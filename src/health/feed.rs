@@ -171,7 +171,7 @@ impl Feed {
         let state = shared.clone();
         let watch = tokio::spawn(async move {
             let mut events =
-                crate::watch_retry::with_backoff(watcher(api, watcher::Config::default())).boxed();
+                crate::watch_retry::with_backoff(watcher(api, crate::watch_retry::config())).boxed();
             while let Some(event) = events.next().await {
                 state.lock().expect("health feed lock").on_event(event);
             }
