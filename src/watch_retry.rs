@@ -1,6 +1,6 @@
 //! How the controller's watches list and retry. Lists ask for the newest state; retries wait
 //! kube's default delays (from 0.8 s, doubling to 30 s, plus up to as much again of jitter),
-//! except after a watch expired.
+//! except after a watch expired. Each watch waits alone: one failing never pauses another.
 //!
 //! A watch expires (410 Gone) when the API server no longer keeps the version it resumes
 //! from; that is how a watch learns to list afresh, not a sign of a failing server. After an
@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::Store;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
 
@@ -24,6 +26,41 @@ use kube::runtime::watcher::{self, DefaultBackoff};
 /// expired at once.
 pub(crate) fn config() -> watcher::Config {
     watcher::Config::default()
+}
+
+/// A controller of `K` running `concurrency` passes at once, triggered by `objects` and by the
+/// watches added to it, each of which must come through [`with_backoff`].
+///
+/// kube's controller would also wait after an error of any of its watches, reading none of
+/// them meanwhile, the delay doubling with each error of any: after an API server restart the
+/// watches' reconnect errors left a source's new revision unread for up to minutes.
+pub(crate) fn controller<K>(
+    objects: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    reader: Store<K>,
+    concurrency: u16,
+) -> Controller<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    Controller::for_stream(objects, reader)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .trigger_backoff(Undelayed)
+}
+
+/// No delay: for the merge of watches that each wait alone.
+struct Undelayed;
+
+impl Iterator for Undelayed {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl Backoff for Undelayed {
+    fn reset(&mut self) {}
 }
 
 /// `events` with the retry delays above.
@@ -97,6 +134,59 @@ mod tests {
         let last = tokio::time::Instant::now();
         assert!(events.next().await.is_none());
         last.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_failing_again_and_again_does_not_delay_what_another_watch_brings() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::controller::Action;
+        use kube::runtime::reflector::{self, ObjectRef};
+
+        let object: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "a", "namespace": "ns"}}))
+                .unwrap();
+        let (reader, writer) = reflector::store();
+        let listed = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(object.clone()),
+            watcher::Event::InitDone,
+        ];
+        let objects = reflector::reflector(writer, stream::iter(listed.map(Ok)).chain(stream::pending()))
+            .applied_objects();
+        let failing = stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Some((Err::<ConfigMap, _>(watcher::Error::NoResourceVersion), ()))
+        });
+        let late = Duration::from_secs(20);
+        let brought = stream::once(async move {
+            tokio::time::sleep(late).await;
+            Ok(object)
+        })
+        .chain(stream::pending());
+
+        let start = tokio::time::Instant::now();
+        let passes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let run = controller(objects, reader, 4)
+            .watches_stream(failing, |cm: ConfigMap| Some(ObjectRef::from_obj(&cm)))
+            .watches_stream(brought, |cm: ConfigMap| Some(ObjectRef::from_obj(&cm)))
+            .run(
+                move |_, passes: Arc<Arc<std::sync::Mutex<Vec<Duration>>>>| {
+                    passes.lock().unwrap().push(start.elapsed());
+                    std::future::ready(Ok::<_, std::io::Error>(Action::await_change()))
+                },
+                |_, _, _| Action::await_change(),
+                Arc::new(passes.clone()),
+            )
+            .for_each(|_| async {});
+        let _ = tokio::time::timeout(late + Duration::from_secs(20), run).await;
+
+        let passes = passes.lock().unwrap().clone();
+        assert!(
+            passes
+                .iter()
+                .any(|at| (late..late + Duration::from_secs(1)).contains(at)),
+            "a pass within a second of the change at {late:?}: {passes:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

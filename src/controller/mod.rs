@@ -30,7 +30,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
@@ -443,8 +443,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
         .applied_objects()
         .inspect_ok(move |ks| seen.own_writes.seen(&object_key(ks), ks))
         .predicate_filter(trigger_hash, Default::default());
-    let mut controller = Controller::for_stream(kustomizations, reader.clone())
-        .with_config(ControllerConfig::default().concurrency(options.concurrent));
+    let mut controller = crate::watch_retry::controller(kustomizations, reader.clone(), options.concurrent);
 
     // ExternalArtifact stays behind Flux's (default-off) feature gate.
     let external = options
