@@ -56,7 +56,8 @@ test: tools
 
 # The fault suite, after `make test` in CI: tests that start a control plane of their own and
 # take parts of it down (API server restart, an etcd outage of E2E_ETCD_OUTAGE_SECS, default
-# 30), and the soak. Their names contain one of these words; `make test` skips them.
+# 30), and the soak. Their names contain one of these words; `make test` skips them. Their
+# failures explain themselves in their messages, which a backtrace would push out of view.
 CHAOS_TESTS := outage soak
 CHAOS_SKIP := $(foreach t,$(CHAOS_TESTS),--skip $(t))
 .PHONY: chaos
@@ -68,7 +69,7 @@ chaos: tools
 	@status=0; \
 	export KUBECONFIG=$(TEST_STATE)/admin.kubeconfig E2E_BIN=$$(cat $(TEST_STATE)/bin); \
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
-	$(CARGO) test --locked --test integration -- --include-ignored --test-threads=2 $(CHAOS_TESTS) || status=$$?; \
+	RUST_BACKTRACE=0 $(CARGO) test --locked --test integration -- --include-ignored --test-threads=2 $(CHAOS_TESTS) || status=$$?; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
 

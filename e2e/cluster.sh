@@ -86,6 +86,11 @@ component() { # name: one of the components `up` starts, or a usage error
   [ -f "$state/$1.cmd" ] || { log "no cluster in $state"; exit 1; }
 }
 
+apiserver_ready() { # waits until the API server of the admin kubeconfig is ready
+  local server; server=$(sed -n 's/.*server: "\([^"]*\)".*/\1/p' "$state/admin.kubeconfig")
+  wait_for kube-apiserver 90 curl -fs --cacert "$state/ca.crt" "$server/readyz"
+}
+
 restart_component() { # name: start it again from its saved command line, wait until it serves
   local name=$1
   if [ -f "$state/$name.pid" ] && kill -0 "$(cat "$state/$name.pid")" 2>/dev/null; then
@@ -96,10 +101,12 @@ restart_component() { # name: start it again from its saved command line, wait u
   case "$name" in
     etcd)
       local url; url=$(sed -n 's/.*--listen-client-urls=\([^ ]*\).*/\1/p' "$state/etcd.cmd")
-      wait_for etcd 30 curl -fs "$url/health" ;;
-    apiserver)
-      local server; server=$(sed -n 's/.*server: "\([^"]*\)".*/\1/p' "$state/admin.kubeconfig")
-      wait_for kube-apiserver 90 curl -fs --cacert "$state/ca.crt" "$server/readyz" ;;
+      wait_for etcd 30 curl -fs "$url/health"
+      # Back means serving: a running API server must have reconnected to it.
+      if [ -f "$state/apiserver.pid" ] && kill -0 "$(cat "$state/apiserver.pid")" 2>/dev/null; then
+        apiserver_ready
+      fi ;;
+    apiserver) apiserver_ready ;;
   esac
   log "$name started"
 }
