@@ -209,10 +209,10 @@ impl std::future::Future for FencedConnection {
 }
 
 /// How long a watch may wait for the API server's answer (its response headers, which a
-/// server sends as soon as the watch is established). After a restart, an API server was seen
-/// to hold a resumed watch of a custom resource for about a minute before answering, while the
-/// watch's store still vouched for what it held before: given up on, the watch retries, and
-/// its store is not trusted until it is synced again.
+/// server sends as soon as the watch is established). A watch whose answer never comes (its
+/// connection accepted by a server shutting down, or by a proxy that lost its upstream) would
+/// leave its store vouching for what it held before: given up on, the watch retries, and its
+/// store is not trusted until it is synced again.
 const WATCH_ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// A watch the API server did not answer within [`WATCH_ANSWER_LIMIT`].
