@@ -251,13 +251,11 @@ impl Outage {
         );
         // Flux's events: one per change. Each Kustomization applied one new revision, so at
         // most that event, one about the failure, and one about the recovery when a pass
-        // succeeded again before the new revision was published; never one repeated.
+        // succeeded again before the new revision reached it; never one repeated.
         let after = self.events().await;
-        let mut new_events = 0;
         let mut new_reasons = BTreeMap::<&str, usize>::new();
         for (ks, old) in &events {
             let new: Vec<_> = after[ks].iter().filter(|e| !old.contains(e)).collect();
-            new_events += new.len();
             for (_, reason, _) in &new {
                 *new_reasons.entry(reason).or_default() += 1;
             }
@@ -307,6 +305,7 @@ impl Outage {
              not back off (at most {request_limit:.0})"
         );
         let rate = outage_requests / outage.as_secs_f64();
+        let new_events: usize = new_reasons.values().sum();
         format!(
             "{component} down {outage:.1?}: {outage_requests} requests ({rate:.1}/s); all {KUSTOMIZATIONS} \
              applied the next revision {recovery:.1?} after it was back (published after {published:.1?}); \
