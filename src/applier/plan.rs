@@ -213,7 +213,8 @@ pub(super) fn transport_kind(err: &kube::Error) -> FailureKind {
 /// cannot be listed). Any other failure (unreachable, overloaded, timed out) would fail each
 /// read the same way, one request per object.
 pub(super) fn list_refused(err: &kube::Error) -> bool {
-    status_of(err).is_some_and(|s| matches!(s.code, 403 | 404 | 405))
+    // Forbidden, Not Found, Method Not Allowed.
+    status_of(err).is_some_and(|s| matches!(s.code, 403..=405))
 }
 
 /// The field named by an immutable-field error: from the status causes, or the message. Only
