@@ -42,6 +42,10 @@ const RETRY_INTERVAL_SECS: u64 = 5;
 const REQUESTS_PER_PASS: f64 = 5.0;
 /// How long the API server stays down (its restart takes some seconds more).
 const API_SERVER_OUTAGE: Duration = Duration::from_secs(15);
+/// How long after its apply the event about a new revision may take to be written.
+const EVENTS_LIMIT: Duration = Duration::from_secs(30);
+/// The annotation naming the revision an event is about.
+const REVISION_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/revision";
 /// How much of the controller log a failure shows.
 const LOG_TAIL_LINES: usize = 60;
 
@@ -51,6 +55,15 @@ fn outage_duration() -> Duration {
             .unwrap_or_else(|_| panic!("E2E_ETCD_OUTAGE_SECS must be a number of seconds, not {v:?}"))
     });
     Duration::from_secs(secs)
+}
+
+type Event = (String, String, String);
+
+fn without_revisions(events: BTreeMap<String, Vec<(Event, String)>>) -> BTreeMap<String, Vec<Event>> {
+    events
+        .into_iter()
+        .map(|(ks, events)| (ks, events.into_iter().map(|(event, _)| event).collect()))
+        .collect()
 }
 
 fn name(i: usize) -> String {
@@ -193,16 +206,64 @@ impl Outage {
     }
 
     /// (type, reason, note) of the events about each Kustomization.
-    async fn events(&self) -> BTreeMap<String, Vec<(String, String, String)>> {
+    async fn events(&self) -> BTreeMap<String, Vec<Event>> {
+        without_revisions(self.events_with_revisions().await)
+    }
+
+    /// Each event about each Kustomization, with the revision it carries.
+    async fn events_with_revisions(&self) -> BTreeMap<String, Vec<(Event, String)>> {
         let mut out = BTreeMap::new();
         for i in 0..KUSTOMIZATIONS {
             let events = events_about(&self.client, NAMESPACE, &name(i)).await;
             out.insert(
                 name(i),
-                events.into_iter().map(|(t, r, n, _)| (t, r, n)).collect(),
+                events
+                    .into_iter()
+                    .map(|(t, r, n, annotations)| {
+                        let revision = annotations[REVISION_ANNOTATION]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string();
+                        ((t, r, n), revision)
+                    })
+                    .collect(),
             );
         }
         out
+    }
+
+    /// The events once every Kustomization's event about `revision` is written and no other
+    /// came for a second. The controller writes events from a queue after the status, several
+    /// at a time, so a list taken when the status shows the revision may miss the last of them.
+    async fn events_settled(&self, revision: usize) -> BTreeMap<String, Vec<Event>> {
+        let deadline = Instant::now() + EVENTS_LIMIT;
+        let untold = |events: &BTreeMap<String, Vec<(_, String)>>| {
+            events
+                .iter()
+                .filter(|(_, events)| !events.iter().any(|(_, r)| r == REVISIONS[revision]))
+                .map(|(ks, _)| ks.clone())
+                .collect::<Vec<_>>()
+        };
+        let mut last = self.events_with_revisions().await;
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let now = self.events_with_revisions().await;
+            let untold = untold(&now);
+            if untold.is_empty() && now == last {
+                return without_revisions(now);
+            }
+            let missing = if untold.is_empty() {
+                "events still being written".to_string()
+            } else {
+                format!("{untold:?}: no event about revision {}", REVISIONS[revision])
+            };
+            assert!(
+                Instant::now() < deadline,
+                "{}\n{missing} {EVENTS_LIMIT:?} after its apply (above: the controller log's end)",
+                self.log_tail(),
+            );
+            last = now;
+        }
     }
 
     async fn requests_sent(&self) -> BTreeMap<(String, String), f64> {
@@ -252,7 +313,7 @@ impl Outage {
         // Flux's events: one per change. Each Kustomization applied one new revision, so at
         // most that event, one about the failure, and one about the recovery when a pass
         // succeeded again before the new revision reached it; never one repeated.
-        let after = self.events().await;
+        let after = self.events_settled(revision).await;
         let mut new_reasons = BTreeMap::<&str, usize>::new();
         for (ks, old) in &events {
             let new: Vec<_> = after[ks].iter().filter(|e| !old.contains(e)).collect();
