@@ -208,20 +208,6 @@ impl std::future::Future for FencedConnection {
     }
 }
 
-/// How long a watch may wait for the API server's answer (its response headers, which a
-/// server sends as soon as the watch is established). A watch whose answer never comes (its
-/// connection accepted by a server shutting down, or by a proxy that lost its upstream) would
-/// leave its store vouching for what it held before: given up on, the watch retries, and its
-/// store is not trusted until it is synced again.
-const WATCH_ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// A watch the API server did not answer within [`WATCH_ANSWER_LIMIT`].
-#[derive(Debug, thiserror::Error)]
-#[error("watch of {path} not answered within {}s", WATCH_ANSWER_LIMIT.as_secs())]
-struct WatchUnanswered {
-    path: String,
-}
-
 /// A write the [`WriteFence`] held back.
 #[derive(Debug, thiserror::Error)]
 #[error("{method} {path} refused: this replica's leader lease is no longer renewed")]
@@ -392,21 +378,11 @@ where
             };
             return Box::pin(std::future::ready(Err(tower::BoxError::from(refused).into())));
         }
-        let key = request_key(req.method(), req.uri().path(), req.uri().query());
-        let unanswered = (key.verb == "watch").then(|| WatchUnanswered {
-            path: req.uri().path().to_string(),
-        });
-        counts.record(key);
+        counts.record(request_key(req.method(), req.uri().path(), req.uri().query()));
         let (host, method) = (self.layer.host.clone(), req.method().to_string());
         let response = self.inner.call(req);
         Box::pin(async move {
-            let response = match unanswered {
-                None => response.await,
-                Some(unanswered) => match tokio::time::timeout(WATCH_ANSWER_LIMIT, response).await {
-                    Ok(response) => response,
-                    Err(_) => Err(tower::BoxError::from(unanswered).into()),
-                },
-            };
+            let response = response.await;
             let code = match &response {
                 Ok(response) => response.status().as_u16().to_string(),
                 Err(_) => "<error>".to_string(),
@@ -424,7 +400,8 @@ pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), 
     Ok((counted_client(config, &counts)?, counts))
 }
 
-/// A client whose API requests are added to `counts`.
+/// A client whose API requests are added to `counts`, and whose watches give up on an answer
+/// that does not come (`watch_retry::AnswerLimitLayer`).
 pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Client, kube::Error> {
     let host = config
         .cluster_url
@@ -435,6 +412,7 @@ pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Cl
         fence: counts.fence.clone(),
     };
     Ok(kube::client::ClientBuilder::try_from((config, executor))?
+        .with_layer(&crate::watch_retry::AnswerLimitLayer)
         .with_layer(&CountingLayer {
             counts: counts.clone(),
             host,
@@ -510,33 +488,6 @@ mod tests {
                 "{case}"
             );
         }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_watch_unanswered_for_15_s_fails_and_other_requests_wait_on() {
-        use tower::{Layer, Service};
-        let layer = CountingLayer {
-            counts: RequestCounts::default(),
-            host: "api".into(),
-        };
-        let silent = tower::service_fn(|_: hyper::Request<()>| {
-            std::future::pending::<Result<hyper::Response<()>, tower::BoxError>>()
-        });
-        let mut service = layer.layer(silent);
-        let request = |uri: &str| hyper::Request::get(uri).body(()).unwrap();
-        let watch = service.call(request(
-            "/apis/source.toolkit.fluxcd.io/v1/gitrepositories?watch=true",
-        ));
-        let list = service.call(request("/apis/source.toolkit.fluxcd.io/v1/gitrepositories"));
-        let start = tokio::time::Instant::now();
-        let error = tokio::time::timeout(std::time::Duration::from_secs(300), watch)
-            .await
-            .expect("an unanswered watch ends")
-            .expect_err("with an error");
-        assert_eq!(start.elapsed(), WATCH_ANSWER_LIMIT);
-        assert!(error.to_string().contains("not answered within 15s"), "{error}");
-        let waited = tokio::time::timeout(std::time::Duration::from_secs(300), list).await;
-        assert!(waited.is_err(), "a list is left to its own timeouts");
     }
 
     #[tokio::test]
