@@ -208,6 +208,70 @@ impl std::future::Future for FencedConnection {
     }
 }
 
+/// How long a watch may wait for the API server's answer (its response headers, which a
+/// server sends as soon as the watch is established). A watch whose answer never comes (its
+/// connection accepted by a server shutting down, or by a proxy that lost its upstream) would
+/// leave its store vouching for what it held before: given up on, the watch retries, and its
+/// store is not trusted until it is synced again.
+const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A watch the API server did not answer within [`ANSWER_LIMIT`].
+#[derive(Debug, thiserror::Error)]
+#[error("watch of {path} not answered within {}s", ANSWER_LIMIT.as_secs())]
+struct Unanswered {
+    path: String,
+}
+
+/// Gives up on a watch request not answered within [`ANSWER_LIMIT`]; every other request is
+/// left to its own timeouts.
+#[derive(Clone, Copy)]
+struct AnswerLimitLayer;
+
+impl<S> tower::Layer<S> for AnswerLimitLayer {
+    type Service = AnswerLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AnswerLimit { inner }
+    }
+}
+
+#[derive(Clone)]
+struct AnswerLimit<S> {
+    inner: S,
+}
+
+impl<S, B, R> tower::Service<hyper::Request<B>> for AnswerLimit<S>
+where
+    S: tower::Service<hyper::Request<B>, Response = hyper::Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: From<tower::BoxError> + Send + 'static,
+    R: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
+        let unanswered = is_watch(req.method(), req.uri().query()).then(|| Unanswered {
+            path: req.uri().path().to_string(),
+        });
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let Some(unanswered) = unanswered else {
+                return response.await;
+            };
+            match tokio::time::timeout(ANSWER_LIMIT, response).await {
+                Ok(response) => response,
+                Err(_) => Err(tower::BoxError::from(unanswered).into()),
+            }
+        })
+    }
+}
+
 /// A write the [`WriteFence`] held back.
 #[derive(Debug, thiserror::Error)]
 #[error("{method} {path} refused: this replica's leader lease is no longer renewed")]
@@ -276,14 +340,20 @@ impl RequestCounts {
     }
 }
 
+/// Whether the request is a watch: a GET with the `watch` parameter.
+fn is_watch(method: &hyper::Method, query: Option<&str>) -> bool {
+    method == hyper::Method::GET && has_query_param(query, "watch")
+}
+
+fn has_query_param(query: Option<&str>, param: &str) -> bool {
+    query
+        .unwrap_or("")
+        .split('&')
+        .any(|kv| kv == param || kv.strip_prefix(param).is_some_and(|rest| rest.starts_with('=')))
+}
+
 /// Classifies a request by method and URL into a [`RequestKey`].
-pub(crate) fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> RequestKey {
-    let query = query.unwrap_or("");
-    let has_param = |p: &str| {
-        query
-            .split('&')
-            .any(|kv| kv == p || kv.starts_with(&format!("{p}=")))
-    };
+fn request_key(method: &hyper::Method, path: &str, query: Option<&str>) -> RequestKey {
     let segments: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -313,12 +383,12 @@ pub(crate) fn request_key(method: &hyper::Method, path: &str, query: Option<&str
         format!("{resource}.{group}")
     };
     let verb = match *method {
-        hyper::Method::GET if has_param("watch") => "watch",
+        _ if is_watch(method, query) => "watch",
         hyper::Method::GET if named => "get",
         hyper::Method::GET => "list",
         hyper::Method::POST => "create",
         hyper::Method::PUT => "update",
-        hyper::Method::PATCH if has_param("dryRun") => "dry-run-patch",
+        hyper::Method::PATCH if has_query_param(query, "dryRun") => "dry-run-patch",
         hyper::Method::PATCH => "patch",
         hyper::Method::DELETE if named => "delete",
         hyper::Method::DELETE => "deletecollection",
@@ -401,7 +471,7 @@ pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), 
 }
 
 /// A client whose API requests are added to `counts`, and whose watches give up on an answer
-/// that does not come (`watch_retry::AnswerLimitLayer`).
+/// that does not come ([`AnswerLimitLayer`]).
 pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Client, kube::Error> {
     let host = config
         .cluster_url
@@ -412,7 +482,7 @@ pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Cl
         fence: counts.fence.clone(),
     };
     Ok(kube::client::ClientBuilder::try_from((config, executor))?
-        .with_layer(&crate::watch_retry::AnswerLimitLayer)
+        .with_layer(&AnswerLimitLayer)
         .with_layer(&CountingLayer {
             counts: counts.clone(),
             host,
@@ -488,6 +558,29 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_unanswered_for_15_s_fails_and_other_requests_wait_on() {
+        use tower::{Layer, Service};
+        let silent = tower::service_fn(|_: hyper::Request<()>| {
+            std::future::pending::<Result<hyper::Response<()>, tower::BoxError>>()
+        });
+        let mut service = AnswerLimitLayer.layer(silent);
+        let request = |uri: &str| hyper::Request::get(uri).body(()).unwrap();
+        let watch = service.call(request(
+            "/apis/source.toolkit.fluxcd.io/v1/gitrepositories?watch=true",
+        ));
+        let list = service.call(request("/apis/source.toolkit.fluxcd.io/v1/gitrepositories"));
+        let start = tokio::time::Instant::now();
+        let error = tokio::time::timeout(std::time::Duration::from_secs(300), watch)
+            .await
+            .expect("an unanswered watch ends")
+            .expect_err("with an error");
+        assert_eq!(start.elapsed(), ANSWER_LIMIT);
+        assert!(error.to_string().contains("not answered within 15s"), "{error}");
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(300), list).await;
+        assert!(waited.is_err(), "a list is left to its own timeouts");
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::support::artifacts::ArtifactServer;
 use crate::support::controller::{
-    ControllerProcess, all_applied, apply_kustomization, events_about, publish,
+    ControllerProcess, all_applied, apply_kustomization, events_by_object, publish,
 };
 use crate::support::flux::install_source_controller_crds;
 use crate::support::install_crd;
@@ -212,12 +212,11 @@ impl Outage {
 
     /// Each event about each Kustomization, with the revision it carries.
     async fn events_with_revisions(&self) -> BTreeMap<String, Vec<(Event, String)>> {
-        let mut out = BTreeMap::new();
-        for i in 0..KUSTOMIZATIONS {
-            let events = events_about(&self.client, NAMESPACE, &name(i)).await;
-            out.insert(
-                name(i),
-                events
+        let mut by_object = events_by_object(&self.client, NAMESPACE).await;
+        (0..KUSTOMIZATIONS)
+            .map(|i| {
+                let events = by_object.remove(&name(i)).unwrap_or_default();
+                let events = events
                     .into_iter()
                     .map(|(t, r, n, annotations)| {
                         let revision = annotations[REVISION_ANNOTATION]
@@ -226,10 +225,10 @@ impl Outage {
                             .to_string();
                         ((t, r, n), revision)
                     })
-                    .collect(),
-            );
-        }
-        out
+                    .collect();
+                (name(i), events)
+            })
+            .collect()
     }
 
     /// The events once every Kustomization's event about `revision` is written and no other
@@ -237,7 +236,7 @@ impl Outage {
     /// at a time, so a list taken when the status shows the revision may miss the last of them.
     async fn events_settled(&self, revision: usize) -> BTreeMap<String, Vec<Event>> {
         let deadline = Instant::now() + EVENTS_LIMIT;
-        let untold = |events: &BTreeMap<String, Vec<(_, String)>>| {
+        let untold_in = |events: &BTreeMap<String, Vec<(_, String)>>| {
             events
                 .iter()
                 .filter(|(_, events)| !events.iter().any(|(_, r)| r == REVISIONS[revision]))
@@ -248,7 +247,7 @@ impl Outage {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let now = self.events_with_revisions().await;
-            let untold = untold(&now);
+            let untold = untold_in(&now);
             if untold.is_empty() && now == last {
                 return without_revisions(now);
             }

@@ -367,23 +367,37 @@ pub async fn events_about(
     namespace: &str,
     name: &str,
 ) -> Vec<(String, String, String, Value)> {
+    events_by_object(client, namespace)
+        .await
+        .remove(name)
+        .unwrap_or_default()
+}
+
+/// events.k8s.io Events in `namespace` by the name of the object they are about, as (type,
+/// reason, note, annotations); one LIST.
+pub async fn events_by_object(
+    client: &Client,
+    namespace: &str,
+) -> std::collections::BTreeMap<String, Vec<(String, String, String, Value)>> {
     let events = Api::<Event>::namespaced(client.clone(), namespace)
         .list(&ListParams::default())
         .await
         .unwrap();
-    events
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-                serde_json::to_value(e.metadata.annotations.unwrap_or_default()).unwrap(),
-            )
-        })
-        .collect()
+    let mut by_object = std::collections::BTreeMap::<_, Vec<_>>::new();
+    for e in events.items {
+        let name = e
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        by_object.entry(name).or_default().push((
+            e.type_.unwrap_or_default(),
+            e.reason.unwrap_or_default(),
+            e.note.unwrap_or_default(),
+            serde_json::to_value(e.metadata.annotations.unwrap_or_default()).unwrap(),
+        ));
+    }
+    by_object
 }
 
 /// A kustomization.yaml that lists one file, `objects.yaml`.
