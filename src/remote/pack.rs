@@ -62,7 +62,40 @@ enum Entry {
     RefDelta(Oid, Vec<u8>),
 }
 
-/// Parses a pack, resolving deltas; `max_bytes` bounds the inflated size of all objects.
+/// An entry with where it sits: its number in the pack (from 1, for messages) and its offset.
+struct Stored {
+    number: u32,
+    offset: usize,
+    entry: Entry,
+}
+
+/// What one object costs beyond its bytes, rounded up: its 64-byte [`Stored`] entry, its 32-
+/// and 56-byte slots in the two indexes (hash tables at most 7/8 full, and twice while one
+/// grows) and an allocation header; charged so that millions of empty objects are refused.
+const OBJECT_OVERHEAD: u64 = 320;
+
+/// The memory a pack may still take. Every allocation the pack's bytes ask for is charged
+/// here before it is made: a size field of 2^63 must be an error, not an allocation failure,
+/// which aborts the whole process.
+struct Budget {
+    left: u64,
+    limit: u64,
+}
+
+impl Budget {
+    fn charge(&mut self, what: &str, bytes: u64) -> Result<(), String> {
+        self.left = self.left.checked_sub(bytes).ok_or_else(|| {
+            format!(
+                "{what} of {bytes} bytes exceeds the remaining budget of {} bytes \
+                 (the repository is larger than the limit of {} bytes)",
+                self.left, self.limit
+            )
+        })?;
+        Ok(())
+    }
+}
+
+/// Parses a pack, resolving deltas; `max_bytes` bounds the memory of all its objects.
 pub(crate) fn parse(pack: &[u8], max_bytes: u64) -> Result<Objects, String> {
     if pack.len() < 32 || &pack[..4] != b"PACK" {
         return Err("not a Git packfile".into());
@@ -71,90 +104,100 @@ pub(crate) fn parse(pack: &[u8], max_bytes: u64) -> Result<Objects, String> {
     if version != 2 && version != 3 {
         return Err(format!("unsupported pack version {version}"));
     }
-    let count = u32::from_be_bytes(pack[8..12].try_into().expect("4 bytes")) as usize;
-    let body_end = pack.len() - 20;
-    let checksum: [u8; 20] = Sha1::digest(&pack[..body_end]).into();
-    if checksum[..] != pack[body_end..] {
+    let count = u32::from_be_bytes(pack[8..12].try_into().expect("4 bytes"));
+    let (body, checksum) = pack.split_at(pack.len() - 20);
+    if Sha1::digest(body)[..] != checksum[..] {
         return Err("pack checksum mismatch".into());
     }
-    let mut budget = max_bytes;
-    let mut entries: Vec<(usize, Entry)> = Vec::with_capacity(count.min(1 << 20));
+    let mut budget = Budget {
+        left: max_bytes,
+        limit: max_bytes,
+    };
+    // No more entries than the budget can pay for: the count is the server's word.
+    let affordable = usize::try_from(max_bytes / OBJECT_OVERHEAD).unwrap_or(usize::MAX);
+    let mut entries = Vec::with_capacity(affordable.min(count as usize));
+    // Readers below see only the body: a field running into the checksum is truncated.
     let mut pos = 12;
-    for _ in 0..count {
-        let start = pos;
-        let (type_code, size) = read_header(pack, &mut pos)?;
-        if size > budget {
-            return Err(format!(
-                "the repository is larger than the limit of {max_bytes} bytes"
-            ));
-        }
-        let entry = match type_code {
-            1..=4 => {
-                let kind = [Kind::Commit, Kind::Tree, Kind::Blob, Kind::Tag][type_code as usize - 1];
-                Entry::Whole(kind, inflate(pack, &mut pos, size, body_end)?)
-            }
-            6 => {
-                let back = read_offset(pack, &mut pos)?;
-                let base = start
-                    .checked_sub(back)
-                    .ok_or("delta base offset before the pack start")?;
-                Entry::OfsDelta(base, inflate(pack, &mut pos, size, body_end)?)
-            }
-            7 => {
-                let id: Oid = pack
-                    .get(pos..pos + 20)
-                    .ok_or("truncated delta base id")?
-                    .try_into()
-                    .expect("20 bytes");
-                pos += 20;
-                Entry::RefDelta(id, inflate(pack, &mut pos, size, body_end)?)
-            }
-            other => return Err(format!("unknown pack object type {other}")),
-        };
-        budget -= size;
-        entries.push((start, entry));
+    for number in 1..=count {
+        let offset = pos;
+        let entry =
+            read_entry(body, &mut pos, &mut budget).map_err(|e| format!("pack object {number}: {e}"))?;
+        entries.push(Stored {
+            number,
+            offset,
+            entry,
+        });
     }
-    resolve(entries, budget, max_bytes)
+    resolve(entries, budget)
+}
+
+/// Reads the entry at `pos`, charging its inflated size and overhead before inflating it.
+fn read_entry(body: &[u8], pos: &mut usize, budget: &mut Budget) -> Result<Entry, String> {
+    let start = *pos;
+    let (type_code, size) = read_header(body, pos)?;
+    budget.charge("object entry", OBJECT_OVERHEAD)?;
+    let entry = match type_code {
+        1..=4 => {
+            let kind = [Kind::Commit, Kind::Tree, Kind::Blob, Kind::Tag][type_code as usize - 1];
+            budget.charge("inflated object", size)?;
+            Entry::Whole(kind, inflate(body, pos, size)?)
+        }
+        6 => {
+            let back = read_offset(body, pos)?;
+            let base = start
+                .checked_sub(back)
+                .ok_or("delta base offset before the pack start")?;
+            budget.charge("inflated delta", size)?;
+            Entry::OfsDelta(base, inflate(body, pos, size)?)
+        }
+        7 => {
+            let rest = body.get(*pos..).unwrap_or_default();
+            let id: Oid = rest
+                .get(..20)
+                .and_then(|id| id.try_into().ok())
+                .ok_or_else(|| format!("truncated REF_DELTA base id ({} of 20 bytes)", rest.len()))?;
+            *pos += 20;
+            budget.charge("inflated delta", size)?;
+            Entry::RefDelta(id, inflate(body, pos, size)?)
+        }
+        other => return Err(format!("unknown pack object type {other}")),
+    };
+    Ok(entry)
 }
 
 /// Resolves every delta, bases first, with repeated passes (a REF_DELTA's base may come later).
-fn resolve(entries: Vec<(usize, Entry)>, mut budget: u64, max_bytes: u64) -> Result<Objects, String> {
+fn resolve(entries: Vec<Stored>, mut budget: Budget) -> Result<Objects, String> {
     let mut by_offset: HashMap<usize, Oid> = HashMap::new();
     let mut objects = Objects::default();
     let mut pending = Vec::new();
-    for (offset, entry) in entries {
-        match entry {
+    for stored in entries {
+        match stored.entry {
             Entry::Whole(kind, data) => {
                 let id = object_id(kind, &data);
-                by_offset.insert(offset, id);
+                by_offset.insert(stored.offset, id);
                 objects.by_id.insert(id, (kind, data));
             }
-            delta => pending.push((offset, delta)),
+            _ => pending.push(stored),
         }
     }
     while !pending.is_empty() {
         let before = pending.len();
         let mut still = Vec::new();
-        for (offset, entry) in pending {
-            let base_id = match &entry {
-                Entry::OfsDelta(base, _) => by_offset.get(base).copied(),
-                Entry::RefDelta(id, _) => Some(*id).filter(|id| objects.by_id.contains_key(id)),
+        for stored in pending {
+            let (base_id, delta) = match &stored.entry {
+                Entry::OfsDelta(base, delta) => (by_offset.get(base).copied(), delta),
+                Entry::RefDelta(id, delta) => (Some(*id), delta),
                 Entry::Whole(..) => unreachable!("whole objects are resolved first"),
             };
             let Some((kind, base)) = base_id.and_then(|id| objects.by_id.get(&id)) else {
-                still.push((offset, entry));
+                still.push(stored);
                 continue;
             };
-            let (Entry::OfsDelta(_, delta) | Entry::RefDelta(_, delta)) = &entry else {
-                unreachable!("only deltas are pending");
-            };
             let kind = *kind;
-            let data = apply_delta(base, delta)?;
-            budget = budget
-                .checked_sub(data.len() as u64)
-                .ok_or_else(|| format!("the repository is larger than the limit of {max_bytes} bytes"))?;
+            let data = apply_delta(base, delta, &mut budget)
+                .map_err(|e| format!("pack object {}: {e}", stored.number))?;
             let id = object_id(kind, &data);
-            by_offset.insert(offset, id);
+            by_offset.insert(stored.offset, id);
             objects.by_id.insert(id, (kind, data));
         }
         if still.len() == before {
@@ -166,14 +209,14 @@ fn resolve(entries: Vec<(usize, Entry)>, mut budget: u64, max_bytes: u64) -> Res
 }
 
 /// Type and inflated size from an object header.
-fn read_header(pack: &[u8], pos: &mut usize) -> Result<(u8, u64), String> {
-    let mut byte = *pack.get(*pos).ok_or("truncated object header")?;
+fn read_header(body: &[u8], pos: &mut usize) -> Result<(u8, u64), String> {
+    let mut byte = *body.get(*pos).ok_or("truncated object header")?;
     *pos += 1;
     let type_code = (byte >> 4) & 7;
     let mut size = u64::from(byte & 0x0f);
     let mut shift = 4;
     while byte & 0x80 != 0 {
-        byte = *pack.get(*pos).ok_or("truncated object header")?;
+        byte = *body.get(*pos).ok_or("truncated object header")?;
         *pos += 1;
         if shift > 57 {
             return Err("object size overflows".into());
@@ -185,12 +228,12 @@ fn read_header(pack: &[u8], pos: &mut usize) -> Result<(u8, u64), String> {
 }
 
 /// The backwards distance of an OFS_DELTA's base.
-fn read_offset(pack: &[u8], pos: &mut usize) -> Result<usize, String> {
-    let mut byte = *pack.get(*pos).ok_or("truncated delta offset")?;
+fn read_offset(body: &[u8], pos: &mut usize) -> Result<usize, String> {
+    let mut byte = *body.get(*pos).ok_or("truncated delta offset")?;
     *pos += 1;
     let mut offset = usize::from(byte & 0x7f);
     while byte & 0x80 != 0 {
-        byte = *pack.get(*pos).ok_or("truncated delta offset")?;
+        byte = *body.get(*pos).ok_or("truncated delta offset")?;
         *pos += 1;
         offset = offset
             .checked_add(1)
@@ -201,40 +244,45 @@ fn read_offset(pack: &[u8], pos: &mut usize) -> Result<usize, String> {
     Ok(offset)
 }
 
-/// Inflates one zlib stream starting at `pos`, which must yield exactly `size` bytes; `pos`
-/// moves past the compressed bytes.
-fn inflate(pack: &[u8], pos: &mut usize, size: u64, end: usize) -> Result<Vec<u8>, String> {
-    let size = usize::try_from(size).map_err(|_| "object too large")?;
-    let mut out = Vec::with_capacity(size);
+/// Inflates one zlib stream starting at `pos`, which must yield exactly `size` bytes (already
+/// charged); `pos` moves past the compressed bytes.
+fn inflate(body: &[u8], pos: &mut usize, size: u64) -> Result<Vec<u8>, String> {
+    let size = usize::try_from(size).map_err(|_| format!("object of {size} bytes too large"))?;
+    // One spare byte of room so that a stream longer than announced is noticed.
+    let mut out = Vec::with_capacity(size.saturating_add(1));
     let mut z = Decompress::new(true);
     loop {
-        let input = &pack[*pos + z.total_in() as usize..end];
-        // One spare byte of room so that a stream longer than announced is noticed.
-        out.reserve(size + 1 - out.len().min(size));
+        let input = body.get(*pos + z.total_in() as usize..).unwrap_or_default();
+        let progress = (z.total_in(), z.total_out());
         let status = z
             .decompress_vec(input, &mut out, FlushDecompress::None)
             .map_err(|e| format!("corrupt object data: {e}"))?;
         if out.len() > size {
-            return Err("object is larger than its header says".into());
+            return Err(format!("object is larger than its header's {size} bytes"));
         }
         match status {
             Status::StreamEnd => break,
-            Status::Ok | Status::BufError if input.is_empty() => {
-                return Err("truncated object data".into());
+            _ if input.is_empty() => return Err("truncated object data".into()),
+            // Room and input left, yet nothing moved: the stream cannot go on.
+            _ if (z.total_in(), z.total_out()) == progress => {
+                return Err("corrupt object data: no progress".into());
             }
             Status::Ok | Status::BufError => {}
         }
     }
     if out.len() != size {
-        return Err("object is smaller than its header says".into());
+        return Err(format!(
+            "object of {} bytes is smaller than its header's {size} bytes",
+            out.len()
+        ));
     }
     *pos += z.total_in() as usize;
     Ok(out)
 }
 
 /// A delta's size fields: little-endian base-128.
-fn read_varint(delta: &[u8], pos: &mut usize) -> Result<usize, String> {
-    let mut value = 0usize;
+fn read_varint(delta: &[u8], pos: &mut usize) -> Result<u64, String> {
+    let mut value = 0u64;
     let mut shift = 0;
     loop {
         let byte = *delta.get(*pos).ok_or("truncated delta")?;
@@ -242,7 +290,7 @@ fn read_varint(delta: &[u8], pos: &mut usize) -> Result<usize, String> {
         if shift > 56 {
             return Err("delta size overflows".into());
         }
-        value |= usize::from(byte & 0x7f) << shift;
+        value |= u64::from(byte & 0x7f) << shift;
         shift += 7;
         if byte & 0x80 == 0 {
             return Ok(value);
@@ -250,51 +298,81 @@ fn read_varint(delta: &[u8], pos: &mut usize) -> Result<usize, String> {
     }
 }
 
-/// Rebuilds an object from its base and a delta of copy and insert instructions.
-pub(crate) fn apply_delta(base: &[u8], delta: &[u8]) -> Result<Vec<u8>, String> {
+/// A copy instruction's offset (up to 4 bytes) and size (up to 3; 0 means 64 KiB), each byte
+/// present when its bit of `op` is set.
+fn copy_fields(op: u8, delta: &[u8], pos: &mut usize) -> Result<(usize, usize), String> {
+    let mut field = |bits: u8, bytes: u32| -> Result<usize, String> {
+        let mut value = 0usize;
+        for i in 0..bytes {
+            if bits & (1 << i) != 0 {
+                let byte = *delta.get(*pos).ok_or("truncated delta copy instruction")?;
+                value |= usize::from(byte) << (8 * i);
+                *pos += 1;
+            }
+        }
+        Ok(value)
+    };
+    let offset = field(op & 0x0f, 4)?;
+    let size = match field((op >> 4) & 0x07, 3)? {
+        0 => 0x10000,
+        n => n,
+    };
+    Ok((offset, size))
+}
+
+/// Rebuilds an object from its base and a delta of copy and insert instructions. The announced
+/// target size is charged before the result is allocated, and no instruction may take the
+/// result past it, so the result never grows beyond what was charged.
+fn apply_delta(base: &[u8], delta: &[u8], budget: &mut Budget) -> Result<Vec<u8>, String> {
     let mut pos = 0;
-    if read_varint(delta, &mut pos)? != base.len() {
-        return Err("delta base size mismatch".into());
+    let base_len = read_varint(delta, &mut pos)?;
+    if base_len != base.len() as u64 {
+        return Err(format!(
+            "delta base size {base_len} does not match the base's {} bytes",
+            base.len()
+        ));
     }
     let target_len = read_varint(delta, &mut pos)?;
+    budget.charge("delta target", target_len)?;
+    let target_len =
+        usize::try_from(target_len).map_err(|_| format!("delta target of {target_len} bytes too large"))?;
     let mut out = Vec::with_capacity(target_len);
-    while pos < delta.len() {
-        let op = delta[pos];
+    while let Some(&op) = delta.get(pos) {
         pos += 1;
-        if op & 0x80 != 0 {
-            let mut field = |bits: u8, shifts: std::ops::Range<u32>| -> Result<usize, String> {
-                let mut value = 0usize;
-                for (i, shift) in shifts.enumerate() {
-                    if bits & (1 << i) != 0 {
-                        value |= usize::from(*delta.get(pos).ok_or("truncated delta")?) << (8 * shift);
-                        pos += 1;
-                    }
-                }
-                Ok(value)
-            };
-            let offset = field(op & 0x0f, 0..4)?;
-            let size = match field((op >> 4) & 0x07, 0..3)? {
-                0 => 0x10000,
-                n => n,
-            };
+        let (what, piece) = if op & 0x80 != 0 {
+            let (offset, size) = copy_fields(op, delta, &mut pos)?;
             let piece = offset
                 .checked_add(size)
                 .and_then(|end| base.get(offset..end))
-                .ok_or("delta copies beyond its base")?;
-            out.extend_from_slice(piece);
+                .ok_or_else(|| {
+                    format!(
+                        "delta copy of {size} bytes at offset {offset} reaches beyond the base of {} bytes",
+                        base.len()
+                    )
+                })?;
+            ("copy", piece)
         } else if op != 0 {
-            let piece = delta.get(pos..pos + usize::from(op)).ok_or("truncated delta")?;
-            out.extend_from_slice(piece);
-            pos += usize::from(op);
+            let piece = delta
+                .get(pos..pos + usize::from(op))
+                .ok_or("truncated delta insert instruction")?;
+            pos += piece.len();
+            ("insert", piece)
         } else {
             return Err("delta has the reserved instruction 0".into());
+        };
+        if piece.len() > target_len - out.len() {
+            return Err(format!(
+                "delta {what} of {} bytes makes the result longer than the announced {target_len} bytes",
+                piece.len()
+            ));
         }
-        if out.len() > target_len {
-            return Err("delta result larger than announced".into());
-        }
+        out.extend_from_slice(piece);
     }
     if out.len() != target_len {
-        return Err("delta result size mismatch".into());
+        return Err(format!(
+            "delta result of {} bytes is shorter than the announced {target_len} bytes",
+            out.len()
+        ));
     }
     Ok(out)
 }
@@ -304,32 +382,195 @@ mod tests {
     use super::*;
     use std::process::Command;
 
+    /// A budget no test delta comes near.
+    fn roomy() -> Budget {
+        Budget {
+            left: 1 << 20,
+            limit: 1 << 20,
+        }
+    }
+
     #[test]
     fn delta_copies_and_inserts() {
         let base = b"hello, world";
         let delta = [12, 13, 0x90, 5, 3, b'!', b'!', b'!', 0x91, 7, 5];
-        assert_eq!(apply_delta(base, &delta).unwrap(), b"hello!!!world");
+        assert_eq!(apply_delta(base, &delta, &mut roomy()).unwrap(), b"hello!!!world");
     }
 
     #[test]
     fn delta_errors_are_reported() {
         let base = b"hello";
+        let cases: [(&[u8], &str); 5] = [
+            (
+                &[5, 3, 0x90, 9],
+                "delta copy of 9 bytes at offset 0 reaches beyond the base of 5 bytes",
+            ),
+            (&[5, 1, 0], "delta has the reserved instruction 0"),
+            (
+                &[5, 9, 1, b'x'],
+                "delta result of 1 bytes is shorter than the announced 9 bytes",
+            ),
+            (
+                &[5, 1, 2, b'x', b'y'],
+                "delta insert of 2 bytes makes the result longer than the announced 1 bytes",
+            ),
+            (&[5, 3, 0x91], "truncated delta copy instruction"),
+        ];
+        for (delta, message) in cases {
+            assert_eq!(apply_delta(base, delta, &mut roomy()).unwrap_err(), message);
+        }
+    }
+
+    /// One pack entry: the type-and-size header for `type_code` and `payload`'s length, then
+    /// `between` (a delta's base offset or id), then `payload` zlib-compressed.
+    fn entry(type_code: u8, between: &[u8], payload: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut size = payload.len();
+        let mut out = vec![(type_code << 4) | (size & 0x0f) as u8];
+        size >>= 4;
+        while size > 0 {
+            *out.last_mut().unwrap() |= 0x80;
+            out.push((size & 0x7f) as u8);
+            size >>= 7;
+        }
+        out.extend_from_slice(between);
+        let mut z = flate2::write::ZlibEncoder::new(out, flate2::Compression::best());
+        z.write_all(payload).unwrap();
+        z.finish().unwrap()
+    }
+
+    /// A pack of `count` objects made of `body`, with its header and checksum.
+    fn sealed(count: u32, body: &[u8]) -> Vec<u8> {
+        let mut pack = b"PACK\0\0\0\x02".to_vec();
+        pack.extend_from_slice(&count.to_be_bytes());
+        pack.extend_from_slice(body);
+        let checksum = Sha1::digest(&pack);
+        pack.extend_from_slice(&checksum);
+        pack
+    }
+
+    /// A delta's size field: little-endian base-128.
+    fn varint(mut value: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    /// A pack of the blob `base` and one delta against it, by offset or by id.
+    fn base_and_delta(base: &[u8], delta: &[u8], by_id: bool) -> Vec<u8> {
+        let mut body = entry(3, &[], base);
+        let delta = if by_id {
+            entry(7, &object_id(Kind::Blob, base), delta)
+        } else {
+            // The base starts right after the pack header: this entry's distance back to it.
+            assert!(body.len() < 0x80, "one byte of offset");
+            entry(6, &[body.len() as u8], delta)
+        };
+        body.extend_from_slice(&delta);
+        sealed(2, &body)
+    }
+
+    #[test]
+    fn a_delta_announcing_an_exabyte_target_is_refused_before_allocating_it() {
+        // Before: an empty blob and a delta announcing a 2^63 - 1 byte target, 55 bytes with
+        // an OFS_DELTA (the issue's was 58), 74 with a REF_DELTA; parsing allocated the target
+        // first, the allocation failed and aborted the whole process.
+        let delta = [&[0][..], &varint(i64::MAX as u64)].concat();
+        for by_id in [false, true] {
+            let pack = base_and_delta(b"", &delta, by_id);
+            assert!(pack.len() < 80, "a tiny pack: {} bytes", pack.len());
+            let err = parse(&pack, 64 << 20).unwrap_err();
+            assert!(
+                err.starts_with(
+                    "pack object 2: delta target of 9223372036854775807 bytes exceeds the remaining budget of "
+                ),
+                "{err}"
+            );
+            assert!(
+                err.ends_with("(the repository is larger than the limit of 67108864 bytes)"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_delta_base_size_other_than_the_base_is_refused() {
+        // Before: only "delta base size mismatch", naming neither object nor sizes.
+        let delta = [&varint(1 << 40)[..], &[1, 1, b'x']].concat();
+        let err = parse(&base_and_delta(b"0123456789", &delta, false), 1 << 20).unwrap_err();
         assert_eq!(
-            apply_delta(base, &[4, 1, 1, b'x']).unwrap_err(),
-            "delta base size mismatch"
+            err,
+            "pack object 2: delta base size 1099511627776 does not match the base's 10 bytes"
         );
+    }
+
+    #[test]
+    fn a_copy_beyond_the_base_or_the_announced_target_is_refused() {
+        // Four bytes of copy instruction ask for 16 MiB (size 0xffffff from offset 0).
+        let copy_16_mib = [0xf0, 0xff, 0xff, 0xff];
+        let from_tiny_base = [&[10, 10][..], &copy_16_mib].concat();
+        let err = parse(&base_and_delta(b"0123456789", &from_tiny_base, false), 64 << 20).unwrap_err();
         assert_eq!(
-            apply_delta(base, &[5, 3, 0x90, 9]).unwrap_err(),
-            "delta copies beyond its base"
+            err,
+            "pack object 2: delta copy of 16777215 bytes at offset 0 reaches beyond the base of 10 bytes"
         );
+        // Before: a copy within the base but past the announced size was made, then refused.
+        let past_target = [&[10, 4][..], &[0x90, 10]].concat();
+        let err = parse(&base_and_delta(b"0123456789", &past_target, true), 1 << 20).unwrap_err();
         assert_eq!(
-            apply_delta(base, &[5, 1, 0]).unwrap_err(),
-            "delta has the reserved instruction 0"
+            err,
+            "pack object 2: delta copy of 10 bytes makes the result longer than the announced 4 bytes"
         );
+        let short = [&[10, 9][..], &[0x90, 4]].concat();
+        let err = parse(&base_and_delta(b"0123456789", &short, true), 1 << 20).unwrap_err();
         assert_eq!(
-            apply_delta(base, &[5, 9, 1, b'x']).unwrap_err(),
-            "delta result size mismatch"
+            err,
+            "pack object 2: delta result of 4 bytes is shorter than the announced 9 bytes"
         );
+    }
+
+    #[test]
+    fn a_truncated_ref_delta_base_id_is_refused() {
+        // Before: 10 of the 20 id bytes, then the checksum; the id was read from the checksum
+        // and slicing the object data past the end panicked.
+        let pack = sealed(1, &[0x7a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(
+            parse(&pack, 1 << 20).unwrap_err(),
+            "pack object 1: truncated REF_DELTA base id (10 of 20 bytes)"
+        );
+        // The same for a header whose size bytes run into the checksum.
+        let pack = sealed(1, &[0xb0, 0x80]);
+        assert_eq!(
+            parse(&pack, 1 << 20).unwrap_err(),
+            "pack object 1: truncated object header"
+        );
+    }
+
+    #[test]
+    fn many_empty_objects_are_charged_for_their_entries() {
+        // Before: 10 000 empty blobs (90 KB of pack) fitted a 1 MB budget, as their bytes
+        // were all that was charged; 7 million fit the download limit and took 1.1 GB.
+        let blob = entry(3, &[], b"");
+        let pack = sealed(10_000, &blob.repeat(10_000));
+        let err = parse(&pack, 1 << 20).unwrap_err();
+        assert!(
+            err.contains(": object entry of ") && err.contains("exceeds the remaining budget of"),
+            "{err}"
+        );
+        let number: u32 = err["pack object ".len()..]
+            .split(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1_000..5_000).contains(&number), "refused at object {number}");
     }
 
     fn git(dir: &std::path::Path, args: &[&str], input: Option<&[u8]>) -> Vec<u8> {
@@ -409,7 +650,11 @@ mod tests {
     fn a_pack_above_the_limit_is_refused() {
         let (pack, _) = pack_with(&["--delta-base-offset"]);
         let err = parse(&pack, 1000).unwrap_err();
-        assert_eq!(err, "the repository is larger than the limit of 1000 bytes");
+        assert!(err.starts_with("pack object "), "{err}");
+        assert!(
+            err.ends_with("(the repository is larger than the limit of 1000 bytes)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,11 +1,15 @@
-//! Hostile trees given to `kustomize-controller build`: each must be refused quickly and in
-//! little memory, with an error naming the culprit, instead of taking the process down. The
-//! child's peak RSS and CPU time come from the kernel's own counters (wait4's ru_maxrss,
-//! ru_utime and ru_stime, reported by GNU time): CPU time, unlike elapsed time, does not grow
-//! when other tests load the machine.
+//! Hostile trees and Git servers given to `kustomize-controller build`: each must be refused
+//! quickly and in little memory, with an error naming the culprit, instead of taking the
+//! process down. The child's peak RSS and CPU time come from the kernel's own counters
+//! (wait4's ru_maxrss, ru_utime and ru_stime, reported by GNU time): CPU time, unlike elapsed
+//! time, does not grow when other tests load the machine.
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
+
+use sha1::Digest;
 
 /// Peak resident memory a refused build may reach.
 const MAX_RSS_KB: u64 = 100 * 1024;
@@ -167,4 +171,112 @@ fn deeply_nested_brackets_are_refused_before_the_scanner_naming_the_file() {
 
     let measured = measured_build(tmp.path(), "app");
     assert_refused_within_bounds(&measured, &["deep.yaml", "nested deeper than 1000"]);
+}
+
+/// A Git smart-HTTP server on 127.0.0.1 that speaks protocol version 2 and answers every
+/// fetch with `pack`; returns the URL of its one repository.
+fn git_server_sending(pack: Vec<u8>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/repo.git", listener.local_addr().unwrap());
+    let pkt = |data: &[u8]| [format!("{:04x}", data.len() + 4).as_bytes(), data].concat();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let Some(request) = read_request(&mut stream) else {
+                continue;
+            };
+            let (status, body) = if request.starts_with("GET /repo.git/info/refs?") {
+                let advertisement = [pkt(b"version 2\n"), pkt(b"fetch\n"), b"0000".to_vec()];
+                ("200 OK", advertisement.concat())
+            } else if request.starts_with("POST /repo.git/git-upload-pack ") {
+                let sideband = [&[1u8][..], &pack].concat();
+                (
+                    "200 OK",
+                    [pkt(b"packfile\n"), pkt(&sideband), b"0000".to_vec()].concat(),
+                )
+            } else {
+                ("404 Not Found", Vec::new())
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(&[head.as_bytes(), &body].concat());
+        }
+    });
+    url
+}
+
+/// Reads one HTTP request, its body included (by Content-Length), as text.
+fn read_request(stream: &mut TcpStream) -> Option<String> {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).ok().filter(|&n| n > 0)?;
+        request.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&request).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+                .map_or(0, |(_, v)| v.trim().parse().unwrap_or(0));
+            if body.len() >= length {
+                return Some(text);
+            }
+        }
+    }
+}
+
+/// 55 bytes: an empty blob, then an OFS_DELTA against it whose delta (base size 0) announces a
+/// target of 2^63 - 1 bytes.
+fn exabyte_delta_pack() -> Vec<u8> {
+    let zlib = |data: &[u8]| {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(data).unwrap();
+        z.finish().unwrap()
+    };
+    // Type 3 (blob) and size 0 in the header byte.
+    let blob = [&[0x30][..], &zlib(b"")].concat();
+    let delta = [0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+    // Type 6 (OFS_DELTA) and size 10, then the distance back to the blob.
+    let ofs_delta = [&[0x6a, blob.len() as u8][..], &zlib(&delta)].concat();
+    let mut pack = [
+        &b"PACK"[..],
+        &2u32.to_be_bytes(),
+        &2u32.to_be_bytes(),
+        &blob,
+        &ofs_delta,
+    ]
+    .concat();
+    let checksum = sha1::Sha1::digest(&pack);
+    pack.extend_from_slice(&checksum);
+    pack
+}
+
+#[test]
+fn a_pack_delta_announcing_an_exabyte_is_refused_naming_the_object() {
+    // Before: the build fetched this 55-byte pack, allocated the delta's 2^63 - 1 byte target,
+    // the allocation failed and the process aborted (SIGABRT; the controller crash-looped).
+    let pack = exabyte_delta_pack();
+    assert!(pack.len() < 64, "the attack is a tiny pack: {} bytes", pack.len());
+    let url = git_server_sending(pack);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("app")).unwrap();
+    let commit = "c0ffee".repeat(7)[..40].to_string();
+    std::fs::write(
+        tmp.path().join("app/kustomization.yaml"),
+        format!("resources: [\"{url}//base?ref={commit}\"]\n"),
+    )
+    .unwrap();
+
+    let measured = measured_build(tmp.path(), "app");
+    assert_refused_within_bounds(
+        &measured,
+        &[
+            "app/kustomization.yaml",
+            &format!("checking out {url} at {commit}"),
+            "pack object 2: delta target of 9223372036854775807 bytes exceeds the remaining budget",
+        ],
+    );
 }
