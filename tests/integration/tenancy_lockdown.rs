@@ -42,7 +42,7 @@ async fn an_empty_service_account_name_cannot_escape_the_default_service_account
         ),
     )
     .await;
-    let controller = s.start_controller(&[
+    let _controller = s.start_controller(&[
         "--no-cross-namespace-refs=true",
         "--default-service-account=default",
     ]);
