@@ -175,6 +175,14 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
+/// An optional string field's value, if given. Flux's fields are Go strings with `omitempty`,
+/// so `""` is the same as absent: every optional name (ServiceAccount, reference namespace,
+/// key) goes through here, so that `""` can never mean something else, such as "no
+/// impersonation" or "some other namespace".
+pub(crate) fn given(field: Option<&str>) -> Option<&str> {
+    field.filter(|value| !value.is_empty())
+}
+
 /// CommonMetadata defines the common labels and annotations.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct CommonMetadata {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::api::Kustomization;
 use crate::api::conditions::{READY, reason};
-use crate::api::kustomization::DependencyReference;
+use crate::api::kustomization::{DependencyReference, given};
 use crate::error::{Retry, StepError};
 
 use super::status;
@@ -58,23 +58,17 @@ impl StepError for DependencyError {
 
 /// `<namespace>/<name>` of a dependency; the namespace defaults to the Kustomization's.
 pub(crate) fn dependency_key(ks: &Kustomization, dependency: &DependencyReference) -> (String, String) {
-    let namespace = dependency
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| ks.namespace().unwrap_or_default());
-    (namespace, dependency.name.clone())
+    let own = ks.namespace().unwrap_or_default();
+    let namespace = given(dependency.namespace.as_deref()).unwrap_or(&own);
+    (namespace.to_string(), dependency.name.clone())
 }
 
 /// The source a Kustomization reads, as `(kind, namespace, name)` with the namespace defaulted.
 pub(crate) fn source_key(ks: &Kustomization) -> (&'static str, String, String) {
     let source = &ks.spec.source_ref;
-    let namespace = source
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| ks.namespace().unwrap_or_default());
-    (source.kind.as_str(), namespace, source.name.clone())
+    let own = ks.namespace().unwrap_or_default();
+    let namespace = given(source.namespace.as_deref()).unwrap_or(&own);
+    (source.kind.as_str(), namespace.to_string(), source.name.clone())
 }
 
 /// Flux's built-in readiness check of one dependency: Ready=True for its current generation
@@ -205,6 +199,15 @@ mod tests {
         assert_eq!(
             dependency_key(&me, &other),
             ("ops".to_string(), "infra".to_string())
+        );
+        let empty = DependencyReference {
+            namespace: Some(String::new()),
+            ..plain.clone()
+        };
+        assert_eq!(
+            dependency_key(&me, &empty),
+            ("apps".to_string(), "infra".to_string()),
+            "\"\" is the Kustomization's own namespace"
         );
     }
 

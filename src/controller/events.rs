@@ -20,6 +20,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::Kustomization;
+use crate::api::kustomization::given;
 
 /// The reporting component, as Flux names it.
 pub(crate) const REPORTING_CONTROLLER: &str = "kustomize-controller";
@@ -153,7 +154,7 @@ fn related_object(ks: &Kustomization) -> serde_json::Value {
         .unwrap_or_else(|| source.kind.api_resource().api_version);
     json!({
         "kind": source.kind.as_str(),
-        "namespace": source.namespace.clone().or_else(|| ks.namespace()),
+        "namespace": given(source.namespace.as_deref()).map(str::to_string).or_else(|| ks.namespace()),
         "name": source.name,
         "apiVersion": api_version,
     })

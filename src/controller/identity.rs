@@ -27,6 +27,7 @@ use super::kubeconfig::{self, KubeconfigPolicy, Refusal};
 use super::workload::{self, WorkloadCluster};
 use crate::api::Kustomization;
 use crate::api::conditions::reason;
+use crate::api::kustomization::given;
 use crate::applier::{Applier, ApplierOptions, LiveWatches};
 use crate::error::{Retry, StepError};
 use crate::health::HealthWatches;
@@ -179,7 +180,8 @@ pub(crate) struct Identities {
     own: Arc<Tools>,
     config: Config,
     counts: RequestCounts,
-    default_service_account: Option<String>,
+    /// `--default-service-account`, as given ("" is none).
+    default_service_account: String,
     policy: KubeconfigPolicy,
     cache: Mutex<HashMap<Identity, Cached>>,
     /// The controller's cluster's shared metadata watches: read for every identity there (with
@@ -202,7 +204,7 @@ impl Identities {
             own: Arc::new(Tools::new(client, options, None)),
             config,
             counts,
-            default_service_account: Some(default_service_account.to_string()).filter(|s| !s.is_empty()),
+            default_service_account: default_service_account.to_string(),
             policy,
             cache: Mutex::default(),
             live: None,
@@ -218,8 +220,11 @@ impl Identities {
     }
 
     /// The ServiceAccount this Kustomization acts as, if any: its own, else the default.
-    pub fn service_account(&self, ks: &Kustomization) -> Option<String> {
-        service_account(ks, self.default_service_account.as_deref())
+    fn service_account<'a>(&'a self, ks: &'a Kustomization) -> Option<&'a str> {
+        service_account(
+            ks.spec.service_account_name.as_deref(),
+            &self.default_service_account,
+        )
     }
 
     /// The tools to apply, prune and health-check this Kustomization's objects with.
@@ -227,7 +232,7 @@ impl Identities {
         let namespace = ks.namespace().unwrap_or_default();
         let user = self
             .service_account(ks)
-            .map(|sa| impersonated_user(&namespace, &sa));
+            .map(|sa| impersonated_user(&namespace, sa));
         let remote = self.remote(ks, &namespace).await?;
         let identity = match (&remote, &user) {
             (None, None) => return Ok(self.own.clone()),
@@ -275,7 +280,7 @@ impl Identities {
                 .get(&secret_ref.name)
                 .await
                 .map_err(|e| IdentityError::ReadSecret(secret_name.clone(), e))?;
-            let keys: Vec<&str> = match secret_ref.key.as_deref() {
+            let keys: Vec<&str> = match given(secret_ref.key.as_deref()) {
                 Some(key) => vec![key],
                 None => KUBECONFIG_KEYS.to_vec(),
             };
@@ -312,7 +317,7 @@ impl Identities {
         let namespace = ks.namespace().unwrap_or_default();
         Ok(
             Api::<ServiceAccount>::namespaced(self.own.client().clone(), &namespace)
-                .get_opt(&sa)
+                .get_opt(sa)
                 .await?
                 .is_some(),
         )
@@ -354,14 +359,13 @@ impl Identities {
     }
 }
 
-/// The ServiceAccount to impersonate, if any.
-fn service_account(ks: &Kustomization, default: Option<&str>) -> Option<String> {
-    ks.spec
-        .service_account_name
-        .as_deref()
-        .or(default)
-        .filter(|sa| !sa.is_empty())
-        .map(str::to_string)
+/// The ServiceAccount to impersonate, if any: `spec.serviceAccountName`, else the operator's
+/// `--default-service-account`. An empty name is not given at either level (as in Flux), so a
+/// tenant's `serviceAccountName: ""` gets the default like an absent one and can never mean
+/// "no impersonation", the controller's own identity. Every path that impersonates (this
+/// cluster, a remote one, the deletion check) decides here.
+fn service_account<'a>(spec: Option<&'a str>, default: &'a str) -> Option<&'a str> {
+    given(spec).or(given(Some(default)))
 }
 
 /// The user name Kubernetes gives a ServiceAccount.
@@ -398,17 +402,49 @@ mod tests {
         .unwrap()
     }
 
+    /// Finding 1 of issue 28: with `--default-service-account=default`, a Kustomization with
+    /// `serviceAccountName: ""` was applied with the controller's own identity (the default
+    /// was only taken when the field was absent, then "" filtered to "no impersonation"), so a
+    /// tenant's ClusterRoleBinding to cluster-admin was applied. "" is absent, as in Flux.
     #[test]
-    fn spec_service_account_wins_over_the_default() {
-        assert_eq!(
-            service_account(&ks("apps", Some("deployer")), Some("fallback")).as_deref(),
-            Some("deployer")
+    fn an_empty_service_account_name_is_not_given() {
+        let table = [
+            // (spec.serviceAccountName, --default-service-account, impersonated)
+            (None, "", None),
+            (Some(""), "", None),
+            (None, "default", Some("default")),
+            (Some(""), "default", Some("default")),
+            (Some("deployer"), "default", Some("deployer")),
+            (Some("deployer"), "", Some("deployer")),
+        ];
+        for (spec, default, impersonated) in table {
+            assert_eq!(
+                service_account(spec, default),
+                impersonated,
+                "serviceAccountName {spec:?}, default {default:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_empty_service_account_name_impersonates_the_default() {
+        let identities = identities("default");
+        let empty = ks("a", Some(""));
+        assert_eq!(identities.service_account(&empty), Some("default"));
+        let tools = identities.for_kustomization(&empty).await.unwrap();
+        assert!(
+            !Arc::ptr_eq(&tools, &identities.own),
+            "never the controller's own identity"
         );
-        assert_eq!(
-            service_account(&ks("apps", None), Some("fallback")).as_deref(),
-            Some("fallback")
+        let absent = identities.for_kustomization(&ks("b", None)).await.unwrap();
+        assert!(
+            Arc::ptr_eq(&tools, &absent),
+            "the same identity as without the field"
         );
-        assert_eq!(service_account(&ks("apps", None), None), None);
+    }
+
+    #[test]
+    fn the_impersonated_user_is_the_service_accounts() {
         assert_eq!(
             impersonated_user("team-a", "deployer"),
             "system:serviceaccount:team-a:deployer"

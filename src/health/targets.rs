@@ -4,7 +4,7 @@
 
 use crate::api::Kustomization;
 use crate::api::inventory::ObjectRef;
-use crate::api::kustomization::NamespacedObjectKindReference;
+use crate::api::kustomization::{NamespacedObjectKindReference, given};
 
 use super::wait::WaitTarget;
 
@@ -45,16 +45,8 @@ fn health_check_targets(
     checks
         .iter()
         .map(|check| {
-            let api_version = check
-                .api_version
-                .as_deref()
-                .filter(|v| !v.is_empty())
-                .unwrap_or("apps/v1");
-            let namespace = check
-                .namespace
-                .as_deref()
-                .filter(|ns| !ns.is_empty())
-                .unwrap_or(ks_namespace);
+            let api_version = given(check.api_version.as_deref()).unwrap_or("apps/v1");
+            let namespace = given(check.namespace.as_deref()).unwrap_or(ks_namespace);
             WaitTarget::new(api_version, &check.kind, Some(namespace), &check.name)
         })
         .filter(|t| {

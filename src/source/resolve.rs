@@ -4,7 +4,7 @@ use kube::api::{Api, DynamicObject};
 use kube::{Client, ResourceExt};
 
 use super::SourceError;
-use crate::api::kustomization::{Kustomization, SourceKind};
+use crate::api::kustomization::{Kustomization, SourceKind, given};
 use crate::api::source::{Artifact, artifact_of};
 
 /// The source object behind `spec.sourceRef` and its current artifact.
@@ -30,11 +30,8 @@ pub struct SourceAccess {
 pub(crate) fn source_namespace(ks: &Kustomization, access: SourceAccess) -> Result<String, SourceError> {
     let own = ks.namespace().unwrap_or_default();
     let source = &ks.spec.source_ref;
-    let namespace = source
-        .namespace
-        .clone()
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or_else(|| own.clone());
+    // `namespace: ""` is the Kustomization's own, as an absent one: never a way around the lock.
+    let namespace = given(source.namespace.as_deref()).unwrap_or(&own).to_string();
     if access.no_cross_namespace_refs && namespace != own {
         return Err(SourceError::CrossNamespaceBlocked {
             kind: source.kind.as_str(),
@@ -179,10 +176,11 @@ mod tests {
     fn the_namespace_defaults_to_the_kustomizations() {
         let ks = kustomization(serde_json::json!({"kind": "GitRepository", "name": "repo"}));
         assert_eq!(source_namespace(&ks, BLOCKED).unwrap(), "team-a");
-        let ks = kustomization(
-            serde_json::json!({"kind": "GitRepository", "name": "repo", "namespace": "team-a"}),
-        );
-        assert_eq!(source_namespace(&ks, BLOCKED).unwrap(), "team-a");
+        for own in ["team-a", ""] {
+            let ks =
+                kustomization(serde_json::json!({"kind": "GitRepository", "name": "repo", "namespace": own}));
+            assert_eq!(source_namespace(&ks, BLOCKED).unwrap(), "team-a", "{own:?}");
+        }
     }
 
     #[test]

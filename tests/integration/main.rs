@@ -31,4 +31,5 @@ mod tenancy_finalize;
 mod tenancy_health;
 mod tenancy_install;
 mod tenancy_kubeconfig;
+mod tenancy_lockdown;
 mod tenancy_remote;

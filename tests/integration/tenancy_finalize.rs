@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -12,8 +11,8 @@ use kustomize_controller::api::Kustomization;
 use serde_json::{Value, json};
 
 use crate::support::controller::{ControllerProcess, Scenario};
-use crate::support::eventually;
 use crate::support::remote::apply;
+use crate::support::{admin_files, eventually, inline_admin_kubeconfig};
 
 const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
 
@@ -35,38 +34,13 @@ fn rules_without_secret_reads() -> Value {
     Value::Array(rules)
 }
 
-/// The test control plane's admin credentials, from `KUBECONFIG`'s files.
-fn admin_files() -> (String, String, String, String) {
-    let path = std::env::var("KUBECONFIG").expect("KUBECONFIG is not set: run the tests with `make test`");
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let cluster = kubeconfig.clusters[0].cluster.clone().unwrap();
-    let user = kubeconfig.auth_infos[0].auth_info.clone().unwrap();
-    (
-        cluster.server.unwrap(),
-        cluster.certificate_authority.unwrap(),
-        user.client_certificate.unwrap(),
-        user.client_key.unwrap(),
-    )
-}
-
-fn base64(path: &str) -> Value {
-    serde_json::to_value(ByteString(std::fs::read(path).unwrap())).unwrap()
-}
-
 #[tokio::test]
 async fn a_passing_client_error_at_deletion_keeps_the_objects_managed() {
     let s = Scenario::new("kc-tenancy-fin").await;
     let ns = s.namespace().to_string();
     let (server, ca, cert, key) = admin_files();
     // The Kustomization reaches the cluster through a kubeconfig with inline credentials.
-    let remote = format!(
-        "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\", certificate-authority-data: {}}}}}]\n\
-         users: [{{name: u, user: {{client-certificate-data: {}, client-key-data: {}}}}}]\n\
-         contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n",
-        base64(&ca),
-        base64(&cert),
-        base64(&key)
-    );
+    let remote = inline_admin_kubeconfig();
     apply(
         &Api::<Secret>::namespaced(s.client.clone(), &ns),
         "cluster",

@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -26,6 +27,36 @@ pub async fn config() -> Config {
 /// A client for the control plane named by `KUBECONFIG`.
 pub async fn client() -> Client {
     Client::try_from(config().await).expect("kube client")
+}
+
+/// The test control plane's admin credentials, as the files `KUBECONFIG` names: (server, CA,
+/// client certificate, client key).
+pub fn admin_files() -> (String, String, String, String) {
+    let path = std::env::var("KUBECONFIG").expect("KUBECONFIG is not set: run the tests with `make test`");
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let cluster = kubeconfig.clusters[0].cluster.clone().unwrap();
+    let user = kubeconfig.auth_infos[0].auth_info.clone().unwrap();
+    (
+        cluster.server.unwrap(),
+        cluster.certificate_authority.unwrap(),
+        user.client_certificate.unwrap(),
+        user.client_key.unwrap(),
+    )
+}
+
+/// The test control plane's admin as a kubeconfig with inline credentials, what a tenant's
+/// `spec.kubeConfig.secretRef` Secret holds: this cluster, reached as a remote one.
+pub fn inline_admin_kubeconfig() -> String {
+    let (server, ca, cert, key) = admin_files();
+    let base64 = |path: &str| serde_json::to_value(ByteString(std::fs::read(path).unwrap())).unwrap();
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\", certificate-authority-data: {}}}}}]\n\
+         users: [{{name: u, user: {{client-certificate-data: {}, client-key-data: {}}}}}]\n\
+         contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n",
+        base64(&ca),
+        base64(&cert),
+        base64(&key)
+    )
 }
 
 /// A namespace that belongs to one test. Names are unique per run so tests can run in parallel
