@@ -129,14 +129,27 @@ impl Loader {
         })
     }
 
-    /// A path shown relative to the root, so messages do not leak temporary directories.
+    /// A path shown relative to the root, so messages do not leak temporary directories: one
+    /// outside the root is shown with the `..` that lead to it, never as an absolute path
+    /// (that told a tenant where the cached trees of others lie).
     pub(crate) fn display(&self, path: &Path) -> PathBuf {
         let lexical = normalize(path);
-        match lexical.strip_prefix(&self.root) {
-            Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
-            Ok(rel) => rel.to_path_buf(),
-            Err(_) => lexical,
+        if !lexical.has_root() {
+            return lexical;
         }
+        let shared = self
+            .root
+            .components()
+            .zip(lexical.components())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let mut shown: PathBuf =
+            std::iter::repeat_n(Component::ParentDir, self.root.components().count() - shared).collect();
+        shown.extend(lexical.components().skip(shared));
+        if shown.as_os_str().is_empty() {
+            shown.push(".");
+        }
+        shown
     }
 
     /// `display` as a string, for error fields that are strings.
@@ -188,7 +201,11 @@ mod tests {
             .read_text(&p, &l.root().join("app/kustomization.yaml"))
             .unwrap_err();
         assert!(matches!(err, BuildError::OutsideRoot { .. }), "{err}");
-        assert!(err.to_string().contains("secret.txt"), "{err}");
+        // Before, the path outside was shown absolute, naming the artifact's place on disk.
+        assert_eq!(
+            err.to_string(),
+            "../secret.txt: path is outside the artifact root (security constraint)"
+        );
         assert!(
             !err.to_string().contains("TOPSECRET"),
             "content must not leak: {err}"

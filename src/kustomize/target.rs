@@ -274,7 +274,11 @@ fn accumulate_remote(
         None => failed(message),
     };
     let tree = source.repository(&spec).map_err(with_file_error)?;
-    let sub_loader = loader.for_tree(&tree)?;
+    // Its place on disk stays out of the message, as every other path does.
+    let sub_loader = loader.for_tree(&tree).map_err(|e| match e {
+        BuildError::Io { message, .. } => failed(format!("the checkout cannot be read: {message}")),
+        other => other,
+    })?;
     let dir = sub_loader.root().join(&spec.path);
     if !sub_loader.is_dir(&dir) {
         return Err(failed(format!(

@@ -150,10 +150,13 @@ impl RemoteFetcher {
     fn check_out(&self, url: &str, commit: [u8; 20], pack: &[u8]) -> Result<PathBuf, String> {
         let objects = pack::parse(pack, self.config.max_tree_bytes)?;
         let tree = tree::commit_tree(&objects, &commit)?;
+        // A long random name: nobody can aim at a checkout, not even knowing the cache's
+        // place, and the error (which would name the place) says only what went wrong.
         let dest = tempfile::Builder::new()
             .prefix(&hex::encode(&commit[..6]))
+            .rand_bytes(16)
             .tempdir_in(self.cache_root.path())
-            .map_err(|e| format!("checkout directory: {e}"))?;
+            .map_err(|e| format!("checkout directory: {}", e.kind()))?;
         let limits = tree::TreeLimits {
             max_bytes: self.config.max_tree_bytes,
             max_entries: self.config.max_tree_entries,

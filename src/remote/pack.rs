@@ -45,6 +45,14 @@ impl Objects {
     pub(crate) fn len(&self) -> usize {
         self.by_id.len()
     }
+
+    /// Adds an object as if a pack held it; returns its id.
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, kind: Kind, data: Vec<u8>) -> Oid {
+        let id = object_id(kind, &data);
+        self.by_id.insert(id, (kind, data));
+        id
+    }
 }
 
 /// The id Git gives an object of `kind` with `data`.

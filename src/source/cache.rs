@@ -111,8 +111,12 @@ impl TreeCache {
         if let Some(tree) = self.lookup(key) {
             return Ok(tree);
         }
+        // A random suffix: a counter let whoever learnt the cache's place name the next tree.
         let n = self.next_dir.fetch_add(1, Ordering::Relaxed);
-        let path = self.root.path().join(format!("tree-{n}"));
+        let path = self
+            .root
+            .path()
+            .join(format!("tree-{n}-{:016x}", rand::random::<u64>()));
         // Owning the directory from the start means an error cleans it up by drop.
         let dir = Arc::new(TreeDir {
             path: path.clone(),
@@ -209,6 +213,16 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(first.root(), second.root());
+    }
+
+    #[tokio::test]
+    async fn tree_directories_cannot_be_guessed() {
+        // Before, the first tree of every cache was `tree-0`, the next `tree-1`, and so on.
+        let (_p1, one) = new_cache(1000);
+        let (_p2, other) = new_cache(1000);
+        let name = |tree: &ArtifactTree| tree.root().file_name().unwrap().to_owned();
+        let (a, b) = (fill_with(&one, "a", 1).await, fill_with(&other, "a", 1).await);
+        assert_ne!(name(&a), name(&b));
     }
 
     #[tokio::test]

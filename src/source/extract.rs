@@ -5,9 +5,8 @@
 //!
 //! Two phases keep that simple. First regular files, directories and hard links are written
 //! while the tree holds no symbolic link at all, so no write can be redirected. Then symbolic
-//! links are created (never below another link) and each one is resolved on disk: a link that
-//! resolves outside the root fails the extraction; a dangling one is dropped, because it could
-//! start resolving somewhere else later (Flux skips every symlink).
+//! links are made and checked on disk by the rule in [`super::symlinks`], which Git checkouts
+//! of remote bases share.
 
 use std::cell::Cell;
 use std::fs;
@@ -17,6 +16,8 @@ use std::rc::Rc;
 
 use flate2::read::MultiGzDecoder;
 use tar::EntryType;
+
+use super::symlinks::{self, Symlink, SymlinkError};
 
 /// Bounds on what one archive may expand to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +84,16 @@ pub enum ExtractError {
     Destination { dest: PathBuf, source: io::Error },
 }
 
+impl From<SymlinkError> for ExtractError {
+    fn from(e: SymlinkError) -> Self {
+        match e {
+            SymlinkError::Escape { entry, target } => ExtractError::LinkEscape { entry, target },
+            SymlinkError::BelowLink { entry, parent } => ExtractError::ThroughSymlink { entry, parent },
+            SymlinkError::Write { entry, source } => ExtractError::Write { entry, source },
+        }
+    }
+}
+
 fn at_entry(entry: &Option<String>) -> String {
     entry
         .as_ref()
@@ -107,7 +118,7 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
     };
     let mut archive = tar::Archive::new(stream);
     let mut stats = ExtractStats::default();
-    let mut symlinks = Vec::new();
+    let mut links = Vec::new();
     let mut current: Option<String> = None;
 
     // Maps a stream error to a size-limit error when the limit tripped, else to corruption.
@@ -206,8 +217,14 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
             EntryType::Symlink => {
                 let rel = rel.ok_or_else(|| ExtractError::EmptyPath { entry: name.clone() })?;
                 let target = link_name(&entry, &name)?;
-                check_symlink_target(&name, &rel, &target)?;
-                symlinks.push((name, rel, target));
+                if !symlinks::lexically_inside(&rel, &target) {
+                    return Err(ExtractError::LinkEscape { entry: name, target });
+                }
+                links.push(Symlink {
+                    entry: name,
+                    rel,
+                    target,
+                });
             }
             other => {
                 return Err(ExtractError::Unsupported {
@@ -223,7 +240,9 @@ pub fn extract(reader: impl Read, dest: &Path, limits: &ExtractLimits) -> Result
     let mut rest = archive.into_inner();
     io::copy(&mut rest, &mut io::sink()).map_err(|e| stream_error(&None, e))?;
 
-    create_symlinks(&root, symlinks, &mut stats)?;
+    let placed = symlinks::place(&root, links)?;
+    stats.symlinks = placed.kept;
+    stats.dropped_symlinks = placed.dropped;
     Ok(stats)
 }
 
@@ -291,97 +310,19 @@ fn hard_link_target(name: &str, target: &str) -> Result<PathBuf, ExtractError> {
     Ok(rel)
 }
 
-/// Lexical check of a symlink target, relative to the link's directory. The on-disk check in
-/// `create_symlinks` is the one that counts; this one rejects the obvious early, by name.
-fn check_symlink_target(name: &str, rel: &Path, target: &str) -> Result<(), ExtractError> {
-    let escape = || ExtractError::LinkEscape {
-        entry: name.into(),
-        target: target.into(),
-    };
-    let mut depth: Vec<&std::ffi::OsStr> = rel.parent().map(|p| p.iter().collect()).unwrap_or_default();
-    for component in Path::new(target).components() {
-        match component {
-            Component::Normal(part) => depth.push(part),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                depth.pop().ok_or_else(escape)?;
-            }
-            Component::RootDir | Component::Prefix(_) => return Err(escape()),
-        }
-    }
-    Ok(())
-}
-
-fn create_symlinks(
-    root: &Path,
-    links: Vec<(String, PathBuf, String)>,
-    stats: &mut ExtractStats,
-) -> Result<(), ExtractError> {
-    let mut created = Vec::with_capacity(links.len());
-    for (name, rel, target) in links {
-        let link = root.join(&rel);
-        // Never place a link below another link: its location would no longer be what the
-        // lexical check saw.
-        let mut parent = PathBuf::new();
-        for part in rel.parent().into_iter().flat_map(Path::iter) {
-            parent.push(part);
-            if fs::symlink_metadata(root.join(&parent)).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(ExtractError::ThroughSymlink {
-                    entry: name,
-                    parent: parent.display().to_string(),
-                });
-            }
-        }
-        make_parent(&link, &name)?;
-        clear_file_slot(&link, &name)?;
-        std::os::unix::fs::symlink(&target, &link).map_err(|source| ExtractError::Write {
-            entry: name.clone(),
-            source,
-        })?;
-        created.push((name, link, target));
-    }
-    for (name, link, target) in created {
-        match fs::canonicalize(&link) {
-            Ok(resolved) if resolved.starts_with(root) => stats.symlinks += 1,
-            Ok(_) => return Err(ExtractError::LinkEscape { entry: name, target }),
-            Err(_) => {
-                // Dangling or looping: drop it rather than keep a path that may resolve
-                // outside later. A link may already be gone if it was listed twice.
-                match fs::remove_file(&link) {
-                    Ok(()) => stats.dropped_symlinks += 1,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(source) => return Err(ExtractError::Write { entry: name, source }),
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 fn make_parent(path: &Path, name: &str) -> Result<(), ExtractError> {
-    match path.parent() {
-        Some(parent) => fs::create_dir_all(parent).map_err(|source| ExtractError::Write {
-            entry: name.into(),
-            source,
-        }),
-        None => Ok(()),
-    }
+    symlinks::make_parent(path).map_err(|source| ExtractError::Write {
+        entry: name.into(),
+        source,
+    })
 }
 
 /// Later entries replace earlier files of the same name (as tar does), but never directories.
-/// The old file is unlinked rather than truncated, so a hard link to it keeps its content.
 fn clear_file_slot(path: &Path, name: &str) -> Result<(), ExtractError> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => Err(ExtractError::Write {
-            entry: name.into(),
-            source: io::Error::new(io::ErrorKind::AlreadyExists, "a directory of that name exists"),
-        }),
-        Ok(_) => fs::remove_file(path).map_err(|source| ExtractError::Write {
-            entry: name.into(),
-            source,
-        }),
-        Err(_) => Ok(()),
-    }
+    symlinks::clear_file_slot(path).map_err(|source| ExtractError::Write {
+        entry: name.into(),
+        source,
+    })
 }
 
 fn entry_kind(kind: EntryType) -> String {

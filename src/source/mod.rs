@@ -13,6 +13,7 @@ pub mod extract;
 pub(crate) mod fetch;
 pub mod path;
 pub mod resolve;
+pub(crate) mod symlinks;
 #[cfg(test)]
 pub(crate) mod test_archive;
 
@@ -162,6 +163,7 @@ pub enum SourceError {
         #[source]
         source: std::io::Error,
     },
+    /// Flux's message, with `path` relative to the artifact root.
     #[error("kustomization path not found: stat {}: {}", .path.display(), io_text(*.cause))]
     PathNotFound {
         path: PathBuf,

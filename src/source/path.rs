@@ -29,7 +29,8 @@ pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, Sou
             resolved.pop().ok_or_else(outside)?;
             continue;
         }
-        let candidate = join(root, &resolved).join(&part);
+        let shown = join(Path::new(""), &resolved).join(&part);
+        let candidate = root.join(&shown);
         match fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 hops += 1;
@@ -38,7 +39,7 @@ pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, Sou
                         spec_path: spec.into(),
                     });
                 }
-                let target = fs::read_link(&candidate).map_err(|e| not_found(&candidate, e))?;
+                let target = fs::read_link(&candidate).map_err(|e| not_found(&shown, e))?;
                 if target.has_root() {
                     return Err(outside());
                 }
@@ -46,8 +47,10 @@ pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, Sou
             }
             Ok(_) => resolved.push(part),
             Err(e) => {
-                // Report the path as resolved so far plus what was left, like Go's SecureJoin.
-                let mut missing = candidate;
+                // Report the path as resolved so far plus what was left, like Go's SecureJoin,
+                // but relative to the root: where the artifact lies on disk is no tenant's
+                // business (it let one aim writes at another's tree).
+                let mut missing = shown;
                 missing.extend(pending.iter().rev());
                 return Err(not_found(&missing, e));
             }
@@ -153,23 +156,24 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_path_is_reported_like_flux() {
+    fn a_missing_path_is_named_inside_the_source_root() {
         let dir = tree();
         let root = dir.path().join("root");
+        // Before, the message held the tree's place on disk ("stat /tmp/artifacts-.../tree-3/
+        // apps/staging"), which told a tenant where to aim at another tenant's tree.
         let err = resolve_path(&root, Some("./apps/staging")).unwrap_err();
-        let expected = format!(
-            "kustomization path not found: stat {}: no such file or directory",
-            root.join("apps/staging").display()
+        assert_eq!(
+            err.to_string(),
+            "kustomization path not found: stat apps/staging: no such file or directory"
         );
-        assert_eq!(err.to_string(), expected);
         assert_eq!(err.reason(), "ArtifactFailed");
         // Through a symlink, the reported path is the resolved one.
         let err = resolve_path(&root, Some("prod/missing/deeper")).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains(&root.join("apps/prod/missing/deeper").display().to_string()),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "kustomization path not found: stat apps/prod/missing/deeper: no such file or directory"
         );
+        assert!(!err.to_string().contains(dir.path().to_str().unwrap()), "{err}");
     }
 
     #[test]

@@ -225,6 +225,85 @@ fn no_remote_bases_refuses_git_bases_with_fluxs_message() {
     assert!(err.contains("is not in or below"), "{err}");
 }
 
+/// Every regular file below `dir` whose content is `text`.
+fn files_holding(dir: &Path, text: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            found.extend(files_holding(&path, text));
+        } else if meta.is_file() && std::fs::read(&path).unwrap() == text.as_bytes() {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_remote_base_cannot_write_outside_its_checkout() {
+    // Reproduction (before): a Git base whose folder `s` lists `a -> ..`, `b -> a/..` and
+    // `c -> b/../../pwned`, each inside the tree by its name alone, then a blob also named
+    // `c`. The checkout wrote the blob through the link chain, to `pwned` two levels above
+    // the checkout cache, here beside the build's own directories. A chain alone was kept.
+    use crate::support::crafted_git::{Repository, serve};
+    const WRITTEN: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: planted\n";
+    let mut repo = Repository::default();
+    let (up, climb) = (repo.blob(".."), repo.blob("a/.."));
+    let (aim, planted) = (repo.blob("b/../../pwned"), repo.blob(WRITTEN));
+    let kustomization = repo.blob("resources: []\n");
+    let writes_through = repo.tree(&[
+        ("120000", "a", up),
+        ("120000", "b", climb),
+        ("120000", "c", aim),
+        ("100644", "c", planted),
+    ]);
+    let chain_only = repo.tree(&[("120000", "a", up), ("120000", "b", climb)]);
+    let mut commit = |s| {
+        let root = repo.tree(&[("100644", "kustomization.yaml", kustomization), ("40000", "s", s)]);
+        repo.commit(root)
+    };
+    let (duplicate, chain) = (commit(writes_through), commit(chain_only));
+    let url = serve(&repo);
+    for (commit, offence) in [
+        (duplicate, "tree entry 's/c' appears twice"),
+        (chain, "'s/b': link target 'a/..' leads outside the tree"),
+    ] {
+        let root = app_with(&[&format!("{url}?ref={commit}")]);
+        let tmp = root.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_kustomize-controller"))
+            .args(["build", "app", "--root", "."])
+            .current_dir(root.path())
+            .env("TMPDIR", &tmp)
+            .output()
+            .expect("the binary runs");
+        assert_eq!(
+            files_holding(root.path(), WRITTEN),
+            Vec::<std::path::PathBuf>::new()
+        );
+        let mut names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["app", "tmp"],
+            "nothing beside the build's own directories"
+        );
+        let err = failure(&output);
+        assert!(
+            err.contains(&format!("checking out {url} at {commit}: {offence}")),
+            "{err}"
+        );
+        assert!(
+            !err.contains(root.path().to_str().unwrap()),
+            "a local path leaks: {err}"
+        );
+    }
+}
+
 /// A tiny HTTP server: `/cm.yaml` a ConfigMap, `/big.yaml` 200 kB, `/stall` never answers,
 /// anything else 404.
 fn http_server() -> String {

@@ -594,10 +594,7 @@ async fn spec_path_cannot_escape_the_artifact() {
     let err = resolve_path(root, Some("./overlays/staging")).unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!(
-            "kustomization path not found: stat {}: no such file or directory",
-            root.join("overlays/staging").display()
-        )
+        "kustomization path not found: stat overlays/staging: no such file or directory"
     );
     // Nothing was created by the lookups.
     assert!(!root.join("overlays/staging").exists());
