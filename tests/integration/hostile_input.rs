@@ -2,7 +2,8 @@
 //! little memory, with an error naming the culprit, instead of taking the process down. The
 //! child's peak RSS and CPU time come from the kernel's own counters (wait4's ru_maxrss,
 //! ru_utime and ru_stime, reported by GNU time): CPU time, unlike elapsed time, does not grow
-//! when other tests load the machine.
+//! when other tests load the machine. For the same reason a runaway child is stopped by CPU
+//! time and address space limits, and by wall-clock time only as a last resort.
 
 use std::path::Path;
 use std::process::Command;
@@ -11,8 +12,16 @@ use std::process::Command;
 const MAX_RSS_KB: u64 = 100 * 1024;
 /// CPU time a refusal may take.
 const MAX_SECONDS: f64 = 2.0;
-/// A build still running after this many seconds is stopped: the bound has failed by then.
-const STOP_AFTER: &str = "8";
+/// CPU seconds after which the kernel stops a build (ulimit -t): ten times the bound, so
+/// only a runaway meets it, however loaded the machine.
+const CPU_LIMIT_SECONDS: &str = "20";
+/// Address space a build may map (ulimit -v, KiB): far above the RSS bound, since threads
+/// and malloc arenas reserve more than they touch, yet a runaway fails an allocation here
+/// instead of taking the machine's memory.
+const ADDRESS_SPACE_KB: &str = "4194304";
+/// Wall-clock seconds after which a build is stopped: only for one that hangs without
+/// using CPU, which the CPU limit cannot see.
+const STOP_AFTER: &str = "120";
 
 /// What the kernel counted for one `build` run.
 struct Measured {
@@ -25,15 +34,19 @@ struct Measured {
 }
 
 /// Runs `kustomize-controller build <dir> --root <root>` under GNU time, which waits for it
-/// with wait4 and reports the child's ru_maxrss and elapsed time.
+/// with wait4 and reports the child's ru_maxrss and elapsed time; the shell sets the limits
+/// and replaces itself with `timeout`, whose child the build is.
 fn measured_build(root: &Path, dir: &str) -> Measured {
     let report = root.join("time-report");
+    let limits = format!(
+        "ulimit -t {CPU_LIMIT_SECONDS} && ulimit -v {ADDRESS_SPACE_KB} && exec timeout {STOP_AFTER} \"$@\""
+    );
     let output = Command::new("/usr/bin/time")
         .arg("-f")
         .arg("%M %U %S %e")
         .arg("-o")
         .arg(&report)
-        .args(["timeout", STOP_AFTER])
+        .args(["sh", "-c", &limits, "sh"])
         .arg(env!("CARGO_BIN_EXE_kustomize-controller"))
         .arg("build")
         .arg(dir)
