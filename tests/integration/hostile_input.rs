@@ -181,3 +181,37 @@ fn deeply_nested_brackets_are_refused_before_the_scanner_naming_the_file() {
     let measured = measured_build(tmp.path(), "app");
     assert_refused_within_bounds(&measured, &["deep.yaml", "nested deeper than 1000"]);
 }
+
+#[test]
+fn json6902_copies_that_double_an_object_are_refused_naming_the_patch() {
+    // Before: every `copy` of /data into itself doubled the ConfigMap, and 40 of them, in a
+    // 2 KB kustomization, took the build to 3.9 GB before it aborted. Small values cost the
+    // most memory for their JSON (a map each), long ones the most JSON.
+    for value in ["x".to_string(), "x".repeat(1000)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let config_map =
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: doubled\ndata:\n  k: {value}\n");
+        let copies: String = (0..40)
+            .map(|i| format!("- {{op: copy, from: /data, path: /data/k{i}}}\n"))
+            .collect();
+        let kustomization =
+            "resources: [cm.yaml]\npatches:\n- path: copies.yaml\n  target: {kind: ConfigMap}\n";
+        let size = config_map.len() + copies.len() + kustomization.len();
+        assert!(size < 4096, "the attack is small: {size} bytes");
+        std::fs::create_dir(tmp.path().join("app")).unwrap();
+        std::fs::write(tmp.path().join("app/cm.yaml"), config_map).unwrap();
+        std::fs::write(tmp.path().join("app/copies.yaml"), copies).unwrap();
+        std::fs::write(tmp.path().join("app/kustomization.yaml"), kustomization).unwrap();
+
+        let measured = measured_build(tmp.path(), "app");
+        assert_refused_within_bounds(
+            &measured,
+            &[
+                "app/copies.yaml",
+                "json patch operation",
+                "(copy \"/data/k",
+                "by more than 16777216 bytes",
+            ],
+        );
+    }
+}
