@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::str::FromStr;
 
-use pgp::composed::{Deserializable, Message, SignedSecretKey};
-use pgp::types::Password;
+use pgp::composed::{Deserializable, SignedSecretKey};
 
 use super::SopsError;
+use super::openpgp;
 use super::tree::{Node, Rules};
 
 /// Secret entries that name a key service this controller cannot reach.
@@ -92,8 +92,11 @@ impl Keys {
             }
             for entry in list(group, "pgp") {
                 let enc = field(entry, "enc").unwrap_or_default();
-                tried.push(format!("pgp {}", field(entry, "fp").unwrap_or_default()));
-                if let Some(key) = self.unwrap_pgp(&enc) {
+                let fingerprint = field(entry, "fp").unwrap_or_default();
+                tried.push(format!("pgp {fingerprint}"));
+                let unwrapped = openpgp::unwrap(&enc, &self.pgp)
+                    .map_err(|reason| SopsError::DataKey(format!("OpenPGP key {fingerprint}: {reason}")))?;
+                if let Some(key) = unwrapped {
                     return Ok(key);
                 }
             }
@@ -127,27 +130,6 @@ impl Keys {
         let mut plain = Vec::new();
         decryptor.decrypt(identities).ok()?.read_to_end(&mut plain).ok()?;
         plain.try_into().ok()
-    }
-
-    fn unwrap_pgp(&self, enc: &str) -> Option<[u8; 32]> {
-        for key in &self.pgp {
-            let Ok((message, _)) = Message::from_string(enc) else {
-                return None;
-            };
-            let Ok(plain) = message.decrypt(&Password::empty(), key) else {
-                continue;
-            };
-            // GnuPG compresses what it encrypts.
-            let plain = if plain.is_compressed() {
-                plain.decompress().ok()
-            } else {
-                Some(plain)
-            };
-            if let Some(data) = plain.and_then(|mut p| p.as_data_vec().ok()) {
-                return data.try_into().ok();
-            }
-        }
-        None
     }
 }
 

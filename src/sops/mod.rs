@@ -11,6 +11,7 @@
 mod formats;
 mod keys;
 mod mask;
+mod openpgp;
 pub(crate) mod secret;
 pub(crate) mod sources;
 mod tree;

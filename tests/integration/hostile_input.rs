@@ -1,8 +1,9 @@
-//! Hostile trees and Git servers given to `kustomize-controller build`: each must be refused
-//! quickly and in little memory, with an error naming the culprit, instead of taking the
-//! process down. The child's peak RSS and CPU time come from the kernel's own counters
-//! (wait4's ru_maxrss, ru_utime and ru_stime, reported by GNU time): CPU time, unlike elapsed
-//! time, does not grow when other tests load the machine.
+//! Hostile trees and Git servers given to `kustomize-controller build`: each must be refused quickly and in
+//! little memory, with an error naming the culprit, instead of taking the process down. The
+//! child's peak RSS and CPU time come from the kernel's own counters (wait4's ru_maxrss,
+//! ru_utime and ru_stime, reported by GNU time): CPU time, unlike elapsed time, does not grow
+//! when other tests load the machine. For the same reason a runaway child is stopped by CPU
+//! time and address space limits, and by wall-clock time only as a last resort.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -15,8 +16,16 @@ use sha1::Digest;
 const MAX_RSS_KB: u64 = 100 * 1024;
 /// CPU time a refusal may take.
 const MAX_SECONDS: f64 = 2.0;
-/// A build still running after this many seconds is stopped: the bound has failed by then.
-const STOP_AFTER: &str = "8";
+/// CPU seconds after which the kernel stops a build (ulimit -t): ten times the bound, so
+/// only a runaway meets it, however loaded the machine.
+const CPU_LIMIT_SECONDS: &str = "20";
+/// Address space a build may map (ulimit -v, KiB): far above the RSS bound, since threads
+/// and malloc arenas reserve more than they touch, yet a runaway fails an allocation here
+/// instead of taking the machine's memory.
+const ADDRESS_SPACE_KB: &str = "4194304";
+/// Wall-clock seconds after which a build is stopped: only for one that hangs without
+/// using CPU, which the CPU limit cannot see.
+const STOP_AFTER: &str = "120";
 
 /// What the kernel counted for one `build` run.
 struct Measured {
@@ -29,15 +38,19 @@ struct Measured {
 }
 
 /// Runs `kustomize-controller build <dir> --root <root>` under GNU time, which waits for it
-/// with wait4 and reports the child's ru_maxrss and elapsed time.
+/// with wait4 and reports the child's ru_maxrss and elapsed time; the shell sets the limits
+/// and replaces itself with `timeout`, whose child the build is.
 fn measured_build(root: &Path, dir: &str) -> Measured {
     let report = root.join("time-report");
+    let limits = format!(
+        "ulimit -t {CPU_LIMIT_SECONDS} && ulimit -v {ADDRESS_SPACE_KB} && exec timeout {STOP_AFTER} \"$@\""
+    );
     let output = Command::new("/usr/bin/time")
         .arg("-f")
         .arg("%M %U %S %e")
         .arg("-o")
         .arg(&report)
-        .args(["timeout", STOP_AFTER])
+        .args(["sh", "-c", &limits, "sh"])
         .arg(env!("CARGO_BIN_EXE_kustomize-controller"))
         .arg("build")
         .arg(dir)
@@ -279,4 +292,38 @@ fn a_pack_delta_announcing_an_exabyte_is_refused_naming_the_object() {
             "pack object 2: delta target of 9223372036854775807 bytes exceeds the remaining budget",
         ],
     );
+}
+
+#[test]
+fn json6902_copies_that_double_an_object_are_refused_naming_the_patch() {
+    // Before: every `copy` of /data into itself doubled the ConfigMap, and 40 of them, in a
+    // 2 KB kustomization, took the build to 3.9 GB before it aborted. Small values cost the
+    // most memory for their JSON (a map each), long ones the most JSON.
+    for value in ["x".to_string(), "x".repeat(1000)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let config_map =
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: doubled\ndata:\n  k: {value}\n");
+        let copies: String = (0..40)
+            .map(|i| format!("- {{op: copy, from: /data, path: /data/k{i}}}\n"))
+            .collect();
+        let kustomization =
+            "resources: [cm.yaml]\npatches:\n- path: copies.yaml\n  target: {kind: ConfigMap}\n";
+        let size = config_map.len() + copies.len() + kustomization.len();
+        assert!(size < 4096, "the attack is small: {size} bytes");
+        std::fs::create_dir(tmp.path().join("app")).unwrap();
+        std::fs::write(tmp.path().join("app/cm.yaml"), config_map).unwrap();
+        std::fs::write(tmp.path().join("app/copies.yaml"), copies).unwrap();
+        std::fs::write(tmp.path().join("app/kustomization.yaml"), kustomization).unwrap();
+
+        let measured = measured_build(tmp.path(), "app");
+        assert_refused_within_bounds(
+            &measured,
+            &[
+                "app/copies.yaml",
+                "json patch operation",
+                "(copy \"/data/k",
+                "by more than 16777216 bytes",
+            ],
+        );
+    }
 }

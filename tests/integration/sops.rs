@@ -457,3 +457,92 @@ async fn sops_age_secret_decrypts_without_a_secret_ref() {
     assert_eq!(secret_data(&s, "app").await["password"], "global-pa55");
     s.delete().await;
 }
+
+/// How far a controller's peak resident memory may rise while it refuses the bombs below.
+const MAX_BOMB_RSS_GROWTH_KB: u64 = 64 * 1024;
+
+/// `mib` MiB of zeros compressed by the real gpg (zlib, as GnuPG compresses what it encrypts)
+/// and encrypted to the test's own key: what a tenant can put where a data key belongs.
+fn gpg_bomb(keys: &TestKeys, mib: u32) -> String {
+    run(Command::new("sh")
+        .env("GNUPGHOME", keys.dir.path().join("gnupg"))
+        .arg("-c")
+        .arg(format!(
+            "head -c {mib}M /dev/zero | gpg --batch --trust-model always --compress-algo zlib -z 9 --armor --encrypt -r {}",
+            keys.pgp_fingerprint
+        )))
+}
+
+/// The kernel's high-water mark of `pid`'s resident memory (`VmHWM`), in KiB.
+fn peak_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("the controller (pid {pid}) is gone: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
+#[tokio::test]
+async fn sops_openpgp_compression_bombs_are_refused_in_little_memory_naming_the_file() {
+    // Before: the data key's unwrap inflated and read whole the literal data a tenant had
+    // encrypted to its own key; a 6 MB Secret took the controller to 3.2 GB on every retry.
+    let keys = TestKeys::new();
+    let s = Scenario::new("sops-bomb").await;
+    let kustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ngeneratorOptions: {disableNameSuffixHash: true}\nsecretGenerator:\n- name: generated\n  envs: [app.env]\n";
+    let env = keys.pgp("app.env", "ENV_KEY=env-first\n", &[]);
+    s.publish(
+        "repo",
+        "main@sha1:b1",
+        &[("kustomization.yaml", kustomization), ("app.env", &env)],
+    )
+    .await;
+    create_key_secret(&s, "sops-keys", json!({"pgp.asc": keys.pgp_secret})).await;
+    let controller = s.start_controller(&[]);
+    s.apply("app", decryption("sops-keys")).await;
+    s.wait_applied(&controller, "app", "main@sha1:b1").await;
+    let before = peak_rss_kb(controller.pid());
+
+    // The data key's entry in the dotenv file, its newlines escaped.
+    let enc_entry = "sops_pgp__list_0__map_enc=";
+    let with_data_key = |enc: &str| -> String {
+        env.lines()
+            .map(|line| match line.starts_with(enc_entry) {
+                true => format!("{enc_entry}{}\n", enc.replace('\n', "\\n")),
+                false => format!("{line}\n"),
+            })
+            .collect()
+    };
+    // 24 MiB inflate from under the 64 KiB a wrapped key may take; 512 MiB from 0.9 MB.
+    let cases = [
+        (
+            "main@sha1:inflating",
+            24,
+            "compressed data inflates to more than 4096 bytes",
+        ),
+        ("main@sha1:large", 512, "the wrapped data key takes "),
+    ];
+    for (revision, mib, reason) in cases {
+        let bombed = with_data_key(&gpg_bomb(&keys, mib));
+        s.publish(
+            "repo",
+            revision,
+            &[("kustomization.yaml", kustomization), ("app.env", &bombed)],
+        )
+        .await;
+        let expected = format!(
+            "app.env: cannot get sops data key: OpenPGP key {}: {reason}",
+            keys.pgp_fingerprint
+        );
+        s.wait_ready(&controller, "app", "False", &expected).await;
+        assert_eq!(secret_data(&s, "generated").await["ENV_KEY"], "env-first");
+    }
+    let after = peak_rss_kb(controller.pid());
+    eprintln!("controller peak RSS: {before} KB before the bombs, {after} KB after");
+    assert!(
+        after - before < MAX_BOMB_RSS_GROWTH_KB,
+        "peak RSS rose from {before} KB to {after} KB (bound: {MAX_BOMB_RSS_GROWTH_KB} KB more)"
+    );
+    s.delete().await;
+}

@@ -6,6 +6,7 @@
 //! operations is JSON6902); [`apply`] applies either to one object; [`Target`] decides
 //! whether a `target` selects an object.
 
+mod json6902;
 pub(crate) mod openapi;
 pub(crate) mod schema;
 mod smp;
@@ -148,7 +149,7 @@ pub(crate) fn apply(
             }
             Ok(current)
         }
-        PatchKind::Json6902(ops) => apply_json6902(target, ops),
+        PatchKind::Json6902(ops) => json6902::apply(target, ops, json6902::MAX_GROWTH),
     }
 }
 
@@ -193,40 +194,6 @@ fn apply_strategic_merge(
         restore("namespace");
     }
     Ok(Value::Object(merged))
-}
-
-fn apply_json6902(target: &Value, ops: &[Value]) -> Result<Value, PatchError> {
-    let mut document = target.clone();
-    for (index, raw) in ops.iter().enumerate() {
-        let field = |key: &str| raw.get(key).and_then(Value::as_str).unwrap_or("").to_string();
-        let (op, path) = (field("op"), field("path"));
-        let failure = |reason: String| PatchError::Json6902 {
-            index,
-            op: op.clone(),
-            path: path.clone(),
-            reason,
-        };
-        let mut raw = raw.clone();
-        // evanphx/json-patch v4 (kustomize's) treats `replace` of a missing map key as `add`.
-        if op == "replace" && is_missing_map_key(&document, &path) {
-            raw["op"] = Value::String("add".into());
-        }
-        let operation: json_patch::PatchOperation =
-            serde_json::from_value(raw).map_err(|err| failure(err.to_string()))?;
-        json_patch::patch(&mut document, &[operation]).map_err(|err| failure(err.kind.to_string()))?;
-    }
-    Ok(document)
-}
-
-fn is_missing_map_key(document: &Value, path: &str) -> bool {
-    let Some((parent, key)) = path.rsplit_once('/') else {
-        return false;
-    };
-    let key = key.replace("~1", "/").replace("~0", "~");
-    document
-        .pointer(parent)
-        .and_then(Value::as_object)
-        .is_some_and(|map| !map.contains_key(&key))
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ pub(crate) fn strategic_merge(
             )));
         };
         for d in docs {
-            by_own_id(ctx, map, d, PatchOptions::default())?;
+            by_own_id(ctx, map, d, PatchOptions::default(), &origin)?;
         }
     }
     Ok(())
@@ -103,13 +103,13 @@ pub(crate) fn patches(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) ->
         let mut doc = ctx.parse(&text, &origin)?;
         doc.options = options(entry);
         match (&doc.kind, &entry.target) {
-            (_, Some(target)) => by_selector(ctx, map, &doc, target)?,
+            (_, Some(target)) => by_selector(ctx, map, &doc, target, &origin)?,
             (PatchKind::Json6902(_), None) => {
                 return Err(ctx.err(format!("{origin}: a JSON6902 patch must specify a target")));
             }
             (PatchKind::StrategicMerge(docs), None) => {
                 for d in docs.clone() {
-                    by_own_id(ctx, map, d, doc.options)?;
+                    by_own_id(ctx, map, d, doc.options, &origin)?;
                 }
             }
         }
@@ -130,7 +130,7 @@ pub(crate) fn json6902(ctx: &Context<'_>, map: &mut ResMap, entries: &[Patch]) -
         let Some(target) = &entry.target else {
             return Err(ctx.err(format!("{origin}: patchesJson6902 entries need a target")));
         };
-        by_selector(ctx, map, &doc, target)?;
+        by_selector(ctx, map, &doc, target, &origin)?;
     }
     Ok(())
 }
@@ -149,6 +149,7 @@ fn by_own_id(
     map: &mut ResMap,
     document: Map<String, Value>,
     options: PatchOptions,
+    origin: &str,
 ) -> Result<(), BuildError> {
     let id = ResId::of(&document);
     let matches: Vec<usize> = (0..map.resources.len())
@@ -160,7 +161,7 @@ fn by_own_id(
                 kind: PatchKind::StrategicMerge(vec![document]),
                 options,
             };
-            apply_at(ctx, map, *i, &doc).map(|_| ())
+            apply_at(ctx, map, *i, &doc, origin).map(|_| ())
         }
         [] => Err(ctx.err(format!("no resource matches strategic merge patch \"{id}\""))),
         _ => Err(ctx.err(format!("multiple resources match strategic merge patch \"{id}\""))),
@@ -175,6 +176,7 @@ fn by_selector(
     map: &mut ResMap,
     doc: &PatchDoc,
     target: &Selector,
+    origin: &str,
 ) -> Result<(), BuildError> {
     let selector = target;
     let target = patch::Target::compile(selector).map_err(|e| ctx.err(e))?;
@@ -223,13 +225,19 @@ fn by_selector(
                 }
             }
         }
-        apply_at(ctx, map, i, &doc)?;
+        apply_at(ctx, map, i, &doc, origin)?;
     }
     Ok(())
 }
 
-/// Applies a patch to resource `i`; returns false when the patch deleted it.
-fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Result<bool, BuildError> {
+/// Applies a patch (from `origin`) to resource `i`; returns false when the patch deleted it.
+fn apply_at(
+    ctx: &Context<'_>,
+    map: &mut ResMap,
+    i: usize,
+    doc: &PatchDoc,
+    origin: &str,
+) -> Result<bool, BuildError> {
     let res = &mut map.resources[i];
     let before = res.id();
     // kustomize runs JSON6902 patches while its index annotations sit on every object, so
@@ -248,7 +256,7 @@ fn apply_at(ctx: &Context<'_>, map: &mut ResMap, i: usize, doc: &PatchDoc) -> Re
         }
     }
     let mut patched = patch::apply(&Value::Object(input), doc, map.schema.custom())
-        .map_err(|e| ctx.err(format!("{before}: {e}")))?;
+        .map_err(|e| ctx.err(format!("{origin}: {before}: {e}")))?;
     if matches!(doc.kind, PatchKind::Json6902(_))
         && let Some(Value::Object(meta)) = patched.get_mut("metadata")
     {
