@@ -25,7 +25,7 @@ pub(crate) enum DependencyError {
     RevisionNotUpToDate(String),
     #[error("dependency '{0}' is not ready according to readyExpr eval")]
     ReadyExprFalse(String),
-    /// A `readyExpr` that does not compile: a configuration error.
+    /// A `readyExpr` that does not compile or is over its limits: a configuration error.
     #[error("{0}")]
     InvalidReadyExpr(#[source] CelError),
     #[error("dependency '{0}' readyExpr eval failed: {1}")]
@@ -98,10 +98,11 @@ pub(crate) fn check_ready(
     Ok(())
 }
 
-/// Checks one dependency: its `readyExpr` when set (replacing the built-in check, as Flux
-/// without the AdditiveCELDependencyCheck gate), else [`check_ready`].
-pub(crate) fn check_dependency(
+/// Checks the dependency at `index` of `dependsOn`: its `readyExpr` when set (replacing the
+/// built-in check, as Flux without the AdditiveCELDependencyCheck gate), else [`check_ready`].
+pub(crate) async fn check_dependency(
     ks: &Kustomization,
+    index: usize,
     reference: &DependencyReference,
     dependency: &Kustomization,
     revision: &str,
@@ -115,7 +116,8 @@ pub(crate) fn check_dependency(
         dependency.name_any()
     );
     let as_value = |k: &Kustomization| serde_json::to_value(k).unwrap_or_default();
-    match eval_ready_expr(expr, &as_value(ks), &as_value(dependency)) {
+    let field = format!("dependsOn[{index}].readyExpr");
+    match eval_ready_expr(field, expr.to_string(), as_value(ks), as_value(dependency)).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(DependencyError::ReadyExprFalse(key)),
         Err(error) if error.is_terminal() => Err(DependencyError::InvalidReadyExpr(error)),
@@ -130,7 +132,7 @@ pub(crate) async fn check_dependencies(
     ks: &Kustomization,
     revision: &str,
 ) -> Result<(), DependencyError> {
-    for dependency in &ks.spec.depends_on {
+    for (index, dependency) in ks.spec.depends_on.iter().enumerate() {
         let (namespace, name) = dependency_key(ks, dependency);
         let dep = Api::<Kustomization>::namespaced(client.clone(), &namespace)
             .get(&name)
@@ -142,7 +144,7 @@ pub(crate) async fn check_dependencies(
                 };
                 DependencyError::NotFound(format!("{namespace}/{name}"), message)
             })?;
-        check_dependency(ks, dependency, &dep, revision)?;
+        check_dependency(ks, index, dependency, &dep, revision).await?;
     }
     Ok(())
 }
@@ -211,8 +213,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn ready_expr_replaces_the_built_in_check() {
+    #[tokio::test]
+    async fn ready_expr_replaces_the_built_in_check() {
         let repo = json!({"kind": "GitRepository", "name": "repo"});
         let me = ks("app", repo.clone(), 1, json!({}));
         // Not Ready by the built-in rules, but the expression only asks for the revision.
@@ -225,24 +227,30 @@ mod tests {
         assert!(
             check_dependency(
                 &me,
+                0,
                 &reference("dep.status.lastAppliedRevision == 'r1'"),
                 &dep,
                 "r1"
             )
+            .await
             .is_ok()
         );
         let err = check_dependency(
             &me,
+            0,
             &reference("dep.metadata.name == self.metadata.name"),
             &dep,
             "r1",
         )
+        .await
         .unwrap_err();
         assert_eq!(
             err.to_string(),
             "dependency 'apps/infra' is not ready according to readyExpr eval"
         );
-        let err = check_dependency(&me, &reference("dep.status.("), &dep, "r1").unwrap_err();
+        let err = check_dependency(&me, 0, &reference("dep.status.("), &dep, "r1")
+            .await
+            .unwrap_err();
         assert!(err.is_terminal(), "{err}");
     }
 
@@ -289,5 +297,32 @@ mod tests {
         let not_ready = json!({"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "False",
             "reason": "BuildFailed", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
         assert!(check_ready(&me, &ks("infra", repo, 1, not_ready), "r1").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_ready_expr_over_its_limits_is_a_terminal_error_naming_its_field() {
+        // A string doubled 24 times. Before: it was built to the end (with 50 doublings the
+        // process aborted on memory) and the dependency counted as ready.
+        let repo = json!({"kind": "GitRepository", "name": "repo"});
+        let me = ks("app", repo.clone(), 1, json!({}));
+        let dep = ks("infra", repo, 1, ready(1, "r1"));
+        let reference = DependencyReference {
+            name: "infra".into(),
+            namespace: None,
+            ready_expr: Some(format!(
+                "['ab']{}.all(s, size(s) > 0)",
+                ".map(s, s + s)".repeat(24)
+            )),
+        };
+        let err = check_dependency(&me, 1, &reference, &dep, "r1")
+            .await
+            .unwrap_err();
+        assert!(err.is_terminal());
+        assert_eq!(err.reason(), "InvalidCELExpression");
+        assert_eq!(
+            err.condition_message(Duration::ZERO),
+            "Reconciliation failed terminally due to configuration error: dependsOn[1].readyExpr: evaluation \
+             exceeded its cost limit (16 MiB of values built or copied)"
+        );
     }
 }

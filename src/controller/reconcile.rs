@@ -402,7 +402,11 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Flow, StepFailur
     let spec = &ks.spec;
 
     // Health expressions are configuration: check them before doing any work.
-    let exprs = Arc::new(health::cel::compile(&spec.health_check_exprs).map_err(|e| pass.fail(e))?);
+    let exprs = Arc::new(
+        health::cel::compile(&spec.health_check_exprs)
+            .await
+            .map_err(|e| pass.fail(e))?,
+    );
 
     // Resolve the source and its artifact.
     let access = SourceAccess {

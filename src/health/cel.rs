@@ -1,17 +1,23 @@
 //! CEL: `spec.healthCheckExprs` (custom health rules per group/kind) and
-//! `spec.dependsOn[].readyExpr`, evaluated with the `cel` crate on live objects as JSON.
+//! `spec.dependsOn[].readyExpr`, evaluated with the `cel` crate on live objects as JSON,
+//! within the limits of [`meter`] and off the async workers.
+
+mod meter;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use cel::Context;
 use cel::objects::{Key, Map};
-use cel::{Context, Program};
 use serde_json::Value;
 
 use super::kstatus::{ObjectStatus, Status};
 use crate::api::conditions::reason;
 use crate::api::kustomization::CustomHealthCheck;
 use crate::error::{Retry, StepError};
+pub use meter::Limit;
+use meter::{MAX_DEPTH, MAX_SOURCE_BYTES, Meter, Metered, Refusal, Stop};
 
 /// Errors of compiling or evaluating CEL. Compile-time problems are configuration errors: the
 /// controller stalls with reason `InvalidCELExpression` and does not retry.
@@ -27,6 +33,15 @@ pub enum CelError {
     Eval { expr: String, message: String },
     #[error("CEL expression '{expr}' returned {value}, not a boolean")]
     NotBool { expr: String, value: String },
+    #[error("{field}: CEL expression is {len} bytes, over the limit of {MAX_SOURCE_BYTES}")]
+    TooLong { field: String, len: usize },
+    #[error("{field}: CEL expression nests deeper than {MAX_DEPTH} levels")]
+    TooDeep { field: String },
+    #[error("{field}: evaluation exceeded its {limit}")]
+    Exceeded { field: String, limit: Limit },
+    /// The thread that runs CEL could not start or panicked.
+    #[error("{0}")]
+    Thread(String),
 }
 
 impl StepError for CelError {
@@ -34,13 +49,17 @@ impl StepError for CelError {
         reason::INVALID_CEL_EXPRESSION
     }
 
-    /// Compile-time problems are configuration errors that no retry can fix.
+    /// Compile-time problems are configuration errors that no retry can fix, and so is an
+    /// expression too costly to evaluate: retrying would spend as much again.
     fn retry(&self) -> Retry {
         match self {
-            CelError::Parse { .. } | CelError::InvalidApiVersion { .. } | CelError::Duplicate { .. } => {
-                Retry::Terminal
-            }
-            CelError::Eval { .. } | CelError::NotBool { .. } => Retry::RetryInterval,
+            CelError::Parse { .. }
+            | CelError::InvalidApiVersion { .. }
+            | CelError::Duplicate { .. }
+            | CelError::TooLong { .. }
+            | CelError::TooDeep { .. }
+            | CelError::Exceeded { .. } => Retry::Terminal,
+            CelError::Eval { .. } | CelError::NotBool { .. } | CelError::Thread(_) => Retry::RetryInterval,
         }
     }
 
@@ -53,43 +72,74 @@ impl StepError for CelError {
     }
 }
 
-/// A compiled expression with its source, for messages.
+/// A compiled expression with its field and source, for messages.
 #[derive(Debug)]
 struct Expr {
+    field: String,
     source: String,
-    program: Program,
+    program: Metered,
 }
 
 impl Expr {
-    fn compile(source: &str) -> Result<Self, CelError> {
-        let program = Program::compile(source).map_err(|e| CelError::Parse {
-            expr: source.to_string(),
-            message: e.to_string(),
+    /// Compiles the expression of `field` (`healthCheckExprs[0].current`). Call it on a CEL
+    /// thread ([`on_cel_thread`]).
+    fn compile(field: String, source: &str) -> Result<Self, CelError> {
+        let program = Metered::parse(source).map_err(|refusal| match refusal {
+            Refusal::TooLong(len) => CelError::TooLong {
+                field: field.clone(),
+                len,
+            },
+            Refusal::TooDeep => CelError::TooDeep { field: field.clone() },
+            Refusal::Parse(message) => CelError::Parse {
+                expr: source.to_string(),
+                message,
+            },
         })?;
         Ok(Self {
+            field,
             source: source.to_string(),
             program,
         })
     }
 
     /// An optional expression of a rule: absent and empty both mean there is none.
-    fn compile_optional(source: Option<&str>) -> Result<Option<Self>, CelError> {
-        source.filter(|s| !s.is_empty()).map(Self::compile).transpose()
+    fn compile_optional(field: String, source: Option<&str>) -> Result<Option<Self>, CelError> {
+        source
+            .filter(|s| !s.is_empty())
+            .map(|source| Self::compile(field, source))
+            .transpose()
     }
 
-    fn eval_bool(&self, context: &Context) -> Result<bool, CelError> {
-        match self.program.execute(context) {
+    fn eval_bool(&self, context: &Context, meter: &Meter) -> Result<bool, CelError> {
+        match self.program.evaluate(context, meter) {
             Ok(cel::Value::Bool(value)) => Ok(value),
             Ok(other) => Err(CelError::NotBool {
                 expr: self.source.clone(),
                 value: format!("{other:?}"),
             }),
-            Err(e) => Err(CelError::Eval {
+            Err(Stop::Limit(limit)) => Err(CelError::Exceeded {
+                field: self.field.clone(),
+                limit,
+            }),
+            Err(Stop::Error(e)) => Err(CelError::Eval {
                 expr: self.source.clone(),
                 message: e.to_string(),
             }),
         }
     }
+}
+
+/// A context with the metering function of `meter` and `variables`.
+fn metered_context<'a>(
+    meter: &Arc<Meter>,
+    variables: impl IntoIterator<Item = (&'a str, &'a Value)>,
+) -> Context<'static, 'static> {
+    let mut context = Context::default();
+    meter.install(&mut context);
+    for (name, value) in variables {
+        context.add_variable_from_value(name, to_cel(value));
+    }
+    context
 }
 
 /// The expressions of one `healthCheckExprs` entry.
@@ -103,21 +153,27 @@ struct Rule {
 /// Compiled `healthCheckExprs`, keyed by group and optional kind.
 #[derive(Debug, Default)]
 pub struct HealthExprs {
-    rules: HashMap<(String, Option<String>), Rule>,
+    rules: HashMap<(String, Option<String>), Arc<Rule>>,
 }
 
-/// Compiles `healthCheckExprs`. The first expression that does not parse, or a second entry for
-/// the same group/kind, is an error naming it.
-pub fn compile(exprs: &[CustomHealthCheck]) -> Result<HealthExprs, CelError> {
+/// Compiles `healthCheckExprs`. The first expression that does not parse or is over a limit,
+/// or a second entry for the same group/kind, is an error naming it.
+pub async fn compile(exprs: &[CustomHealthCheck]) -> Result<HealthExprs, CelError> {
+    let exprs = exprs.to_vec();
+    on_cel_thread(move || compile_now(&exprs)).await
+}
+
+fn compile_now(exprs: &[CustomHealthCheck]) -> Result<HealthExprs, CelError> {
     let mut rules = HashMap::new();
-    for check in exprs {
+    for (index, check) in exprs.iter().enumerate() {
         let group = group_of(&check.api_version).ok_or_else(|| CelError::InvalidApiVersion {
             api_version: check.api_version.clone(),
         })?;
+        let field = |name: &str| format!("healthCheckExprs[{index}].{name}");
         let rule = Rule {
-            current: Expr::compile(&check.current)?,
-            in_progress: Expr::compile_optional(check.in_progress.as_deref())?,
-            failed: Expr::compile_optional(check.failed.as_deref())?,
+            current: Expr::compile(field("current"), &check.current)?,
+            in_progress: Expr::compile_optional(field("inProgress"), check.in_progress.as_deref())?,
+            failed: Expr::compile_optional(field("failed"), check.failed.as_deref())?,
         };
         let key = (group.to_string(), check.kind.clone().filter(|k| !k.is_empty()));
         if rules.contains_key(&key) {
@@ -127,7 +183,7 @@ pub fn compile(exprs: &[CustomHealthCheck]) -> Result<HealthExprs, CelError> {
             };
             return Err(CelError::Duplicate { what });
         }
-        rules.insert(key, rule);
+        rules.insert(key, Arc::new(rule));
     }
     Ok(HealthExprs { rules })
 }
@@ -139,14 +195,20 @@ impl HealthExprs {
     /// Order as Flux: an unobserved `status.observedGeneration` is InProgress; then
     /// `inProgress`, `failed`, `current`, the first true one decides; none true is InProgress.
     /// The object's top-level fields (`metadata`, `spec`, `status`, ...) are the variables.
-    pub(crate) fn evaluate(&self, object: &Value) -> Option<Result<ObjectStatus, CelError>> {
+    pub(crate) fn evaluate(
+        &self,
+        object: &Value,
+    ) -> Option<impl Future<Output = Result<ObjectStatus, CelError>> + use<>> {
         let group = group_of(object.get("apiVersion")?.as_str()?)?;
         let kind = object.get("kind").and_then(Value::as_str).map(str::to_string);
         let rule = self
             .rules
             .get(&(group.to_string(), kind.clone()))
             .or_else(|| self.rules.get(&(group.to_string(), None)))?;
-        Some(evaluate_rule(rule, object, kind.as_deref().unwrap_or_default()))
+        let (rule, object) = (Arc::clone(rule), object.clone());
+        Some(on_cel_thread(move || {
+            evaluate_rule(&rule, &object, kind.as_deref().unwrap_or_default())
+        }))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -176,12 +238,9 @@ fn evaluate_rule(rule: &Rule, object: &Value, kind: &str) -> Result<ObjectStatus
             format!("{kind} generation is {generation}, but latest observed generation is {observed}"),
         ));
     }
-    let mut context = Context::default();
-    if let Some(fields) = object.as_object() {
-        for (name, value) in fields {
-            context.add_variable_from_value(name.as_str(), to_cel(value));
-        }
-    }
+    let meter = Meter::new();
+    let fields = object.as_object().into_iter().flatten();
+    let context = metered_context(&meter, fields.map(|(name, value)| (name.as_str(), value)));
     let ordered = [
         (rule.in_progress.as_ref(), Status::InProgress, "inProgress"),
         (rule.failed.as_ref(), Status::Failed, "failed"),
@@ -189,7 +248,7 @@ fn evaluate_rule(rule: &Rule, object: &Value, kind: &str) -> Result<ObjectStatus
     ];
     for (expr, status, name) in ordered {
         if let Some(expr) = expr
-            && expr.eval_bool(&context)?
+            && expr.eval_bool(&context, &meter)?
         {
             return Ok(ObjectStatus::new(
                 status,
@@ -203,14 +262,30 @@ fn evaluate_rule(rule: &Rule, object: &Value, kind: &str) -> Result<ObjectStatus
     ))
 }
 
-/// Evaluates a `dependsOn[].readyExpr` with `self` (the dependent Kustomization) and `dep`
-/// (the dependency), both as full objects.
-pub(crate) fn eval_ready_expr(expr: &str, self_obj: &Value, dep: &Value) -> Result<bool, CelError> {
-    let expr = Expr::compile(expr)?;
-    let mut context = Context::default();
-    context.add_variable_from_value("self", to_cel(self_obj));
-    context.add_variable_from_value("dep", to_cel(dep));
-    expr.eval_bool(&context)
+/// Evaluates the `readyExpr` of `field` (`dependsOn[0].readyExpr`) with `self` (the dependent
+/// Kustomization) and `dep` (the dependency), both as full objects.
+pub(crate) async fn eval_ready_expr(
+    field: String,
+    expr: String,
+    self_obj: Value,
+    dep: Value,
+) -> Result<bool, CelError> {
+    on_cel_thread(move || {
+        let expr = Expr::compile(field, &expr)?;
+        let meter = Meter::new();
+        let context = metered_context(&meter, [("self", &self_obj), ("dep", &dep)]);
+        expr.eval_bool(&context, &meter)
+    })
+    .await
+}
+
+/// Runs `work` on a CEL thread of its own ([`meter::run`]).
+async fn on_cel_thread<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, CelError> + Send + 'static,
+) -> Result<T, CelError> {
+    meter::run(work)
+        .await
+        .unwrap_or_else(|e| Err(CelError::Thread(e)))
 }
 
 /// The group of an `apiVersion` (`""` for the core group); `None` if malformed.
@@ -274,17 +349,18 @@ mod tests {
         })
     }
 
-    fn status_of(exprs: &HealthExprs, object: &Value) -> Status {
+    async fn status_of(exprs: &HealthExprs, object: &Value) -> Status {
         exprs
             .evaluate(object)
             .expect("a rule applies")
+            .await
             .expect("evaluates")
             .status
     }
 
-    #[test]
-    fn in_progress_is_checked_before_failed_and_current() {
-        let exprs = compile(&[certificate_rule()]).unwrap();
+    #[tokio::test]
+    async fn in_progress_is_checked_before_failed_and_current() {
+        let exprs = compile(&[certificate_rule()]).await.unwrap();
         // Re-issuing while the old certificate is still Ready: the RFC calls this in progress.
         let issuing = certificate(
             2,
@@ -293,7 +369,7 @@ mod tests {
                 {"type": "Ready", "status": "True", "observedGeneration": 2}
             ]),
         );
-        assert_eq!(status_of(&exprs, &issuing), Status::InProgress);
+        assert_eq!(status_of(&exprs, &issuing).await, Status::InProgress);
         // `all` over no Issuing condition would be true, so the snapshots carry Issuing=False.
         let failed = certificate(
             2,
@@ -302,7 +378,7 @@ mod tests {
                 {"type": "Ready", "status": "False", "observedGeneration": 2}
             ]),
         );
-        let got = exprs.evaluate(&failed).unwrap().unwrap();
+        let got = exprs.evaluate(&failed).unwrap().await.unwrap();
         assert_eq!(got.status, Status::Failed);
         assert!(
             got.message.contains("failed expression is true"),
@@ -316,22 +392,22 @@ mod tests {
                 {"type": "Ready", "status": "True", "observedGeneration": 2}
             ]),
         );
-        assert_eq!(status_of(&exprs, &ready), Status::Current);
+        assert_eq!(status_of(&exprs, &ready).await, Status::Current);
     }
 
-    #[test]
-    fn nothing_true_is_in_progress() {
-        let exprs = compile(&[certificate_rule()]).unwrap();
+    #[tokio::test]
+    async fn nothing_true_is_in_progress() {
+        let exprs = compile(&[certificate_rule()]).await.unwrap();
         // Ready written for generation 1 while the object is at 2: no expression holds.
         let stale = certificate(
             2,
             json!([{"type": "Ready", "status": "True", "observedGeneration": 1}]),
         );
-        assert_eq!(status_of(&exprs, &stale), Status::InProgress);
+        assert_eq!(status_of(&exprs, &stale).await, Status::InProgress);
     }
 
-    #[test]
-    fn an_entry_judges_its_kind_or_its_whole_group() {
+    #[tokio::test]
+    async fn an_entry_judges_its_kind_or_its_whole_group() {
         let group_wide = CustomHealthCheck {
             api_version: "example.com/v1".into(),
             kind: None,
@@ -339,15 +415,15 @@ mod tests {
             in_progress: None,
             failed: None,
         };
-        let exprs = compile(&[certificate_rule(), group_wide]).unwrap();
+        let exprs = compile(&[certificate_rule(), group_wide]).await.unwrap();
         assert!(exprs.judges("cert-manager.io/v1", "Certificate"));
         assert!(!exprs.judges("cert-manager.io/v1", "Issuer"));
         assert!(exprs.judges("example.com/v2", "Widget"));
         assert!(!exprs.judges("v1", "ConfigMap"));
     }
 
-    #[test]
-    fn unobserved_generation_is_in_progress_without_evaluating() {
+    #[tokio::test]
+    async fn unobserved_generation_is_in_progress_without_evaluating() {
         let rule = CustomHealthCheck {
             api_version: "example.com/v1".into(),
             kind: None,
@@ -355,12 +431,12 @@ mod tests {
             in_progress: None,
             failed: None,
         };
-        let exprs = compile(&[rule]).unwrap();
+        let exprs = compile(&[rule]).await.unwrap();
         let object = json!({
             "apiVersion": "example.com/v1", "kind": "Widget",
             "metadata": {"name": "w", "generation": 3}, "status": {"observedGeneration": 2}
         });
-        let got = exprs.evaluate(&object).unwrap().unwrap();
+        let got = exprs.evaluate(&object).unwrap().await.unwrap();
         assert_eq!(
             got,
             ObjectStatus::new(
@@ -370,20 +446,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_missing_field_is_an_evaluation_error_naming_the_expression() {
-        let exprs = compile(&[certificate_rule()]).unwrap();
+    #[tokio::test]
+    async fn a_missing_field_is_an_evaluation_error_naming_the_expression() {
+        let exprs = compile(&[certificate_rule()]).await.unwrap();
         let no_status = json!({
             "apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": "web", "generation": 1}
         });
-        let err = exprs.evaluate(&no_status).unwrap().unwrap_err();
+        let err = exprs.evaluate(&no_status).unwrap().await.unwrap_err();
         assert!(matches!(err, CelError::Eval { .. }), "{err:?}");
         assert!(err.to_string().contains("e.type == 'Issuing'"), "{err}");
         assert!(!err.is_terminal());
     }
 
-    #[test]
-    fn integers_compare_as_kubernetes_ints() {
+    #[tokio::test]
+    async fn integers_compare_as_kubernetes_ints() {
         let rule = CustomHealthCheck {
             api_version: "apps.example.com/v1".into(),
             kind: Some("Pool".into()),
@@ -391,7 +467,7 @@ mod tests {
             in_progress: None,
             failed: Some("has(status.error)".into()),
         };
-        let exprs = compile(&[rule]).unwrap();
+        let exprs = compile(&[rule]).await.unwrap();
         let pool = |ready: i64, error: Option<&str>| {
             let mut status = json!({"observedGeneration": 4, "readyReplicas": ready});
             if let Some(error) = error {
@@ -400,16 +476,16 @@ mod tests {
             json!({"apiVersion": "apps.example.com/v1", "kind": "Pool",
                    "metadata": {"name": "p", "generation": 4}, "spec": {"replicas": 2}, "status": status})
         };
-        assert_eq!(status_of(&exprs, &pool(2, None)), Status::Current);
-        assert_eq!(status_of(&exprs, &pool(1, None)), Status::InProgress);
+        assert_eq!(status_of(&exprs, &pool(2, None)).await, Status::Current);
+        assert_eq!(status_of(&exprs, &pool(1, None)).await, Status::InProgress);
         assert_eq!(
-            status_of(&exprs, &pool(2, Some("quota exceeded"))),
+            status_of(&exprs, &pool(2, Some("quota exceeded"))).await,
             Status::Failed
         );
     }
 
-    #[test]
-    fn kind_specific_entry_wins_and_other_groups_are_not_matched() {
+    #[tokio::test]
+    async fn kind_specific_entry_wins_and_other_groups_are_not_matched() {
         let group_wide = CustomHealthCheck {
             api_version: "cert-manager.io/v1".into(),
             kind: None,
@@ -417,7 +493,7 @@ mod tests {
             in_progress: None,
             failed: Some("true".into()),
         };
-        let exprs = compile(&[group_wide, certificate_rule()]).unwrap();
+        let exprs = compile(&[group_wide, certificate_rule()]).await.unwrap();
         let ready = certificate(
             1,
             json!([
@@ -425,19 +501,19 @@ mod tests {
                 {"type": "Ready", "status": "True", "observedGeneration": 1}
             ]),
         );
-        assert_eq!(status_of(&exprs, &ready), Status::Current);
+        assert_eq!(status_of(&exprs, &ready).await, Status::Current);
         let issuer =
             json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": {"name": "ca"}});
-        assert_eq!(status_of(&exprs, &issuer), Status::Failed);
+        assert_eq!(status_of(&exprs, &issuer).await, Status::Failed);
         let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
         assert!(exprs.evaluate(&deployment).is_none());
     }
 
-    #[test]
-    fn an_expression_that_does_not_compile_is_a_terminal_error_quoting_it() {
+    #[tokio::test]
+    async fn an_expression_that_does_not_compile_is_a_terminal_error_quoting_it() {
         let mut rule = certificate_rule();
         rule.failed = Some("status.conditions.filter(e, e.type == 'Ready'".into());
-        let err = compile(&[rule]).unwrap_err();
+        let err = compile(&[rule]).await.unwrap_err();
         assert!(err.is_terminal());
         assert_eq!(err.reason(), "InvalidCELExpression");
         let message = err.condition_message(Duration::ZERO);
@@ -450,11 +526,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn duplicate_group_and_kind_is_an_error_naming_them() {
+    #[tokio::test]
+    async fn duplicate_group_and_kind_is_an_error_naming_them() {
         let mut other_version = certificate_rule();
         other_version.api_version = "cert-manager.io/v1beta1".into();
-        let err = compile(&[certificate_rule(), other_version]).unwrap_err();
+        let err = compile(&[certificate_rule(), other_version]).await.unwrap_err();
         assert!(err.is_terminal());
         assert_eq!(
             err.to_string(),
@@ -462,19 +538,19 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_malformed_api_version_is_rejected() {
+    #[tokio::test]
+    async fn a_malformed_api_version_is_rejected() {
         let mut rule = certificate_rule();
         rule.api_version = "cert-manager.io/v1/extra".into();
-        let err = compile(&[rule]).unwrap_err();
+        let err = compile(&[rule]).await.unwrap_err();
         assert_eq!(
             err.to_string(),
             "invalid apiVersion 'cert-manager.io/v1/extra' in healthCheckExprs"
         );
     }
 
-    #[test]
-    fn ready_expr_sees_self_and_dep() {
+    #[tokio::test]
+    async fn ready_expr_sees_self_and_dep() {
         let this = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
                           "metadata": {"name": "apps", "annotations": {"tier": "2"}}});
         let dep = json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
@@ -483,14 +559,18 @@ mod tests {
                                     "conditions": [{"type": "Ready", "status": "True"}]}});
         let expr = "self.metadata.annotations['tier'] == '2' && dep.metadata.generation == dep.status.observedGeneration \
                     && dep.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')";
-        assert!(eval_ready_expr(expr, &this, &dep).unwrap());
-        assert!(!eval_ready_expr("dep.metadata.name == 'other'", &this, &dep).unwrap());
-        let err = eval_ready_expr("dep.metadata.name", &this, &dep).unwrap_err();
+        let ready = |expr: &str| {
+            eval_ready_expr(
+                "dependsOn[0].readyExpr".into(),
+                expr.into(),
+                this.clone(),
+                dep.clone(),
+            )
+        };
+        assert!(ready(expr).await.unwrap());
+        assert!(!ready("dep.metadata.name == 'other'").await.unwrap());
+        let err = ready("dep.metadata.name").await.unwrap_err();
         assert!(matches!(err, CelError::NotBool { .. }), "{err:?}");
-        assert!(
-            eval_ready_expr("dep.metadata.name ==", &this, &dep)
-                .unwrap_err()
-                .is_terminal()
-        );
+        assert!(ready("dep.metadata.name ==").await.unwrap_err().is_terminal());
     }
 }

@@ -246,7 +246,7 @@ async fn watch_until_verdict(
             _ = resolve_retry.tick(), if !unresolved.is_empty() => {
                 unresolved = start_watches(watches, &unresolved, &mut board, &mut groups, &mut streams).await;
             }
-            Some((group, update)) = streams.next() => board.apply(&groups[group], update, exprs),
+            Some((group, update)) = streams.next() => board.apply(&groups[group], update, exprs).await,
         }
     }
 }
@@ -361,12 +361,12 @@ impl Board {
         }
     }
 
-    fn apply(&mut self, group: &Group, update: Update, exprs: &HealthExprs) {
+    async fn apply(&mut self, group: &Group, update: Update, exprs: &HealthExprs) {
         match update {
             Update::Seen(object) => {
                 let name = object.metadata.name.as_deref().unwrap_or_default();
                 for &index in group.members.get(name).into_iter().flatten() {
-                    self.observe(index, object.clone(), exprs);
+                    self.observe(index, object.clone(), exprs).await;
                 }
             }
             Update::Gone(name) => {
@@ -386,9 +386,13 @@ impl Board {
         }
     }
 
-    fn observe(&mut self, index: usize, object: Arc<DynamicObject>, exprs: &HealthExprs) {
+    async fn observe(&mut self, index: usize, object: Arc<DynamicObject>, exprs: &HealthExprs) {
         let entry = &mut self.entries[index];
-        entry.status = Some(judge_object(&entry.target, &object, exprs, entry.expects_status));
+        let json = object_json(&entry.target, &object);
+        entry.status = Some(match json {
+            Some(json) => judge(&json, exprs, entry.expects_status).await,
+            None => unreadable(),
+        });
         entry.object = Some(object);
     }
 
@@ -402,10 +406,18 @@ impl Board {
         });
     }
 
+    /// Re-judges by the kstatus rules: CEL rules read nothing but the object, so without an
+    /// event their verdict cannot change.
     fn rejudge(&mut self, exprs: &HealthExprs) {
         for entry in &mut self.entries {
+            if exprs.judges(&entry.target.api_version, &entry.target.kind) {
+                continue;
+            }
             if let Some(object) = &entry.object {
-                entry.status = Some(judge_object(&entry.target, object, exprs, entry.expects_status));
+                entry.status = Some(match object_json(&entry.target, object) {
+                    Some(json) => kstatus_of(&json, entry.expects_status),
+                    None => unreadable(),
+                });
             }
         }
     }
@@ -456,30 +468,37 @@ impl Board {
     }
 }
 
-/// [`judge`] of a live object of `target`'s kind.
-fn judge_object(
-    target: &WaitTarget,
-    object: &DynamicObject,
-    exprs: &HealthExprs,
-    expects_status: bool,
-) -> ObjectStatus {
-    let Ok(mut json) = serde_json::to_value(object) else {
-        return ObjectStatus::new(Status::Unknown, "the object could not be read");
-    };
-    // List items may come without type information; judging needs it.
+/// A live object of `target`'s kind as JSON, with its type: list items may come without it.
+fn object_json(target: &WaitTarget, object: &DynamicObject) -> Option<Value> {
+    let mut json = serde_json::to_value(object).ok()?;
     json["apiVersion"] = Value::String(target.api_version.clone());
     json["kind"] = Value::String(target.kind.clone());
-    judge(&json, exprs, expects_status)
+    Some(json)
+}
+
+fn unreadable() -> ObjectStatus {
+    ObjectStatus::new(Status::Unknown, "the object could not be read")
 }
 
 /// CEL rules for the kinds they name, kstatus for the rest. An expression that cannot be
-/// evaluated leaves the object Unknown with the error.
-fn judge(object: &Value, exprs: &HealthExprs, expects_status: bool) -> ObjectStatus {
-    match exprs.evaluate(object) {
-        Some(Ok(status)) => status,
-        Some(Err(e)) => ObjectStatus::new(Status::Unknown, e.to_string()),
-        None if expects_status => kstatus::compute_expecting_status(object),
-        None => kstatus::compute(object),
+/// evaluated leaves the object Unknown with the error; one over its limits fails the object,
+/// since evaluating it again would spend as much again.
+async fn judge(object: &Value, exprs: &HealthExprs, expects_status: bool) -> ObjectStatus {
+    let Some(evaluation) = exprs.evaluate(object) else {
+        return kstatus_of(object, expects_status);
+    };
+    match evaluation.await {
+        Ok(status) => status,
+        Err(e) if e.is_terminal() => ObjectStatus::new(Status::Failed, e.to_string()),
+        Err(e) => ObjectStatus::new(Status::Unknown, e.to_string()),
+    }
+}
+
+fn kstatus_of(object: &Value, expects_status: bool) -> ObjectStatus {
+    if expects_status {
+        kstatus::compute_expecting_status(object)
+    } else {
+        kstatus::compute(object)
     }
 }
 
@@ -505,7 +524,11 @@ async fn crd_declares_status(client: &Client, resource: &ApiResource) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::api::kustomization::CustomHealthCheck;
+    use crate::health::cel;
 
     fn board(statuses: &[(WaitTarget, Option<ObjectStatus>)]) -> Board {
         let mut board = Board::new(&statuses.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>());
@@ -629,5 +652,31 @@ mod tests {
     #[test]
     fn cancellation_maps_to_its_own_reason() {
         assert_eq!(HealthError::Canceled.reason(), "HealthCheckCanceled");
+    }
+
+    #[tokio::test]
+    async fn a_cel_rule_over_its_limits_fails_the_object_naming_its_field() {
+        // A string doubled 24 times. Before: it was built to the end (with 50 doublings the
+        // process aborted on memory) and judged the Deployment Current.
+        let doubling = format!("['ab']{}.all(s, size(s) > 0)", ".map(s, s + s)".repeat(24));
+        let rule = |current: &str| CustomHealthCheck {
+            api_version: "apps/v1".into(),
+            kind: Some("Deployment".into()),
+            current: current.into(),
+            in_progress: None,
+            failed: None,
+        };
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
+        let exprs = cel::compile(&[rule(&doubling)]).await.unwrap();
+        assert_eq!(
+            judge(&deployment, &exprs, false).await,
+            ObjectStatus::new(
+                Status::Failed,
+                "healthCheckExprs[0].current: evaluation exceeded its cost limit (16 MiB of values built or copied)"
+            )
+        );
+        // An expression that fails on this object may hold on the next one: Unknown meanwhile.
+        let exprs = cel::compile(&[rule("status.readyReplicas > 0")]).await.unwrap();
+        assert_eq!(judge(&deployment, &exprs, false).await.status, Status::Unknown);
     }
 }

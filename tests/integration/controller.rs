@@ -204,11 +204,8 @@ async fn missing_source_retries_then_recovers() {
     s.delete().await;
 }
 
-#[tokio::test]
-async fn depends_on_waits_for_the_dependency() {
-    let s = Scenario::new("kc-deps").await;
-    let n = s.namespace();
-    let controller = s.start_controller(&[]);
+/// Publishes REV1 with two directories, `infra` and `app`, each with a ConfigMap of its name.
+async fn publish_infra_and_app(s: &Scenario) {
     let (infra, app) = (config_maps(&[("infra", "one")]), config_maps(&[("app", "one")]));
     let files = [
         ("infra/kustomization.yaml", KUSTOMIZATION),
@@ -217,6 +214,14 @@ async fn depends_on_waits_for_the_dependency() {
         ("app/objects.yaml", app.as_str()),
     ];
     s.publish("repo", REV1, &files).await;
+}
+
+#[tokio::test]
+async fn depends_on_waits_for_the_dependency() {
+    let s = Scenario::new("kc-deps").await;
+    let n = s.namespace();
+    let controller = s.start_controller(&[]);
+    publish_infra_and_app(&s).await;
 
     // The dependent first: it waits, saying why, and applies nothing.
     let depends_on_infra = json!({"dependsOn": [{"name": "infra"}], "path": "./app"});
@@ -624,6 +629,54 @@ async fn a_configuration_error_stalls_and_is_not_retried() {
         controller.logs()
     );
     assert!(failures().await <= 2.0, "no backoff retries");
+    s.delete().await;
+}
+
+#[tokio::test]
+async fn costly_cel_expressions_fail_naming_their_field_and_the_controller_keeps_serving() {
+    // An 838-byte expression doubling a string 58 times. Before: building it aborted the
+    // controller on memory, and it crash-looped on the same Kustomization.
+    let doubling = format!("['ab']{}.all(s, size(s) > 0)", ".map(s, s + s)".repeat(58));
+    let s = Scenario::new("kc-cel").await;
+    let n = s.namespace();
+    let controller = s.start_controller(&["--concurrent=1"]);
+    publish_infra_and_app(&s).await;
+
+    // As a health rule: the object it judges fails, and so does the health check.
+    let judged = json!({"path": "./infra", "wait": true, "healthCheckExprs": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "current": doubling}]});
+    s.apply("infra", judged).await;
+    let limit = "evaluation exceeded its cost limit (16 MiB of values built or copied)";
+    let ks = s
+        .wait_ready(
+            &controller,
+            "infra",
+            "False",
+            &format!("ConfigMap/{n}/infra: Failed: healthCheckExprs[0].current: {limit}"),
+        )
+        .await;
+    assert_eq!(condition(&ks, "Ready").unwrap().reason, "HealthCheckFailed");
+
+    // As a readyExpr: a configuration error, not retried.
+    let ready_expr = json!({"path": "./app", "dependsOn": [{"name": "infra", "readyExpr": doubling}]});
+    s.apply("app", ready_expr).await;
+    let ks = s
+        .wait_ready(
+            &controller,
+            "app",
+            "False",
+            &format!("dependsOn[0].readyExpr: {limit}"),
+        )
+        .await;
+    let stalled = condition(&ks, "Stalled").expect("Stalled is set for a terminal error");
+    assert_eq!(
+        (stalled.status.as_str(), stalled.reason.as_str()),
+        ("True", "InvalidCELExpression")
+    );
+
+    // The same process still serves everyone else.
+    s.apply("plain", json!({"path": "./app"})).await;
+    s.wait_applied(&controller, "plain", REV1).await;
     s.delete().await;
 }
 

@@ -377,6 +377,7 @@ async fn a_custom_resource_stalled_fails_fast_and_cel_rules_override_kstatus() {
         in_progress: None,
         failed: Some("status.conditions.exists(c, c.type == 'Ready' && c.reason == 'Provisioning')".into()),
     }])
+    .await
     .unwrap();
     let err = t.wait_with(&targets, &exprs, LONG).await.unwrap_err();
     assert!(matches!(err, HealthError::Failed(_)), "{err}");
