@@ -166,10 +166,12 @@ pub(crate) fn parse(pack: &[u8], limits: PackLimits) -> Result<Objects, String> 
     let mut entries = Vec::with_capacity(affordable.min(count as usize));
     // Readers below see only the body: a field running into the checksum is truncated.
     let mut pos = 12;
+    // One inflater for all entries: a new one is 40 KiB zeroed, per object.
+    let mut z = Decompress::new(true);
     for number in 1..=count {
         let offset = pos;
-        let entry =
-            read_entry(body, &mut pos, &mut budget).map_err(|e| format!("pack object {number}: {e}"))?;
+        let entry = read_entry(body, &mut pos, &mut budget, &mut z)
+            .map_err(|e| format!("pack object {number}: {e}"))?;
         entries.push(Stored {
             number,
             offset,
@@ -180,7 +182,12 @@ pub(crate) fn parse(pack: &[u8], limits: PackLimits) -> Result<Objects, String> 
 }
 
 /// Reads the entry at `pos`, charging its inflated size and overhead before inflating it.
-fn read_entry(body: &[u8], pos: &mut usize, budget: &mut Budget) -> Result<Entry, String> {
+fn read_entry(
+    body: &[u8],
+    pos: &mut usize,
+    budget: &mut Budget,
+    z: &mut Decompress,
+) -> Result<Entry, String> {
     let start = *pos;
     let (type_code, size) = read_header(body, pos)?;
     budget.charge("object entry", OBJECT_OVERHEAD)?;
@@ -188,7 +195,7 @@ fn read_entry(body: &[u8], pos: &mut usize, budget: &mut Budget) -> Result<Entry
         1..=4 => {
             let kind = [Kind::Commit, Kind::Tree, Kind::Blob, Kind::Tag][type_code as usize - 1];
             budget.charge("inflated object", size)?;
-            Entry::Whole(kind, inflate(body, pos, size)?)
+            Entry::Whole(kind, inflate(body, pos, size, z)?)
         }
         6 => {
             let back = read_offset(body, pos)?;
@@ -196,7 +203,7 @@ fn read_entry(body: &[u8], pos: &mut usize, budget: &mut Budget) -> Result<Entry
                 .checked_sub(back)
                 .ok_or("delta base offset before the pack start")?;
             budget.charge("inflated delta", size)?;
-            Entry::Delta(Base::Offset(base), inflate(body, pos, size)?)
+            Entry::Delta(Base::Offset(base), inflate(body, pos, size, z)?)
         }
         7 => {
             let rest = body.get(*pos..).unwrap_or_default();
@@ -206,7 +213,7 @@ fn read_entry(body: &[u8], pos: &mut usize, budget: &mut Budget) -> Result<Entry
                 .ok_or_else(|| format!("truncated REF_DELTA base id ({} of 20 bytes)", rest.len()))?;
             *pos += 20;
             budget.charge("inflated delta", size)?;
-            Entry::Delta(Base::Id(id), inflate(body, pos, size)?)
+            Entry::Delta(Base::Id(id), inflate(body, pos, size, z)?)
         }
         other => return Err(format!("unknown pack object type {other}")),
     };
@@ -361,13 +368,13 @@ fn read_offset(body: &[u8], pos: &mut usize) -> Result<usize, String> {
     Ok(offset)
 }
 
-/// Inflates one zlib stream starting at `pos`, which must yield exactly `size` bytes (already
-/// charged); `pos` moves past the compressed bytes.
-fn inflate(body: &[u8], pos: &mut usize, size: u64) -> Result<Vec<u8>, String> {
+/// Inflates one zlib stream starting at `pos` with `z`, which must yield exactly `size` bytes
+/// (already charged); `pos` moves past the compressed bytes.
+fn inflate(body: &[u8], pos: &mut usize, size: u64, z: &mut Decompress) -> Result<Vec<u8>, String> {
     let size = usize::try_from(size).map_err(|_| format!("object of {size} bytes too large"))?;
     // One spare byte of room so that a stream longer than announced is noticed.
     let mut out = Vec::with_capacity(size.saturating_add(1));
-    let mut z = Decompress::new(true);
+    z.reset(true);
     loop {
         let input = body.get(*pos + z.total_in() as usize..).unwrap_or_default();
         let progress = (z.total_in(), z.total_out());
