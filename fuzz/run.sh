@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 seconds=${FUZZ_SECONDS:-600}
 sanitizer=${FUZZ_SANITIZER:-address}
-all=(extract yaml kustomization strategic_merge json6902 envsubst inventory)
+all=(extract yaml kustomization strategic_merge json6902 envsubst inventory git_pack)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -30,14 +30,14 @@ max_len() {
   case $1 in
     extract) echo 65536 ;;
     kustomization) echo 16384 ;;
-    yaml | strategic_merge | json6902) echo 16384 ;;
+    yaml | strategic_merge | json6902 | git_pack) echo 16384 ;;
     envsubst) echo 8192 ;;
     inventory) echo 1024 ;;
     *) echo "unknown target $1" >&2; return 1 ;;
   esac
 }
 
-# The tree targets (extract, kustomization) write a temporary directory per execution; on a
+# The tree targets (extract, kustomization, git_pack) write a temporary directory per execution; on a
 # disk file system the kernel's block and inode work took half the time, so they go to
 # memory when the machine has a tmpfs.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then

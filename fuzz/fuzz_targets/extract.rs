@@ -10,6 +10,9 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "../../src/source/extract.rs"]
 mod extract;
+// The extractor places its links as `super::symlinks`.
+#[path = "../../src/source/symlinks.rs"]
+mod symlinks;
 
 use extract::{ExtractLimits, extract};
 

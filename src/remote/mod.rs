@@ -32,6 +32,10 @@ pub struct RemoteConfig {
     pub max_tree_bytes: u64,
     /// Most files and directories of a checked-out tree.
     pub max_tree_entries: u64,
+    /// Most objects of a fetched pack. A shallow fetch holds the commit and the trees and
+    /// blobs of one checkout (at most `max_tree_entries` + 1); the rest leaves room for a
+    /// server without shallow fetches, which sends some history too.
+    pub max_pack_objects: u32,
     /// Parent of the private checkout cache, removed when the fetcher is dropped.
     pub cache_dir: PathBuf,
     /// Checkouts kept; the oldest are removed beyond this many, or beyond `max_cache_bytes`.
@@ -47,6 +51,7 @@ impl Default for RemoteConfig {
             max_download_bytes: 64 << 20,
             max_tree_bytes: 128 << 20,
             max_tree_entries: 50_000,
+            max_pack_objects: 200_000,
             cache_dir: std::env::temp_dir(),
             max_cached_trees: 32,
             max_cache_bytes: 512 << 20,
@@ -148,7 +153,11 @@ impl RemoteFetcher {
 
     /// Checks `commit` of `url` out from `pack` into a fresh cache directory.
     fn check_out(&self, url: &str, commit: [u8; 20], pack: &[u8]) -> Result<PathBuf, String> {
-        let objects = pack::parse(pack, self.config.max_tree_bytes)?;
+        let limits = pack::PackLimits {
+            max_bytes: self.config.max_tree_bytes,
+            max_objects: self.config.max_pack_objects,
+        };
+        let objects = pack::parse(pack, limits)?;
         let tree = tree::commit_tree(&objects, &commit)?;
         // A long random name: nobody can aim at a checkout, not even knowing the cache's
         // place, and the error (which would name the place) says only what went wrong.
