@@ -1,10 +1,13 @@
-//! Events about a Kustomization: events.k8s.io Events carrying Flux's reasons and revision
-//! annotations, optionally forwarded to notification-controller as Flux's event JSON.
+//! Events about the objects a controller reconciles: events.k8s.io Events carrying Flux's
+//! reasons and metadata annotations, optionally forwarded to notification-controller as Flux's
+//! event JSON. What is the kind's own (the step an event reports, a related object) it tells
+//! through [`EventSubject`].
 //!
 //! The driver decides *whether* to emit (only when something changed); this module decides
 //! *what* an event looks like and delivers it.
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -19,22 +22,16 @@ use kube::api::{Api, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use crate::api::Kustomization;
+use crate::identity::ControllerIdentity;
 
-/// The reporting component, as Flux names it.
-pub(crate) const REPORTING_CONTROLLER: &str = "kustomize-controller";
-/// Event metadata keys.
-pub(crate) const REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/revision";
-pub(crate) const ORIGIN_REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/originRevision";
-pub(crate) const COMMIT_STATUS_KEY: &str = "kustomize.toolkit.fluxcd.io/commit_status";
-/// Annotations of the Kustomization with this prefix are copied onto its events.
+/// Annotations of the object with this prefix are copied onto its events.
 const EVENT_ANNOTATION_PREFIX: &str = "event.toolkit.fluxcd.io/";
 /// The events API rejects longer notes.
-const MAX_NOTE_BYTES: usize = 1024;
+pub const MAX_NOTE_BYTES: usize = 1024;
 
 /// Flux's severities; `Error` becomes a Warning event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Severity {
+pub enum Severity {
     Info,
     Error,
 }
@@ -55,24 +52,21 @@ impl Severity {
     }
 }
 
-/// The step of the reconcile an event reports, as Flux's events name it (`action`).
-pub(crate) fn action(ks: &Kustomization, notice: &Notice) -> &'static str {
-    use crate::api::conditions::reason;
-    if ks.metadata.deletion_timestamp.is_some() {
-        return "Finalize";
-    }
-    match notice.reason.as_str() {
-        reason::PROGRESSING => "Apply",
-        reason::DEPENDENCY_NOT_READY => "CheckDependencies",
-        reason::HEALTH_CHECK_FAILED | reason::HEALTH_CHECK_CANCELED => "HealthCheck",
-        reason::ARTIFACT_FAILED => "ResolveSource",
-        _ => "Reconcile",
+/// What the kind of the objects tells about their events.
+pub trait EventSubject: Resource<DynamicType = ()> {
+    /// The step of the reconcile an event reports, as Flux's events name it (`action`).
+    fn event_action(&self, notice: &Notice) -> &'static str;
+
+    /// The event's `relatedObject` for notification-controller (a Kustomization's source), if
+    /// the kind has one.
+    fn related_object(&self) -> Option<serde_json::Value> {
+        None
     }
 }
 
-/// One event to emit about a Kustomization.
+/// One event to emit about an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Notice {
+pub struct Notice {
     pub severity: Severity,
     pub reason: String,
     pub message: String,
@@ -99,72 +93,53 @@ impl Notice {
     }
 }
 
-/// The metadata Flux attaches to an event: revisions (when known) and the Kustomization's
-/// `event.toolkit.fluxcd.io/*` annotations.
-pub fn metadata(
-    ks: &Kustomization,
-    revision: Option<&str>,
-    origin_revision: Option<&str>,
-) -> BTreeMap<String, String> {
-    let mut metadata: BTreeMap<String, String> = ks
+/// The object's `event.toolkit.fluxcd.io/*` annotations, which Flux copies into the metadata
+/// of its events.
+pub fn annotations_of(object: &impl Resource) -> BTreeMap<String, String> {
+    object
         .annotations()
         .iter()
         .filter(|(key, _)| key.starts_with(EVENT_ANNOTATION_PREFIX))
         .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    if let Some(revision) = revision.filter(|r| !r.is_empty()) {
-        metadata.insert(REVISION_KEY.to_string(), revision.to_string());
-    }
-    if let Some(origin) = origin_revision.filter(|r| !r.is_empty()) {
-        metadata.insert(ORIGIN_REVISION_KEY.to_string(), origin.to_string());
-    }
-    metadata
+        .collect()
 }
 
-/// The events.k8s.io Event for a notice. Pure, so its shape is tested.
-pub(crate) fn kube_event(ks: &Kustomization, notice: &Notice, instance: &str, now: Timestamp) -> KubeEvent {
-    let regarding = ks.object_ref(&());
+/// The events.k8s.io Event for a notice, reported by `reporting_controller` (Flux's component
+/// name). Pure, so its shape is tested.
+pub fn kube_event<K: EventSubject>(
+    object: &K,
+    notice: &Notice,
+    reporting_controller: &str,
+    instance: &str,
+    now: Timestamp,
+) -> KubeEvent {
+    let regarding = object.object_ref(&());
     KubeEvent {
         metadata: ObjectMeta {
-            name: Some(format!("{}.{:x}", ks.name_any(), now.as_nanosecond())),
-            namespace: ks.namespace(),
+            name: Some(format!("{}.{:x}", object.name_any(), now.as_nanosecond())),
+            namespace: object.namespace(),
             annotations: (!notice.metadata.is_empty()).then(|| notice.metadata.clone()),
             ..ObjectMeta::default()
         },
-        action: Some(action(ks, notice).to_string()),
+        action: Some(object.event_action(notice).to_string()),
         reason: Some(notice.reason.clone()),
         note: Some(truncate(&notice.message, MAX_NOTE_BYTES)),
         type_: Some(notice.severity.event_type().to_string()),
         event_time: Some(MicroTime(now)),
         regarding: Some(regarding),
-        reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
+        reporting_controller: Some(reporting_controller.to_string()),
         reporting_instance: Some(instance.to_string()),
         ..KubeEvent::default()
     }
 }
 
-/// The source a Kustomization reads, as the event's `relatedObject`: what the spec names (the
-/// source's uid and resourceVersion are not at hand where events are sent).
-fn related_object(ks: &Kustomization) -> serde_json::Value {
-    let source = &ks.spec.source_ref;
-    let api_version = source
-        .api_version
-        .clone()
-        .unwrap_or_else(|| source.kind.api_resource().api_version);
-    json!({
-        "kind": source.kind.as_str(),
-        "namespace": source.namespace.clone().or_else(|| ks.namespace()),
-        "name": source.name,
-        "apiVersion": api_version,
-    })
-}
-
 /// The JSON body notification-controller expects (Flux's `eventv1.Event`). Metadata is
 /// passed as given: Flux adds no `token` for Kustomizations, and the notice's messages name
 /// objects, never Secret values.
-pub(crate) fn forward_payload(
-    ks: &Kustomization,
+pub fn forward_payload<K: EventSubject>(
+    object: &K,
     notice: &Notice,
+    reporting_controller: &str,
     instance: &str,
     now: Timestamp,
 ) -> serde_json::Value {
@@ -175,22 +150,24 @@ pub(crate) fn forward_payload(
         namespace,
         uid,
         ..
-    } = ks.object_ref(&());
-    let resource_version = ks.resource_version();
+    } = object.object_ref(&());
+    let resource_version = object.resource_version();
     let mut payload = json!({
         "involvedObject": {
             "kind": kind, "namespace": namespace, "name": name, "uid": uid,
             "apiVersion": api_version, "resourceVersion": resource_version,
         },
-        "relatedObject": related_object(ks),
         "severity": notice.severity.as_str(),
         "timestamp": Timestamp::from_second(now.as_second()).unwrap_or(now).to_string(),
         "message": notice.message,
         "reason": notice.reason,
-        "action": action(ks, notice),
-        "reportingController": REPORTING_CONTROLLER,
+        "action": object.event_action(notice),
+        "reportingController": reporting_controller,
         "reportingInstance": instance,
     });
+    if let Some(related) = object.related_object() {
+        payload["relatedObject"] = related;
+    }
     // Go's `omitempty`: no metadata key when there is none.
     if !notice.metadata.is_empty() {
         payload["metadata"] = json!(notice.metadata);
@@ -209,38 +186,50 @@ fn truncate(message: &str, max: usize) -> String {
     format!("{}...", &message[..cut])
 }
 
-/// Delivers notices: to the Kubernetes events API and, when configured, to notification-controller.
-#[derive(Clone)]
-pub(crate) struct Notifier {
+/// Delivers notices about objects of the kind `K`: to the Kubernetes events API and, when
+/// configured, to notification-controller.
+pub struct Notifier<K> {
+    /// Flux's component name, the events' reporting controller.
+    reporting_controller: &'static str,
     instance: String,
     record: Recorder,
     forward: Option<Forwarder>,
+    kind: PhantomData<fn(&K)>,
 }
 
-impl Notifier {
-    /// Must be called inside the async runtime: it starts the delivery tasks.
-    pub fn new(client: Client, instance: String, events_addr: Option<String>) -> Self {
+impl<K: EventSubject> Notifier<K> {
+    /// The notifier of the controller `identity`, running as `instance`. Must be called inside
+    /// the async runtime: it starts the delivery tasks.
+    pub fn new(
+        client: Client,
+        identity: &ControllerIdentity,
+        instance: String,
+        events_addr: Option<String>,
+    ) -> Self {
         let forward = events_addr
             .filter(|addr| !addr.is_empty())
             .map(|addr| Forwarder::start(addr, FORWARD_QUEUE));
         Self {
+            reporting_controller: identity.component,
             instance,
             record: Recorder::start(client, RECORD_QUEUE),
             forward,
+            kind: PhantomData,
         }
     }
 
     /// Emits a notice: queues it for delivery, so an event costs a pass no round trip (as
     /// client-go's event broadcaster, which Flux uses). Delivery failures are logged, never
     /// fatal: an event is not worth a failed reconcile.
-    pub(crate) fn emit(&self, ks: &Kustomization, notice: &Notice) {
+    pub fn emit(&self, object: &K, notice: &Notice) {
         let now = Timestamp::now();
+        let (reporting, instance) = (self.reporting_controller, self.instance.as_str());
         self.record.send(
-            ks.namespace().unwrap_or_default(),
-            kube_event(ks, notice, &self.instance, now),
+            object.namespace().unwrap_or_default(),
+            kube_event(object, notice, reporting, instance, now),
         );
         if let Some(forwarder) = &self.forward {
-            forwarder.send(forward_payload(ks, notice, &self.instance, now).to_string());
+            forwarder.send(forward_payload(object, notice, reporting, instance, now).to_string());
         }
     }
 }
@@ -290,13 +279,13 @@ const FORWARD_QUEUE: usize = 256;
 /// Sends event bodies to `--events-addr` from a task of its own, so that a slow or
 /// black-holed receiver never holds a reconcile: a reconcile only queues the event.
 #[derive(Clone)]
-pub(crate) struct Forwarder {
+struct Forwarder {
     queue: tokio::sync::mpsc::Sender<String>,
 }
 
 impl Forwarder {
     /// Starts the delivery task for `addr`, with room for `capacity` waiting events.
-    pub(crate) fn start(addr: String, capacity: usize) -> Self {
+    fn start(addr: String, capacity: usize) -> Self {
         let (queue, mut waiting) = tokio::sync::mpsc::channel::<String>(capacity);
         tokio::spawn(async move {
             let http = HttpClient::builder(TokioExecutor::new()).build_http();
@@ -308,7 +297,7 @@ impl Forwarder {
     }
 
     /// Queues one event body; returns false (and logs) when the queue is full and it is dropped.
-    pub(crate) fn send(&self, body: String) -> bool {
+    fn send(&self, body: String) -> bool {
         match self.queue.try_send(body) {
             Ok(()) => true,
             Err(error) => {
@@ -357,90 +346,6 @@ async fn forward(http: &HttpClient<HttpConnector, Full<Bytes>>, addr: &str, body
 mod tests {
     use super::*;
 
-    fn ks() -> Kustomization {
-        serde_json::from_value(json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": "apps", "namespace": "flux-system", "uid": "u-1", "resourceVersion": "7",
-                "annotations": {"event.toolkit.fluxcd.io/team": "web", "other/annotation": "x"}},
-            "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}
-        }))
-        .unwrap()
-    }
-
-    fn now() -> Timestamp {
-        Timestamp::from_second(1_767_225_605).unwrap()
-    }
-
-    #[test]
-    fn metadata_carries_revisions_and_event_annotations_only() {
-        let metadata = metadata(&ks(), Some("main@sha1:1f3c"), Some(""));
-        let expected = BTreeMap::from([
-            ("event.toolkit.fluxcd.io/team".to_string(), "web".to_string()),
-            (
-                "kustomize.toolkit.fluxcd.io/revision".to_string(),
-                "main@sha1:1f3c".to_string(),
-            ),
-        ]);
-        assert_eq!(metadata, expected);
-    }
-
-    #[test]
-    fn forwarded_event_has_fluxs_shape() {
-        // Reference A.3.
-        let meta = BTreeMap::from([(REVISION_KEY.to_string(), "main@sha1:1f3c".to_string())]);
-        let notice = Notice::info(
-            "Progressing",
-            "Service/apps/web created\nDeployment/apps/web created",
-            meta,
-        );
-        let payload = forward_payload(&ks(), &notice, "kc-0", now());
-        assert_eq!(
-            payload,
-            json!({
-                "involvedObject": {"kind": "Kustomization", "namespace": "flux-system", "name": "apps",
-                    "uid": "u-1", "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "resourceVersion": "7"},
-                "relatedObject": {"kind": "GitRepository", "namespace": "flux-system", "name": "repo",
-                    "apiVersion": "source.toolkit.fluxcd.io/v1"},
-                "severity": "info",
-                "timestamp": "2026-01-01T00:00:05Z",
-                "message": "Service/apps/web created\nDeployment/apps/web created",
-                "reason": "Progressing",
-                "action": "Apply",
-                "metadata": {"kustomize.toolkit.fluxcd.io/revision": "main@sha1:1f3c"},
-                "reportingController": "kustomize-controller",
-                "reportingInstance": "kc-0"
-            })
-        );
-    }
-
-    #[test]
-    fn actions_name_the_step_as_flux_does() {
-        let mut deleted = ks();
-        deleted.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
-        let cases = [
-            (ks(), "Progressing", "Apply"),
-            (ks(), "ReconciliationSucceeded", "Reconcile"),
-            (ks(), "BuildFailed", "Reconcile"),
-            (ks(), "HealthCheckFailed", "HealthCheck"),
-            (ks(), "DependencyNotReady", "CheckDependencies"),
-            (ks(), "ArtifactFailed", "ResolveSource"),
-            (deleted, "ReconciliationSucceeded", "Finalize"),
-        ];
-        for (ks, reason, expected) in cases {
-            let notice = Notice::info(reason, "m", BTreeMap::new());
-            assert_eq!(action(&ks, &notice), expected, "{reason}");
-        }
-        // No metadata: the key is left out, as Go's omitempty does.
-        let payload = forward_payload(
-            &ks(),
-            &Notice::info("Progressing", "m", BTreeMap::new()),
-            "kc-0",
-            now(),
-        );
-        assert!(payload.get("metadata").is_none(), "{payload}");
-    }
-
     /// A receiver that accepts connections and never answers.
     async fn black_hole() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -471,22 +376,5 @@ mod tests {
         while accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;
         }
-    }
-
-    #[test]
-    fn kube_event_is_a_warning_for_errors_with_annotations_and_a_capped_note() {
-        let meta = BTreeMap::from([(REVISION_KEY.to_string(), "r".to_string())]);
-        let notice = Notice::error("BuildFailed", "e".repeat(5000), meta.clone());
-        let event = kube_event(&ks(), &notice, "kc-0", now());
-        assert_eq!(event.type_.as_deref(), Some("Warning"));
-        assert_eq!(event.reason.as_deref(), Some("BuildFailed"));
-        assert_eq!(event.metadata.annotations, Some(meta));
-        assert_eq!(event.metadata.namespace.as_deref(), Some("flux-system"));
-        assert_eq!(event.note.as_ref().unwrap().len(), MAX_NOTE_BYTES);
-        assert_eq!(event.regarding.unwrap().name.as_deref(), Some("apps"));
-        assert_eq!(
-            event.reporting_controller.as_deref(),
-            Some("kustomize-controller")
-        );
     }
 }
