@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use crate::leader::fence::{FenceLayer, FencedExecutor, WriteFence};
+use crate::leader::fence::{FencedExecutor, WriteFence};
 
 mod answer_limit;
 
@@ -214,7 +214,7 @@ pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), 
 }
 
 /// A client whose API requests are added to `counts`, whose writes stop when the write fence
-/// of `counts` closes ([`FenceLayer`], [`FencedExecutor`]), and whose watches give up on an
+/// of `counts` closes ([`WriteFence`], [`FencedExecutor`]), and whose watches give up on an
 /// answer that does not come ([`AnswerLimitLayer`]).
 pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Client, kube::Error> {
     let host = config
@@ -230,7 +230,7 @@ pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Cl
             counts: counts.clone(),
             host,
         })
-        .with_layer(&FenceLayer::new(counts.fence.clone()))
+        .with_layer(&tower::filter::FilterLayer::new(counts.fence.clone()))
         .build())
 }
 

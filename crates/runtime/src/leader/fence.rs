@@ -86,60 +86,20 @@ struct Fenced {
     path: String,
 }
 
-/// Holds back the writes the [`WriteFence`] no longer lets through; every other request
-/// passes.
-#[derive(Clone)]
-pub(crate) struct FenceLayer {
-    fence: WriteFence,
-}
+/// Holds back the writes the fence no longer lets through, as a filter of the clients'
+/// requests; every other request passes.
+impl<B> tower::filter::Predicate<hyper::Request<B>> for WriteFence {
+    type Request = hyper::Request<B>;
 
-impl FenceLayer {
-    pub(crate) fn new(fence: WriteFence) -> Self {
-        Self { fence }
-    }
-}
-
-impl<S> tower::Layer<S> for FenceLayer {
-    type Service = FencedService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        FencedService {
-            inner,
-            fence: self.fence.clone(),
+    fn check(&mut self, request: hyper::Request<B>) -> Result<hyper::Request<B>, tower::BoxError> {
+        if self.lets_through(request.method(), request.uri().path()) {
+            return Ok(request);
         }
-    }
-}
-
-#[derive(Clone)]
-pub(crate) struct FencedService<S> {
-    inner: S,
-    fence: WriteFence,
-}
-
-impl<S, B, R> tower::Service<hyper::Request<B>> for FencedService<S>
-where
-    S: tower::Service<hyper::Request<B>, Response = hyper::Response<R>>,
-    S::Future: Send + 'static,
-    S::Error: From<tower::BoxError> + Send + 'static,
-    R: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: hyper::Request<B>) -> Self::Future {
-        if !self.fence.lets_through(req.method(), req.uri().path()) {
-            let refused = Fenced {
-                method: req.method().clone(),
-                path: req.uri().path().to_string(),
-            };
-            return Box::pin(std::future::ready(Err(tower::BoxError::from(refused).into())));
+        Err(Fenced {
+            method: request.method().clone(),
+            path: request.uri().path().to_string(),
         }
-        Box::pin(self.inner.call(req))
+        .into())
     }
 }
 
