@@ -54,7 +54,7 @@ pub fn set_condition(
     reason: &str,
     message: &str,
 ) {
-    let message = cap_message(message);
+    let message = crate::text::cap(message, MAX_MESSAGE_BYTES);
     let unchanged = |c: &Condition| c.status == status && c.reason == reason && c.message == message;
     let last_transition_time = match conditions.iter().find(|c| c.type_ == type_) {
         Some(existing) if unchanged(existing) => existing.last_transition_time.clone(),
@@ -97,17 +97,6 @@ pub fn mark_reconciling(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: 
 pub fn mark_stalled(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
     delete_condition(conditions, RECONCILING);
     set_condition(conditions, stamp, STALLED, TRUE, reason, message);
-}
-
-fn cap_message(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE_BYTES {
-        return message.to_string();
-    }
-    let mut cut = MAX_MESSAGE_BYTES - 3;
-    while !message.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}...", &message[..cut])
 }
 
 fn sort_conditions(conditions: &mut [Condition]) {

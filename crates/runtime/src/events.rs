@@ -123,7 +123,7 @@ pub fn kube_event<K: EventSubject>(
         },
         action: Some(object.event_action(notice).to_string()),
         reason: Some(notice.reason.clone()),
-        note: Some(truncate(&notice.message, MAX_NOTE_BYTES)),
+        note: Some(crate::text::cap(&notice.message, MAX_NOTE_BYTES)),
         type_: Some(notice.severity.event_type().to_string()),
         event_time: Some(MicroTime(now)),
         regarding: Some(regarding),
@@ -173,17 +173,6 @@ pub fn forward_payload<K: EventSubject>(
         payload["metadata"] = json!(notice.metadata);
     }
     payload
-}
-
-fn truncate(message: &str, max: usize) -> String {
-    if message.len() <= max {
-        return message.to_string();
-    }
-    let mut cut = max - 3;
-    while !message.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}...", &message[..cut])
 }
 
 /// Delivers notices about objects of the kind `K`: to the Kubernetes events API and, when

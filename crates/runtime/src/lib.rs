@@ -20,6 +20,7 @@ pub mod requeue;
 pub mod status_writes;
 pub mod task;
 pub mod telemetry;
+mod text;
 pub mod watch_retry;
 
 pub use identity::ControllerIdentity;
