@@ -214,8 +214,8 @@ pub fn counting_client(config: kube::Config) -> Result<(Client, RequestCounts), 
 }
 
 /// A client whose API requests are added to `counts`, whose writes stop when the write fence
-/// of `counts` closes ([`WriteFence`], [`FencedExecutor`]), and whose watches give up on an
-/// answer that does not come ([`AnswerLimitLayer`]).
+/// of `counts` closes ([`WriteFence`]: writes held back, connections cut), and whose watches
+/// give up on an answer that does not come (`answer_limit`).
 pub fn counted_client(config: kube::Config, counts: &RequestCounts) -> Result<Client, kube::Error> {
     let host = config
         .cluster_url

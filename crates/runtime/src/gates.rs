@@ -51,7 +51,7 @@ pub fn parse<T: Default>(gates: &[Gate<T>], text: &str) -> Result<(T, WithoutEff
 }
 
 /// Go's `strconv.ParseBool`.
-pub fn parse_bool(text: &str) -> Option<bool> {
+pub(crate) fn parse_bool(text: &str) -> Option<bool> {
     match text {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
