@@ -290,7 +290,7 @@ mod tests {
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
-    use crate::identity::testing::KUSTOMIZATION;
+    use crate::identity::testing::{IMAGE_REPOSITORY, KUSTOMIZATION};
 
     #[derive(Clone, Default)]
     struct Buffer(Arc<Mutex<Vec<u8>>>);
@@ -356,6 +356,22 @@ mod tests {
             lines[1].contains(r#"","msg":"Reconciliation failed","controller":"kustomization","#),
             "{}",
             lines[1]
+        );
+    }
+
+    #[test]
+    fn another_controllers_lines_carry_its_own_names() {
+        let lines = lines(LogEncoding::Json, || {
+            let span = reconcile_span(&IMAGE_REPOSITORY, "apps", "podinfo");
+            let _entered = span.enter();
+            tracing::info!("scanned");
+        });
+        let line: Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(line["controller"], "imagerepository");
+        assert_eq!(line["controllerGroup"], "image.toolkit.fluxcd.io");
+        assert_eq!(
+            line["ImageRepository"],
+            serde_json::json!({"name": "podinfo", "namespace": "apps"})
         );
     }
 
