@@ -12,11 +12,12 @@
 
 use std::time::{Duration, Instant};
 
+use flux_runtime::client::{RequestCounts, counting_client};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Config};
 use kustomize_controller::applier::inventory::{inventory_of, stale};
 use kustomize_controller::applier::{Applier, ApplierOptions, ApplyRequest, Owner};
-use kustomize_controller::kube_ext::{RequestCounts, ResourceResolver, counting_client};
+use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::{Value, json};
 
 fn objects(ns: &str, n: usize, skip_every: Option<usize>) -> Vec<Value> {

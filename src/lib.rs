@@ -5,7 +5,6 @@ pub mod api;
 pub mod applier;
 pub mod cli;
 pub mod controller;
-pub mod error;
 pub mod flux;
 pub mod health;
 pub mod kube_ext;
@@ -13,6 +12,6 @@ pub mod kustomize;
 pub mod remote;
 pub mod sops;
 pub mod source;
-mod task;
-pub mod telemetry;
-pub(crate) mod watch_retry;
+
+/// The one classification every step error implements, shared by every controller.
+pub use flux_runtime::error;

@@ -1,22 +1,17 @@
 //! Condition types and reasons, with Flux's exact strings: alerts, dashboards and `flux` match
-//! on them.
+//! on them. Those every Flux object carries are the runtime's (`flux_runtime::conditions`).
 
 /// The object is ready: the last reconcile applied the source revision (normal-true).
-pub const READY: &str = "Ready";
-/// A reconcile is running, or the last one failed and will be retried (abnormal-true).
-pub(crate) const RECONCILING: &str = "Reconciling";
-/// The object cannot make progress until its spec changes (abnormal-true).
-pub(crate) const STALLED: &str = "Stalled";
+pub use flux_runtime::conditions::READY;
+pub(crate) use flux_runtime::conditions::RECONCILING;
 /// The applied objects passed their health checks (normal-true).
 pub(crate) const HEALTHY: &str = "Healthy";
 
 /// Condition reasons.
 pub mod reason {
-    pub(crate) const PROGRESSING: &str = "Progressing";
-    pub(crate) const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
-    pub(crate) const RECONCILIATION_SUCCEEDED: &str = "ReconciliationSucceeded";
-    pub(crate) const RECONCILIATION_FAILED: &str = "ReconciliationFailed";
-    pub(crate) const SUCCEEDED: &str = "Succeeded";
+    pub(crate) use flux_runtime::conditions::reason::{
+        PROGRESSING, PROGRESSING_WITH_RETRY, RECONCILIATION_FAILED, RECONCILIATION_SUCCEEDED, SUCCEEDED,
+    };
     pub(crate) const ARTIFACT_FAILED: &str = "ArtifactFailed";
     pub(crate) const DIRECTORY_CREATION_FAILED: &str = "DirectoryCreationFailed";
     pub(crate) const ACCESS_DENIED: &str = "AccessDenied";
@@ -47,8 +42,6 @@ pub mod keys {
     /// Set by `flux reconcile` to ask for a run now.
     pub(crate) const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
     pub(crate) const FINALIZER: &str = "finalizers.fluxcd.io";
-    /// Field manager of applied objects.
+    /// Field manager of applied objects (that of status writes is the controller identity's).
     pub(crate) const APPLY_FIELD_MANAGER: &str = "kustomize-controller";
-    /// Field manager of status writes.
-    pub(crate) const STATUS_FIELD_MANAGER: &str = "gotk-kustomize-controller";
 }

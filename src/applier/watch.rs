@@ -138,8 +138,8 @@ async fn watch_kind(
     store: Arc<KindStore>,
     changes: mpsc::Sender<Owner>,
 ) {
-    let config = crate::watch_retry::config().labels(keys::NAME_LABEL);
-    let mut events = std::pin::pin!(crate::watch_retry::with_backoff(watcher(api, config)));
+    let config = flux_runtime::watch_retry::config().labels(keys::NAME_LABEL);
+    let mut events = std::pin::pin!(flux_runtime::watch_retry::with_backoff(watcher(api, config)));
     let mut relisted: Option<HashMap<String, [u8; 32]>> = None;
     let announce = |meta: &ObjectMeta| {
         if let Some(owner) = owner_of(meta) {

@@ -5,13 +5,13 @@
 //! behind and an event lists them. Any other failure to reach them keeps the finalizer and is
 //! retried, so a passing API hiccup does not orphan the objects.
 
+use flux_runtime::telemetry::ObjectLabels;
 use kube::ResourceExt;
 
 use crate::api::conditions::READY;
 use crate::api::kustomization::DeletionPolicy;
 use crate::api::{Kustomization, ResourceInventory};
 use crate::applier::{Owner, PruneError};
-use crate::telemetry::ObjectLabels;
 
 use super::Context;
 use super::events::{self, Notice};

@@ -2,6 +2,8 @@
 //! arguments start this controller unchanged. Gates that only tune Flux's own machinery
 //! (caches, pollers) are accepted and reported as having no effect here.
 
+use flux_runtime::gates::{Effect, Gate};
+
 /// The gates, with Flux's defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
@@ -29,83 +31,89 @@ impl Default for FeatureGates {
     }
 }
 
-/// Gates this controller accepts without acting on them, and why.
-const WITHOUT_EFFECT: &[(&str, bool, &str)] = &[
-    (
-        "CacheSecretsAndConfigMaps",
-        false,
-        "Secrets and ConfigMaps are read when a reconcile needs them",
-    ),
-    (
-        "DisableStatusPollerCache",
-        true,
-        "health checks use watches, not a poller",
-    ),
-    ("DirectSourceFetch", false, "sources are always read directly"),
-    (
-        "DisableFailFastBehavior",
-        false,
-        "health checks always fail fast on a Failed object",
-    ),
-    (
-        "GroupChangeLog",
-        false,
-        "the change set is logged one line per object",
-    ),
-    (
-        "AdditiveCELDependencyCheck",
-        false,
-        "readyExpr replaces the built-in dependency check",
-    ),
-    (
-        "CancelHealthCheckOnNewRevision",
-        false,
-        "a running health check finishes before a new revision",
-    ),
-    (
-        "ObjectLevelWorkloadIdentity",
-        false,
-        "decryption and kubeconfig workload identity are not supported",
-    ),
+/// The gates this controller knows: those it acts on, and those it accepts without acting on
+/// them, with Flux's default and why.
+const GATES: &[Gate<FeatureGates>] = &[
+    Gate {
+        name: "StrictPostBuildSubstitutions",
+        effect: Effect::Sets(|gates, on| gates.strict_post_build_substitutions = on),
+    },
+    Gate {
+        name: "ExternalArtifact",
+        effect: Effect::Sets(|gates, on| gates.external_artifact = on),
+    },
+    Gate {
+        name: "DisableConfigWatchers",
+        effect: Effect::Sets(|gates, on| gates.disable_config_watchers = on),
+    },
+    Gate {
+        name: "MigrateAPIVersion",
+        effect: Effect::Sets(|gates, on| gates.migrate_api_version = on),
+    },
+    Gate {
+        name: "CacheSecretsAndConfigMaps",
+        effect: Effect::Nothing {
+            default: false,
+            why: "Secrets and ConfigMaps are read when a reconcile needs them",
+        },
+    },
+    Gate {
+        name: "DisableStatusPollerCache",
+        effect: Effect::Nothing {
+            default: true,
+            why: "health checks use watches, not a poller",
+        },
+    },
+    Gate {
+        name: "DirectSourceFetch",
+        effect: Effect::Nothing {
+            default: false,
+            why: "sources are always read directly",
+        },
+    },
+    Gate {
+        name: "DisableFailFastBehavior",
+        effect: Effect::Nothing {
+            default: false,
+            why: "health checks always fail fast on a Failed object",
+        },
+    },
+    Gate {
+        name: "GroupChangeLog",
+        effect: Effect::Nothing {
+            default: false,
+            why: "the change set is logged one line per object",
+        },
+    },
+    Gate {
+        name: "AdditiveCELDependencyCheck",
+        effect: Effect::Nothing {
+            default: false,
+            why: "readyExpr replaces the built-in dependency check",
+        },
+    },
+    Gate {
+        name: "CancelHealthCheckOnNewRevision",
+        effect: Effect::Nothing {
+            default: false,
+            why: "a running health check finishes before a new revision",
+        },
+    },
+    Gate {
+        name: "ObjectLevelWorkloadIdentity",
+        effect: Effect::Nothing {
+            default: false,
+            why: "decryption and kubeconfig workload identity are not supported",
+        },
+    },
 ];
 
-/// Parses `Name=bool,Name=bool`; an unknown gate or a value that is not a boolean is an
-/// error naming it.
+/// Parses `Name=bool,Name=bool` (the runtime's parser, over this controller's gates); an
+/// unknown gate or a value that is not a boolean is an error naming it.
 pub fn parse(text: &str) -> Result<FeatureGates, String> {
-    let mut gates = FeatureGates::default();
-    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (name, value) = entry
-            .split_once('=')
-            .ok_or_else(|| format!("missing bool value for feature gate {entry}"))?;
-        let (name, value) = (name.trim(), value.trim());
-        let enabled = parse_bool(value)
-            .ok_or_else(|| format!("invalid value of {name}={value}, err: not a boolean"))?;
-        match name {
-            "StrictPostBuildSubstitutions" => gates.strict_post_build_substitutions = enabled,
-            "ExternalArtifact" => gates.external_artifact = enabled,
-            "DisableConfigWatchers" => gates.disable_config_watchers = enabled,
-            "MigrateAPIVersion" => gates.migrate_api_version = enabled,
-            _ => {
-                let (known, default, why) = WITHOUT_EFFECT
-                    .iter()
-                    .find(|(known, ..)| *known == name)
-                    .ok_or_else(|| format!("unrecognized feature gate: {name}"))?;
-                if enabled != *default {
-                    gates.without_effect.push((known, why));
-                }
-            }
-        }
-    }
+    let (mut gates, without_effect) = flux_runtime::gates::parse(GATES, text)?;
+    gates.without_effect = without_effect;
     Ok(gates)
-}
-
-/// Go's `strconv.ParseBool`.
-pub(crate) fn parse_bool(text: &str) -> Option<bool> {
-    match text {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use flux_runtime::client::{RequestCounts, counted_client};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use kube::api::Api;
 use kube::config::KubeConfigOptions;
@@ -31,7 +32,7 @@ use crate::api::kustomization::given;
 use crate::applier::{Applier, ApplierOptions, LiveWatches};
 use crate::error::{Retry, StepError};
 use crate::health::HealthWatches;
-use crate::kube_ext::{RequestCounts, ResourceResolver, counted_client};
+use crate::kube_ext::ResourceResolver;
 
 /// Keys tried, in order, when `secretRef.key` is not set.
 const KUBECONFIG_KEYS: [&str; 2] = ["value", "value.yaml"];

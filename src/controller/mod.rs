@@ -11,14 +11,12 @@ pub mod finalize;
 pub mod gates;
 pub mod identity;
 mod kubeconfig;
-pub mod leader;
 pub mod options;
 mod pacing;
 mod parked;
 pub mod reconcile;
 mod source_cache;
 pub mod status;
-mod status_writes;
 mod vars;
 mod workload;
 
@@ -27,6 +25,15 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flux_runtime::ControllerIdentity;
+use flux_runtime::client::counting_client;
+use flux_runtime::controller::{instance_name, shutdown_signal};
+use flux_runtime::events::Notifier;
+use flux_runtime::leader::{LeaderElector, LeaseTimings};
+use flux_runtime::probes::{Readiness, ServeError, serve_http};
+use flux_runtime::status_writes::{OwnWrites, StatusWriteError};
+use flux_runtime::telemetry::{self, Metrics};
+use flux_runtime::watch_retry;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
@@ -37,17 +44,25 @@ use kube::{Client, ResourceExt};
 
 use crate::api::Kustomization;
 use crate::api::conditions::{READY, keys};
-use crate::api::kustomization::{SourceKind, SubstituteKind};
+use crate::api::kustomization::{KustomizationStatus, SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
 use crate::applier::{ApplierOptions, LiveWatches, Owner};
-use crate::kube_ext::counting_client;
 use crate::source::{Fetcher, FetcherConfig};
-use crate::telemetry::{self, Metrics, Readiness};
 
-use events::Notifier;
 use identity::Identities;
 use options::RunOptions;
 pub use reconcile::ReconcileError;
+
+/// Who this controller is in its logs, metrics, events, status writes and Lease: Flux's
+/// kustomize-controller.
+pub(crate) const IDENTITY: ControllerIdentity = ControllerIdentity {
+    controller: "kustomization",
+    group: "kustomize.toolkit.fluxcd.io",
+    kind: "Kustomization",
+    component: "kustomize-controller",
+    metrics_prefix: "kustomize_controller",
+    field_manager: "gotk-kustomize-controller",
+};
 
 /// Everything a reconcile needs, shared by all of them.
 pub(crate) struct Context {
@@ -60,7 +75,7 @@ pub(crate) struct Context {
     pub fetcher: Fetcher,
     /// Remote bases and HTTP files of kustomizations (Git refused with --no-remote-bases).
     pub remote: Arc<crate::remote::RemoteFetcher>,
-    pub notifier: Notifier,
+    pub notifier: Notifier<Kustomization>,
     pub metrics: Arc<Metrics>,
     /// The source objects of the source watches, read instead of a GET.
     sources: source_cache::SourceCache,
@@ -71,7 +86,7 @@ pub(crate) struct Context {
     /// Health waits parked off the workers, with the passes they conclude.
     pub waits: parked::Waits<reconcile::Pass>,
     /// Status writes the Kustomization cache does not show yet.
-    own_writes: status_writes::OwnWrites,
+    own_writes: OwnWrites<Kustomization>,
 }
 
 impl Context {
@@ -90,22 +105,39 @@ impl Context {
     }
 }
 
+/// Server-side apply of a Kustomization's status by `gotk-kustomize-controller`, remembered
+/// until the Kustomization cache shows it.
+pub(crate) async fn write_status(
+    ctx: &Context,
+    ks: &Kustomization,
+    status: &KustomizationStatus,
+) -> Result<(), StatusWriteError> {
+    flux_runtime::status_writes::write_status(
+        &ctx.client,
+        IDENTITY.field_manager,
+        &ctx.own_writes,
+        ks,
+        status,
+    )
+    .await
+}
+
 /// An API for every namespace, or only the runtime namespace when not watching them all.
 fn namespaced_or_all<K>(client: &Client, options: &RunOptions) -> Api<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     K::DynamicType: Default,
 {
-    if options.watch_all_namespaces {
+    if options.runtime.watch_all_namespaces {
         Api::all(client.clone())
     } else {
-        Api::namespaced(client.clone(), &options.runtime_namespace)
+        Api::namespaced(client.clone(), &options.runtime.runtime_namespace)
     }
 }
 
 /// `namespace/name`: the key of the per-object counters.
 fn object_key(ks: &Kustomization) -> String {
-    format!("{}/{}", ks.namespace().unwrap_or_default(), ks.name_any())
+    flux_runtime::status_writes::object_key(ks)
 }
 
 /// Counts consecutive failures per key: one more on failure, back to zero on success.
@@ -128,10 +160,9 @@ pub enum RunError {
     Config(#[from] kube::config::InferConfigError),
     #[error("unable to build the kube client: {0}")]
     Client(#[source] kube::Error),
-    #[error("unable to listen on {addr}: {source}")]
-    Listen { addr: String, source: std::io::Error },
-    #[error("invalid listen address '{0}'")]
-    Address(String),
+    /// The probe or metrics server could not listen.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
     #[error("unable to prepare the artifact cache: {0}")]
     Fetcher(#[from] crate::source::SourceError),
     #[error("unable to prepare the remote bases cache: {0}")]
@@ -142,7 +173,7 @@ pub enum RunError {
 
 /// Runs the controller until SIGTERM/SIGINT (Ok) or until leadership is lost (Err).
 pub async fn run(options: RunOptions) -> Result<(), RunError> {
-    telemetry::init_logs(&options.log_level, options.log_encoding);
+    telemetry::init_logs(&options.runtime.log_level, options.runtime.log_encoding);
     for (gate, why) in &options.feature_gates.without_effect {
         tracing::warn!(gate, "feature gate has no effect in this controller: {why}");
     }
@@ -153,25 +184,30 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     let config = kube::Config::infer().await?;
     let (client, counts) = counting_client(config.clone()).map_err(RunError::Client)?;
 
-    let mut metrics = Metrics::default();
+    let mut metrics = Metrics::new(&IDENTITY);
     metrics.register_api_requests(counts.clone());
-    metrics.runtime.set_max_concurrent(options.concurrent);
+    metrics.runtime.set_max_concurrent(options.runtime.concurrent);
     let metrics = Arc::new(metrics);
     let readiness = Readiness::default();
-    serve_http(&options.metrics_addr, Some(metrics.clone()), readiness.clone()).await?;
-    serve_http(&options.health_addr, None, readiness.clone()).await?;
+    serve_http(
+        &options.runtime.metrics_addr,
+        Some(metrics.clone()),
+        readiness.clone(),
+    )
+    .await?;
+    serve_http(&options.runtime.health_addr, None, readiness.clone()).await?;
 
-    let identity = instance_name();
-    let elector = options.enable_leader_election.then(|| {
-        leader::LeaderElector::new(
+    let identity = instance_name(&IDENTITY);
+    let elector = options.runtime.enable_leader_election.then(|| {
+        LeaderElector::new(
             client.clone(),
-            &options.runtime_namespace,
+            &options.runtime.runtime_namespace,
             options.lease_name(),
             identity.clone(),
-            leader::LeaseTimings {
-                lease_duration: options.leader_election_lease_duration,
-                renew_deadline: options.leader_election_renew_deadline,
-                retry_period: options.leader_election_retry_period,
+            LeaseTimings {
+                lease_duration: options.runtime.leader_election_lease_duration,
+                renew_deadline: options.runtime.leader_election_renew_deadline,
+                retry_period: options.runtime.leader_election_retry_period,
             },
             counts.write_fence(),
         )
@@ -196,7 +232,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         ..crate::remote::RemoteConfig::default()
     })
     .map_err(RunError::Remote)?;
-    let release_on_cancel = options.leader_election_release_on_cancel;
+    let release_on_cancel = options.runtime.leader_election_release_on_cancel;
     let (live, live_changes) = LiveWatches::new(client.clone());
     let ctx = Arc::new(Context {
         identities: Identities::new(
@@ -211,7 +247,12 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
             applier_options(&options),
         )
         .with_live_watches(live),
-        notifier: Notifier::new(client.clone(), identity, Some(options.events_addr.clone())),
+        notifier: Notifier::new(
+            client.clone(),
+            &IDENTITY,
+            identity,
+            Some(options.runtime.events_addr.clone()),
+        ),
         fetcher,
         remote: Arc::new(remote),
         metrics,
@@ -220,7 +261,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         failures: Mutex::default(),
         download_failures: Mutex::default(),
         waits: parked::Waits::default(),
-        own_writes: status_writes::OwnWrites::default(),
+        own_writes: OwnWrites::default(),
         options,
     });
 
@@ -254,42 +295,6 @@ pub(crate) fn applier_options(options: &RunOptions) -> ApplierOptions {
         migrate_api_version: options.feature_gates.migrate_api_version,
         ..ApplierOptions::default()
     }
-}
-
-async fn serve_http(addr: &str, metrics: Option<Arc<Metrics>>, readiness: Readiness) -> Result<(), RunError> {
-    if addr.is_empty() || addr == "0" {
-        return Ok(());
-    }
-    let socket = telemetry::parse_listen_addr(addr).map_err(|_| RunError::Address(addr.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(socket)
-        .await
-        .map_err(|source| RunError::Listen {
-            addr: addr.to_string(),
-            source,
-        })?;
-    tokio::spawn(telemetry::serve(listener, metrics, readiness));
-    Ok(())
-}
-
-/// The pod name when running in a cluster, else the host name; events and the Lease carry it.
-fn instance_name() -> String {
-    std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .ok()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| format!("kustomize-controller-{}", std::process::id()))
-}
-
-async fn shutdown_signal() {
-    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(signal) => signal,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    tracing::info!("shutting down: waiting for running reconciles to finish");
 }
 
 /// What makes a Kustomization worth reconciling again: a spec change (generation), a
@@ -409,8 +414,8 @@ where
         + 'static,
 {
     let options = &ctx.options;
-    let config = crate::watch_retry::config().labels(&options.watch_configs_label_selector);
-    let changes = crate::watch_retry::with_backoff(watcher(
+    let config = watch_retry::config().labels(&options.watch_configs_label_selector);
+    let changes = watch_retry::with_backoff(watcher(
         namespaced_or_all::<PartialObjectMeta<K>>(&ctx.client, options),
         config,
     ))
@@ -431,19 +436,19 @@ where
 async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Receiver<Owner>) {
     let options = &ctx.options;
     let api: Api<Kustomization> = namespaced_or_all(&ctx.client, options);
-    let mut own_config = crate::watch_retry::config();
-    if !options.watch_label_selector.is_empty() {
-        own_config = own_config.labels(&options.watch_label_selector);
+    let mut own_config = watch_retry::config();
+    if !options.runtime.watch_label_selector.is_empty() {
+        own_config = own_config.labels(&options.runtime.watch_label_selector);
     }
     let (reader, writer) = reflector::store();
     let seen = ctx.clone();
-    let kustomizations = crate::watch_retry::with_backoff(watcher(api, own_config))
+    let kustomizations = watch_retry::with_backoff(watcher(api, own_config))
         .modify(|ks: &mut Kustomization| ks.managed_fields_mut().clear())
         .reflect(writer)
         .applied_objects()
         .inspect_ok(move |ks| seen.own_writes.seen(&object_key(ks), ks))
         .predicate_filter(trigger_hash, Default::default());
-    let mut controller = crate::watch_retry::controller(kustomizations, reader.clone(), options.concurrent);
+    let mut controller = watch_retry::controller(kustomizations, reader.clone(), options.runtime.concurrent);
 
     // ExternalArtifact stays behind Flux's (default-off) feature gate.
     let external = options
@@ -457,16 +462,16 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
     ];
     for kind in kinds.into_iter().chain(external) {
         let resource = kind.api_resource();
-        let api: Api<DynamicObject> = if options.watch_all_namespaces {
+        let api: Api<DynamicObject> = if options.runtime.watch_all_namespaces {
             Api::all_with(ctx.client.clone(), &resource)
         } else {
-            Api::namespaced_with(ctx.client.clone(), &options.runtime_namespace, &resource)
+            Api::namespaced_with(ctx.client.clone(), &options.runtime.runtime_namespace, &resource)
         };
         let store: Store<Kustomization> = reader.clone();
         let cache = reflector::store::Writer::new(resource.clone());
         ctx.sources.register(kind, cache.as_reader());
         let observer = ctx.clone();
-        let sources = crate::watch_retry::with_backoff(watcher(api, crate::watch_retry::config()))
+        let sources = watch_retry::with_backoff(watcher(api, watch_retry::config()))
             .inspect(move |item| observer.sources.observe(kind, item))
             .modify(|source: &mut DynamicObject| source.managed_fields_mut().clear())
             .reflect(cache)
@@ -502,7 +507,8 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
 /// Errors that reach here were not turned into a requeue by the driver: terminal ones wait
 /// for a change of the object; transient ones back off exponentially (Flux: 750 ms … 15 min).
 fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let span = telemetry::logs::reconcile_span(&ks.namespace().unwrap_or_default(), &ks.name_any());
+    let span =
+        telemetry::logs::reconcile_span(&IDENTITY, &ks.namespace().unwrap_or_default(), &ks.name_any());
     let _entered = span.enter();
     if error.is_terminal() {
         tracing::error!(%error, "Reconciler error: waiting for a change of the object");
@@ -511,24 +517,11 @@ fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context
     let failures = ctx.failure_count(&object_key(&ks), true);
     ctx.metrics.runtime.record_retry();
     tracing::error!(%error, "Reconciler error");
-    Action::requeue(backoff(
+    Action::requeue(flux_runtime::requeue::backoff(
         failures,
-        ctx.options.min_retry_delay,
-        ctx.options.max_retry_delay,
+        ctx.options.runtime.min_retry_delay,
+        ctx.options.runtime.max_retry_delay,
     ))
-}
-
-/// Exponential backoff from `min` doubling per consecutive failure, capped at `max` (Flux:
-/// `--min-retry-delay` 750 ms, `--max-retry-delay` 15 minutes).
-pub(crate) fn backoff(failures: u32, min: Duration, max: Duration) -> Duration {
-    min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(20)))
-        .min(max)
-}
-
-/// The interval with Flux's jitter: uniformly within ± `percent` %.
-pub(crate) fn jittered(interval: Duration, percent: u8, random: f64) -> Duration {
-    let spread = interval.as_secs_f64() * f64::from(percent) / 100.0;
-    Duration::from_secs_f64((interval.as_secs_f64() + spread * (2.0 * random - 1.0)).max(0.0))
 }
 
 #[cfg(test)]
@@ -536,24 +529,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn backoff_doubles_from_750ms_up_to_15m() {
-        let backoff = |failures| backoff(failures, Duration::from_millis(750), Duration::from_secs(900));
-        assert_eq!(backoff(1), Duration::from_millis(750));
-        assert_eq!(backoff(2), Duration::from_millis(1500));
-        assert_eq!(backoff(5), Duration::from_millis(12000));
-        assert_eq!(backoff(40), Duration::from_secs(900));
-    }
-
-    #[test]
-    fn jitter_stays_within_the_percentage() {
-        let interval = Duration::from_secs(600);
-        assert_eq!(jittered(interval, 5, 0.0), Duration::from_secs(570));
-        assert_eq!(jittered(interval, 5, 0.5), Duration::from_secs(600));
-        assert_eq!(jittered(interval, 5, 1.0), Duration::from_secs(630));
-        assert_eq!(jittered(interval, 0, 0.9), interval);
-    }
 
     fn ks(name: &str, source: serde_json::Value, status: serde_json::Value) -> Arc<Kustomization> {
         Arc::new(

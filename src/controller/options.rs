@@ -1,42 +1,19 @@
-//! Flags of `kustomize-controller run`, compatible with Flux's.
+//! Flags of `kustomize-controller run`, compatible with Flux's: the runtime's, which every
+//! Flux controller has, and the Kustomization controller's own.
 
 use std::time::Duration;
 
+use flux_runtime::options::{RuntimeOptions, go_bool, go_duration};
+
+use super::IDENTITY;
 use super::gates::{self, FeatureGates};
-use crate::api::duration;
-use crate::telemetry::LogEncoding;
-
-/// A duration flag as Go's `time.ParseDuration` reads the values people write: `1m0s`, `90s`,
-/// `1.5h`, a leading `+`, and a bare `0`.
-fn go_duration(text: &str) -> Result<Duration, String> {
-    let unsigned = text.strip_prefix('+').unwrap_or(text);
-    if unsigned == "0" {
-        return Ok(Duration::ZERO);
-    }
-    duration::parse(unsigned).ok_or_else(|| format!("invalid duration '{text}' (expected e.g. 30s, 5m, 1h)"))
-}
-
-/// A boolean flag as Go's flag package reads it: bare (`--flag`) means true, else
-/// `--flag=<strconv.ParseBool value>`.
-fn go_bool(text: &str) -> Result<bool, String> {
-    gates::parse_bool(text).ok_or_else(|| format!("invalid boolean '{text}' (expected true or false)"))
-}
-
-fn jitter_percentage(text: &str) -> Result<u8, String> {
-    match text.parse::<u8>() {
-        Ok(p) if p < 100 => Ok(p),
-        _ => Err(format!(
-            "--interval-jitter-percentage must be a number between 0 and 99, got '{text}'"
-        )),
-    }
-}
 
 /// Everything `run` can be told.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunOptions {
-    /// The number of concurrent Kustomization reconciles.
-    #[arg(long, default_value_t = 4)]
-    pub concurrent: u16,
+    /// Logs, leader election, probes and metrics, events, retry delays, watch scope, jitter.
+    #[command(flatten)]
+    pub runtime: RuntimeOptions,
     /// The number of objects dry-run and applied in parallel within one stage. 16 (Flux: 4,
     /// and it applies one at a time): on a local API server a cold apply of 400 objects took 15 s
     /// at 4, 7.5 s at 16 and 6.6 s at 32, and 16 requests in flight per reconcile stay far below
@@ -46,9 +23,6 @@ pub struct RunOptions {
     /// The interval at which failing dependencies and missing artifacts are re-checked.
     #[arg(long = "requeue-dependency", default_value = "30s", value_parser = go_duration)]
     pub requeue_dependency: Duration,
-    /// Percentage of jitter applied to the interval, to spread reconciles.
-    #[arg(long = "interval-jitter-percentage", default_value = "5", value_parser = jitter_percentage)]
-    pub interval_jitter_percentage: u8,
     /// Refuse sourceRefs in another namespace.
     #[arg(long = "no-cross-namespace-refs", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_cross_namespace_refs: bool,
@@ -65,12 +39,6 @@ pub struct RunOptions {
     /// ServiceAccount impersonated by Kustomizations that name none.
     #[arg(long = "default-service-account", default_value = "")]
     pub default_service_account: String,
-    /// Watch Kustomizations in all namespaces; false restricts to RUNTIME_NAMESPACE.
-    #[arg(long = "watch-all-namespaces", default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
-    pub watch_all_namespaces: bool,
-    /// Only reconcile Kustomizations matching this label selector (sharding).
-    #[arg(long = "watch-label-selector", default_value = "")]
-    pub watch_label_selector: String,
     /// ConfigMaps and Secrets matching this label selector, when a Kustomization reads them
     /// (substituteFrom, decryption, kubeConfig), trigger its reconciliation on change.
     #[arg(
@@ -78,27 +46,6 @@ pub struct RunOptions {
         default_value = "reconcile.fluxcd.io/watch=Enabled"
     )]
     pub watch_configs_label_selector: String,
-    /// Where /metrics is served.
-    #[arg(long = "metrics-addr", default_value = ":8080")]
-    pub metrics_addr: String,
-    /// Where /healthz and /readyz are served.
-    #[arg(long = "health-addr", default_value = ":9440")]
-    pub health_addr: String,
-    /// Run only while holding the leader Lease.
-    #[arg(long = "enable-leader-election", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
-    pub enable_leader_election: bool,
-    #[arg(long = "leader-election-lease-duration", default_value = "35s", value_parser = go_duration)]
-    pub leader_election_lease_duration: Duration,
-    #[arg(long = "leader-election-renew-deadline", default_value = "30s", value_parser = go_duration)]
-    pub leader_election_renew_deadline: Duration,
-    #[arg(long = "leader-election-retry-period", default_value = "5s", value_parser = go_duration)]
-    pub leader_election_retry_period: Duration,
-    /// Give the Lease up on shutdown so another replica takes over at once.
-    #[arg(long = "leader-election-release-on-cancel", default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
-    pub leader_election_release_on_cancel: bool,
-    /// notification-controller's event endpoint.
-    #[arg(long = "events-addr", default_value = "")]
-    pub events_addr: String,
     /// Download retries of an artifact (Flux's --http-retry), 5s to 30s apart, then every
     /// retryInterval. Retries are requeues: a failing source server holds no worker.
     #[arg(long = "artifact-fetch-retries", alias = "http-retry", default_value_t = 9)]
@@ -106,12 +53,6 @@ pub struct RunOptions {
     /// Flux's feature gates, `Name=true,Name=false`.
     #[arg(long = "feature-gates", default_value = "", value_parser = gates::parse)]
     pub feature_gates: FeatureGates,
-    /// First wait after a failed reconcile; doubled per consecutive failure.
-    #[arg(long = "min-retry-delay", default_value = "750ms", value_parser = go_duration)]
-    pub min_retry_delay: Duration,
-    /// Longest wait after failed reconciles.
-    #[arg(long = "max-retry-delay", default_value = "15m", value_parser = go_duration)]
-    pub max_retry_delay: Duration,
     /// Further field managers whose fields are taken over like kubectl's. Repeatable.
     #[arg(long = "override-manager")]
     pub override_managers: Vec<String>,
@@ -129,17 +70,6 @@ pub struct RunOptions {
     /// cluster at least this often (drift detection).
     #[arg(long = "full-sync-interval", default_value = "1h", value_parser = go_duration)]
     pub full_sync_interval: Duration,
-    #[arg(long = "log-level", default_value = "info")]
-    pub log_level: String,
-    #[arg(long = "log-encoding", value_enum, default_value = "json")]
-    pub log_encoding: LogEncoding,
-    /// The namespace the controller runs in (the Lease lives there).
-    #[arg(
-        long = "runtime-namespace",
-        env = "RUNTIME_NAMESPACE",
-        default_value = "flux-system"
-    )]
-    pub runtime_namespace: String,
     /// A Secret in the runtime namespace whose `*.agekey` entries decrypt for every
     /// Kustomization with `spec.decryption` but no `secretRef`.
     #[arg(long = "sops-age-secret")]
@@ -243,13 +173,7 @@ impl RunOptions {
 
     /// The Lease name: Flux's, suffixed by a hash of the shard selector so shards elect apart.
     pub(crate) fn lease_name(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let base = "kustomize-controller-leader-election";
-        if self.watch_label_selector.is_empty() {
-            return base.to_string();
-        }
-        let digest = hex::encode(Sha256::digest(self.watch_label_selector.as_bytes()));
-        format!("{base}-{}", &digest[..8])
+        self.runtime.lease_name(&IDENTITY)
     }
 }
 
@@ -257,6 +181,8 @@ impl RunOptions {
 mod tests {
     use clap::Parser;
     use sha2::Digest;
+
+    use flux_runtime::telemetry::LogEncoding;
 
     use super::*;
 
@@ -276,16 +202,16 @@ mod tests {
     #[test]
     fn defaults_are_fluxs() {
         let o = parse(&[]);
-        assert_eq!(o.concurrent, 4);
+        assert_eq!(o.runtime.concurrent, 4);
         assert_eq!(o.requeue_dependency, Duration::from_secs(30));
-        assert_eq!(o.interval_jitter_percentage, 5);
-        assert!(o.watch_all_namespaces);
+        assert_eq!(o.runtime.interval_jitter_percentage, 5);
+        assert!(o.runtime.watch_all_namespaces);
         assert_eq!(
-            (o.metrics_addr.as_str(), o.health_addr.as_str()),
+            (o.runtime.metrics_addr.as_str(), o.runtime.health_addr.as_str()),
             (":8080", ":9440")
         );
-        assert_eq!(o.leader_election_lease_duration, Duration::from_secs(35));
-        assert_eq!(o.log_encoding, LogEncoding::Json);
+        assert_eq!(o.runtime.leader_election_lease_duration, Duration::from_secs(35));
+        assert_eq!(o.runtime.log_encoding, LogEncoding::Json);
         assert!(o.custom_stage_kinds().is_empty());
         assert_eq!(o.lease_name(), "kustomize-controller-leader-election");
     }
@@ -299,7 +225,7 @@ mod tests {
             "--watch-label-selector=sharding.fluxcd.io/key=shard1",
             "--http-retry=2",
         ]);
-        assert!(!o.watch_all_namespaces);
+        assert!(!o.runtime.watch_all_namespaces);
         assert_eq!(o.requeue_dependency, Duration::from_secs(5));
         assert_eq!(
             o.custom_stage_kinds(),
@@ -362,11 +288,11 @@ mod tests {
             "--spiffe-broker-endpoint=dns:///spire-broker.spire:8443",
             "--spiffe-broker-id=spiffe://cluster.local/spire/agent/k8s_psat/broker-cluster/",
         ]);
-        assert_eq!(o.concurrent, 10);
+        assert_eq!(o.runtime.concurrent, 10);
         // Go's bool flags: bare means true, `=true` too.
-        assert!(o.enable_leader_election && o.no_remote_bases && o.no_cross_namespace_refs);
+        assert!(o.runtime.enable_leader_election && o.no_remote_bases && o.no_cross_namespace_refs);
         assert_eq!(
-            (o.min_retry_delay, o.max_retry_delay),
+            (o.runtime.min_retry_delay, o.runtime.max_retry_delay),
             (Duration::from_secs(1), Duration::from_secs(300))
         );
         assert_eq!(o.override_managers, ["helm", "argocd"]);
@@ -398,13 +324,13 @@ mod tests {
             // An empty value.
             "--default-service-account=",
         ]);
-        assert_eq!(o.events_addr, "http://receiver/");
-        assert_eq!(o.concurrent, 6);
-        assert_eq!(o.leader_election_lease_duration, Duration::from_secs(60));
+        assert_eq!(o.runtime.events_addr, "http://receiver/");
+        assert_eq!(o.runtime.concurrent, 6);
+        assert_eq!(o.runtime.leader_election_lease_duration, Duration::from_secs(60));
         assert_eq!(o.requeue_dependency, Duration::ZERO);
-        assert_eq!(o.max_retry_delay, Duration::from_secs(5400));
-        assert_eq!(o.log_level, "error");
-        assert!(!o.watch_all_namespaces && o.no_remote_bases);
+        assert_eq!(o.runtime.max_retry_delay, Duration::from_secs(5400));
+        assert_eq!(o.runtime.log_level, "error");
+        assert!(!o.runtime.watch_all_namespaces && o.no_remote_bases);
         assert_eq!(o.default_service_account, "");
         assert_eq!(o.without_effect.set(), ["--override-manager-before-dry-run"]);
     }

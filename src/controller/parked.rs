@@ -15,13 +15,13 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use flux_runtime::task::OwnedTask;
 use futures::channel::mpsc;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::oneshot;
 
 use crate::api::Kustomization;
 use crate::health::{HealthError, Report};
-use crate::task::OwnedTask;
 
 /// What a wait is for: the generation, source revision and reconcile request it was started
 /// for. A run for anything else supersedes it.

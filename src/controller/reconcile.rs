@@ -17,6 +17,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use flux_runtime::requeue::jittered;
+use flux_runtime::telemetry::{ObjectLabels, Outcome, ReconcileResult};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -38,16 +40,14 @@ use crate::health::{self, HealthCheckFailed, HealthError};
 use crate::kustomize::{BuildOptions, packed};
 use crate::sops;
 use crate::source::{SourceAccess, SourceError, get_artifact_cached, resolve_path};
-use crate::telemetry::{ObjectLabels, ReconcileResult};
 
 use super::dependencies::{DependencyError, check_dependencies};
 use super::events::{self, Notice};
 use super::pacing::{PROGRESS_DELAY, build_within, progress_after};
 use super::parked::{Resume, Settled, Started, Waited, Work};
 use super::status::{self, Applied, BuiltRevision, Failed, Progress, Stamp};
-use super::status_writes::write_status;
 use super::vars::substitution_vars;
-use super::{Context, finalize, jittered};
+use super::{Context, IDENTITY, finalize, write_status};
 
 /// Errors that leave the driver as errors: `error_policy` waits for a change of the object
 /// after a terminal one and backs off after the others.
@@ -81,7 +81,7 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     let namespace = ks.namespace().unwrap_or_default();
     let name = ks.name_any();
     let key = super::object_key(&ks);
-    let span = crate::telemetry::logs::reconcile_span(&namespace, &name);
+    let span = flux_runtime::telemetry::logs::reconcile_span(&IDENTITY, &namespace, &name);
     let labels = ObjectLabels {
         kind: "Kustomization".into(),
         name: name.clone(),
@@ -127,9 +127,9 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
             .record_reconcile(&labels, began.elapsed(), result_label);
     }
     worker.finish(match &result {
-        Err(_) => crate::telemetry::Outcome::Error,
-        Ok(action) if *action == Action::await_change() => crate::telemetry::Outcome::Success,
-        Ok(_) => crate::telemetry::Outcome::RequeueAfter,
+        Err(_) => Outcome::Error,
+        Ok(action) if *action == Action::await_change() => Outcome::Success,
+        Ok(_) => Outcome::RequeueAfter,
     });
     result
 }
@@ -348,7 +348,7 @@ async fn reconcile_apply(
             let random: f64 = rand::random();
             Ok(Action::requeue(jittered(
                 ks.spec.interval(),
-                ctx.options.interval_jitter_percentage,
+                ctx.options.runtime.interval_jitter_percentage,
                 random,
             )))
         }
@@ -543,8 +543,8 @@ async fn roll_out(
         .await
         .map_err(|e| pass.fail(e))?;
     // SOPS keys from spec.decryption's Secret.
-    let age_secret =
-        (ctx.options.sops_age_secret.as_deref()).map(|name| (ctx.options.runtime_namespace.as_str(), name));
+    let age_secret = (ctx.options.sops_age_secret.as_deref())
+        .map(|name| (ctx.options.runtime.runtime_namespace.as_str(), name));
     let keys = sops::secret::load_keys(&ctx.client, &ks, age_secret)
         .await
         .map_err(|e| pass.fail(e))?;

@@ -1,42 +1,25 @@
 //! The status of a Kustomization, computed from what the reconcile steps did. Pure: no I/O, no
 //! clock (callers pass `now`), so every rule here has a table test against Flux's behaviour.
 //!
-//! Condition setters follow Flux's `runtime/conditions` semantics: every set stamps the
-//! object's generation, `lastTransitionTime` moves only when status, reason or message change,
-//! messages are capped, and the list is ordered Stalled, Reconciling, Ready, then the rest.
+//! The condition setters are Flux's, shared by every controller (`flux_runtime::conditions`).
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+pub use flux_runtime::conditions::find;
+pub(crate) use flux_runtime::conditions::{
+    FALSE, Stamp, TRUE, UNKNOWN, delete_condition, is_true, mark_reconciling, mark_stalled, set_condition,
+};
+
 use crate::api::ResourceInventory;
-use crate::api::conditions::{HEALTHY, READY, RECONCILING, STALLED, reason};
+use crate::api::conditions::{HEALTHY, READY, RECONCILING, reason};
 use crate::api::duration;
 use crate::api::kustomization::{KustomizationStatus, Snapshot};
 
-/// Flux caps condition messages at this many bytes.
-const MAX_MESSAGE_BYTES: usize = 32768;
 /// `status.history` keeps this many snapshots.
 const MAX_HISTORY: usize = 5;
-
-pub(crate) const TRUE: &str = "True";
-pub(crate) const FALSE: &str = "False";
-pub(crate) const UNKNOWN: &str = "Unknown";
-
-/// When and for which generation a status change is made.
-#[derive(Clone, Debug)]
-pub(crate) struct Stamp {
-    pub generation: i64,
-    pub now: Timestamp,
-}
-
-impl Stamp {
-    /// Condition times are whole seconds in UTC, as `metav1.Time` serializes them.
-    fn time(&self) -> Time {
-        Time(Timestamp::from_second(self.now.as_second()).unwrap_or(self.now))
-    }
-}
 
 /// The step a running reconcile is in, as the Reconciling message tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,86 +54,6 @@ pub(crate) fn applied_message(revision: &str) -> String {
 /// The Healthy message of passed health checks.
 pub(crate) fn health_passed_message(elapsed: Duration) -> String {
     format!("Health check passed in {}", duration::format(elapsed))
-}
-
-/// Sets (or replaces) a condition with Flux's setter semantics.
-pub(crate) fn set_condition(
-    conditions: &mut Vec<Condition>,
-    stamp: &Stamp,
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-) {
-    let message = cap_message(message);
-    let unchanged = |c: &Condition| c.status == status && c.reason == reason && c.message == message;
-    let last_transition_time = match conditions.iter().find(|c| c.type_ == type_) {
-        Some(existing) if unchanged(existing) => existing.last_transition_time.clone(),
-        _ => stamp.time(),
-    };
-    conditions.retain(|c| c.type_ != type_);
-    conditions.push(Condition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        reason: reason.to_string(),
-        message,
-        observed_generation: Some(stamp.generation),
-        last_transition_time,
-    });
-    sort_conditions(conditions);
-}
-
-/// Removes a condition type.
-pub(crate) fn delete_condition(conditions: &mut Vec<Condition>, type_: &str) {
-    conditions.retain(|c| c.type_ != type_);
-}
-
-/// The condition of this type, if present.
-pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
-}
-
-/// Whether the condition of this type is present with status True.
-pub(crate) fn is_true(conditions: &[Condition], type_: &str) -> bool {
-    find(conditions, type_).is_some_and(|c| c.status == TRUE)
-}
-
-/// Reconciling=True; a reconcile in progress is no longer stalled.
-pub(crate) fn mark_reconciling(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
-    delete_condition(conditions, STALLED);
-    set_condition(conditions, stamp, RECONCILING, TRUE, reason, message);
-}
-
-/// Stalled=True; a stalled object is not reconciling.
-pub(crate) fn mark_stalled(conditions: &mut Vec<Condition>, stamp: &Stamp, reason: &str, message: &str) {
-    delete_condition(conditions, RECONCILING);
-    set_condition(conditions, stamp, STALLED, TRUE, reason, message);
-}
-
-fn cap_message(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE_BYTES {
-        return message.to_string();
-    }
-    let mut cut = MAX_MESSAGE_BYTES - 3;
-    while !message.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}...", &message[..cut])
-}
-
-fn sort_conditions(conditions: &mut [Condition]) {
-    let rank = |c: &Condition| match c.type_.as_str() {
-        STALLED => 0,
-        RECONCILING => 1,
-        READY => 2,
-        _ => 3,
-    };
-    conditions.sort_by(|a, b| {
-        rank(a)
-            .cmp(&rank(b))
-            .then_with(|| b.observed_generation.cmp(&a.observed_generation))
-            .then_with(|| a.type_.cmp(&b.type_))
-    });
 }
 
 /// The progress status written when a reconcile starts new work (a new revision or a new
@@ -428,6 +331,9 @@ fn normalized(status: &KustomizationStatus) -> KustomizationStatus {
 
 #[cfg(test)]
 mod tests {
+    use flux_runtime::conditions::STALLED;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
     use super::*;
     use crate::api::ResourceRef;
 
@@ -523,103 +429,6 @@ mod tests {
             "a deletion meanwhile prunes what was applied"
         );
         assert_eq!(status.last_applied_revision, None, "applied only once healthy");
-    }
-
-    #[test]
-    fn transition_time_moves_only_when_status_reason_or_message_change() {
-        let mut conditions = Vec::new();
-        set_condition(&mut conditions, &stamp(1, 0), READY, TRUE, "A", "m");
-        let first = conditions[0].last_transition_time.clone();
-
-        // Same status, reason and message, new generation: time kept, generation stamped.
-        set_condition(&mut conditions, &stamp(2, 10), READY, TRUE, "A", "m");
-        assert_eq!(conditions[0].last_transition_time, first);
-        assert_eq!(conditions[0].observed_generation, Some(2));
-
-        // Each of status, reason and message moves the time (stricter than metav1).
-        for (second, (status, reason, message)) in [
-            (20, (FALSE, "A", "m")),
-            (30, (FALSE, "B", "m")),
-            (40, (FALSE, "B", "n")),
-        ] {
-            set_condition(&mut conditions, &stamp(2, second), READY, status, reason, message);
-            assert_eq!(
-                conditions[0].last_transition_time,
-                stamp(2, second).time(),
-                "{status} {reason} {message}"
-            );
-        }
-        assert_eq!(conditions.len(), 1);
-    }
-
-    #[test]
-    fn times_are_truncated_to_seconds() {
-        let now = Timestamp::from_millisecond(1_767_225_600_750).unwrap();
-        let mut conditions = Vec::new();
-        set_condition(
-            &mut conditions,
-            &Stamp { generation: 1, now },
-            READY,
-            TRUE,
-            "A",
-            "m",
-        );
-        assert_eq!(
-            conditions[0].last_transition_time.0.to_string(),
-            "2026-01-01T00:00:00Z"
-        );
-    }
-
-    #[test]
-    fn long_messages_are_cut_to_32768_bytes_ending_in_dots() {
-        let mut conditions = Vec::new();
-        set_condition(
-            &mut conditions,
-            &stamp(1, 0),
-            READY,
-            FALSE,
-            "A",
-            &"x".repeat(40_000),
-        );
-        let message = &conditions[0].message;
-        assert_eq!(message.len(), 32768);
-        assert!(message.ends_with("x..."));
-
-        let exact = "y".repeat(32768);
-        set_condition(&mut conditions, &stamp(1, 0), READY, FALSE, "A", &exact);
-        assert_eq!(conditions[0].message, exact);
-
-        // A multi-byte character straddling the cut is dropped whole.
-        let wide = format!("{}é{}", "z".repeat(32764), "z".repeat(10));
-        set_condition(&mut conditions, &stamp(1, 0), READY, FALSE, "A", &wide);
-        assert!(conditions[0].message.len() <= 32768);
-        assert!(conditions[0].message.ends_with("z..."));
-    }
-
-    #[test]
-    fn order_is_stalled_reconciling_ready_then_the_rest() {
-        let mut conditions = Vec::new();
-        set_condition(&mut conditions, &stamp(1, 0), HEALTHY, TRUE, "A", "m");
-        set_condition(&mut conditions, &stamp(1, 0), READY, FALSE, "A", "m");
-        set_condition(&mut conditions, &stamp(1, 0), "Zeta", TRUE, "A", "m");
-        set_condition(&mut conditions, &stamp(2, 0), "Omega", TRUE, "A", "m");
-        set_condition(&mut conditions, &stamp(1, 0), RECONCILING, TRUE, "A", "m");
-        set_condition(&mut conditions, &stamp(1, 0), STALLED, TRUE, "A", "m");
-        // The rest: newest observedGeneration first, then by type.
-        assert_eq!(
-            types(&conditions),
-            [STALLED, RECONCILING, READY, "Omega", HEALTHY, "Zeta"]
-        );
-    }
-
-    #[test]
-    fn reconciling_and_stalled_exclude_each_other() {
-        let mut conditions = Vec::new();
-        mark_stalled(&mut conditions, &stamp(1, 0), reason::ACCESS_DENIED, "m");
-        mark_reconciling(&mut conditions, &stamp(1, 0), reason::PROGRESSING, "m");
-        assert_eq!(types(&conditions), [RECONCILING]);
-        mark_stalled(&mut conditions, &stamp(1, 0), reason::ACCESS_DENIED, "m");
-        assert_eq!(types(&conditions), [STALLED]);
     }
 
     fn applied(revision: &str, digest: &str) -> Applied {

@@ -14,13 +14,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flux_runtime::task::OwnedTask;
 use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
 
 use crate::kube_ext::ResourceResolver;
-use crate::task::OwnedTask;
 
 /// Longest pause between two reads of an object whose read failed.
 const READ_RETRY_MAX: Duration = Duration::from_secs(30);
@@ -171,7 +171,8 @@ impl Feed {
         let state = shared.clone();
         let watch = tokio::spawn(async move {
             let mut events =
-                crate::watch_retry::with_backoff(watcher(api, crate::watch_retry::config())).boxed();
+                flux_runtime::watch_retry::with_backoff(watcher(api, flux_runtime::watch_retry::config()))
+                    .boxed();
             while let Some(event) = events.next().await {
                 state.lock().expect("health feed lock").on_event(event);
             }

@@ -269,7 +269,7 @@ fn sharding_component_builds_with_kustomize_into_three_disjoint_shards() {
         .collect();
     let selectors: BTreeMap<&str, &str> = deployments
         .iter()
-        .map(|(name, (_, options))| (name.as_str(), options.watch_label_selector.as_str()))
+        .map(|(name, (_, options))| (name.as_str(), options.runtime.watch_label_selector.as_str()))
         .collect();
     assert_eq!(
         selectors,
@@ -282,7 +282,7 @@ fn sharding_component_builds_with_kustomize_into_three_disjoint_shards() {
     for (name, (d, options)) in &deployments {
         assert_eq!(d["metadata"]["namespace"], "flux-system", "{name}");
         assert!(
-            options.enable_leader_election,
+            options.runtime.enable_leader_election,
             "{name} elects a leader of its own shard"
         );
         // No Deployment's selector picks another one's pods.

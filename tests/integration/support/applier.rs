@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use flux_runtime::client::{RequestCounts, counting_client};
 use kube::Client;
 use kustomize_controller::api::kustomization::IgnoreRule;
 use kustomize_controller::applier::{Applier, ApplierOptions, ApplyError, ApplyRequest, ChangeSet, Owner};
-use kustomize_controller::kube_ext::{RequestCounts, ResourceResolver, counting_client};
+use kustomize_controller::kube_ext::ResourceResolver;
 use serde_json::Value;
 
 use super::TestNamespace;

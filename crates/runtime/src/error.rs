@@ -1,19 +1,20 @@
-//! The one classification every reconcile step's error carries. Each step (source, build,
-//! apply, prune, health, ...) has its own error type; the driver never re-maps them by hand,
-//! it reads this: the condition reason and message, and what retrying can do.
+//! The one classification every reconcile step's error carries, in every controller. Each
+//! step (source, build, apply, prune, health, ...) has its own error type; the driver never
+//! re-maps them by hand, it reads this: the condition reason and message, and what retrying
+//! can do.
 
 use std::time::Duration;
 
 /// What the driver does after a step failed, following Flux's requeue rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Retry {
-    /// A configuration error: Ready=False and Stalled=True, no requeue until the
-    /// Kustomization (or what it reads) changes.
+    /// A configuration error: Ready=False and Stalled=True, no requeue until the object (a
+    /// Kustomization, ...) or what it reads changes.
     Terminal,
     /// Requeue after `spec.retryInterval`, without backoff (most failures: a new revision or a
     /// fix elsewhere in the cluster may arrive at any time).
     RetryInterval,
-    /// Requeue after `--requeue-dependency`: something this Kustomization reads is not ready.
+    /// Requeue after `--requeue-dependency`: something the object reads is not ready.
     Dependency,
     /// Hand the error back to the controller: exponential backoff (`--min-retry-delay` ..
     /// `--max-retry-delay`), for transient faults of the API server or the network.

@@ -1,18 +1,11 @@
-//! Logs, metrics and the probe/metrics HTTP server.
+//! Logs and metrics of a controller.
 //!
 //! Metric names users' dashboards depend on keep Flux's spelling
-//! (`gotk_reconcile_duration_seconds`, `gotk_reconcile_condition`); the rest are ours.
+//! (`gotk_reconcile_duration_seconds`, `gotk_reconcile_condition`); the rest are ours, named
+//! after the controller ([`ControllerIdentity::metrics_prefix`]).
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -21,14 +14,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 
-use crate::kube_ext::RequestCounts;
+use crate::client::RequestCounts;
+use crate::identity::ControllerIdentity;
 
-pub(crate) mod logs;
-mod runtime;
+mod controller_runtime;
+pub mod logs;
 
-pub(crate) use runtime::Outcome;
+pub use controller_runtime::{Outcome, RuntimeMetrics, Worker};
 
 /// Log output format, as Flux's `--log-encoding`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -50,7 +43,7 @@ pub(crate) fn log_filter(level: &str) -> String {
 
 /// Installs the global subscriber: Flux's line shape on stderr (see [`logs`]). `RUST_LOG`
 /// overrides the filter.
-pub(crate) fn init_logs(level: &str, encoding: LogEncoding) {
+pub fn init_logs(level: &str, encoding: LogEncoding) {
     use tracing_subscriber::layer::SubscriberExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(level)));
@@ -62,7 +55,7 @@ pub(crate) fn init_logs(level: &str, encoding: LogEncoding) {
 
 /// Labels Flux puts on per-object reconcile metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ObjectLabels {
+pub struct ObjectLabels {
     pub kind: String,
     pub name: String,
     pub namespace: String,
@@ -95,7 +88,7 @@ struct ActionLabels {
 
 /// How a reconcile ended, for the reconciles counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ReconcileResult {
+pub enum ReconcileResult {
     Success,
     Failure,
 }
@@ -124,18 +117,22 @@ pub(crate) fn exponential_buckets_range(min: f64, max: f64, count: u16) -> Vec<f
 }
 
 /// The controller's metrics, registered in one registry.
-pub(crate) struct Metrics {
+pub struct Metrics {
     registry: Registry,
+    /// The prefix of the metrics that are the controller's own.
+    prefix: &'static str,
     /// controller-runtime's reconcile and work queue metrics.
-    pub runtime: runtime::RuntimeMetrics,
+    pub runtime: RuntimeMetrics,
     reconcile_duration: Family<ObjectLabels, Histogram>,
     reconcile_condition: Family<ConditionLabels, Gauge>,
     reconciles: Family<ResultLabels, Counter>,
     applied_objects: Family<ActionLabels, Counter>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
+impl Metrics {
+    /// The metrics of the controller `identity`, none recorded yet.
+    pub fn new(identity: &ControllerIdentity) -> Self {
+        let prefix = identity.metrics_prefix;
         let mut registry = Registry::default();
         let reconcile_duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
             // Flux's: 10 buckets from 10 ms to 30 minutes.
@@ -154,20 +151,21 @@ impl Default for Metrics {
         );
         let reconciles = Family::default();
         registry.register(
-            "kustomize_controller_reconciles",
+            format!("{prefix}_reconciles"),
             "Reconciles by result",
             reconciles.clone(),
         );
         let applied_objects = Family::default();
         registry.register(
-            "kustomize_controller_applied_objects",
+            format!("{prefix}_applied_objects"),
             "Objects changed by apply and prune, by action",
             applied_objects.clone(),
         );
-        let runtime = runtime::RuntimeMetrics::register(&mut registry);
-        registry.register_collector(Box::new(AliveTasks));
+        let runtime = RuntimeMetrics::register(&mut registry, identity.controller);
+        registry.register_collector(Box::new(AliveTasks { prefix }));
         Self {
             registry,
+            prefix,
             runtime,
             reconcile_duration,
             reconcile_condition,
@@ -175,15 +173,16 @@ impl Default for Metrics {
             applied_objects,
         }
     }
-}
 
-impl Metrics {
     /// Exposes the API requests counted by the client layer, by verb.
-    pub(crate) fn register_api_requests(&mut self, counts: RequestCounts) {
-        self.registry.register_collector(Box::new(ApiRequests(counts)));
+    pub fn register_api_requests(&mut self, counts: RequestCounts) {
+        self.registry.register_collector(Box::new(ApiRequests {
+            prefix: self.prefix,
+            counts,
+        }));
     }
 
-    pub(crate) fn record_reconcile(&self, object: &ObjectLabels, elapsed: Duration, result: ReconcileResult) {
+    pub fn record_reconcile(&self, object: &ObjectLabels, elapsed: Duration, result: ReconcileResult) {
         self.reconcile_duration
             .get_or_create(object)
             .observe(elapsed.as_secs_f64());
@@ -196,7 +195,7 @@ impl Metrics {
 
     /// Sets the Ready condition gauge: 1 for the current status, 0 for the others (as Flux).
     /// `None` means the object is gone: only the `Deleted` series is 1.
-    pub(crate) fn record_ready(&self, object: &ObjectLabels, status: Option<&str>) {
+    pub fn record_ready(&self, object: &ObjectLabels, status: Option<&str>) {
         for candidate in ["True", "False", "Unknown", "Deleted"] {
             let labels = ConditionLabels {
                 kind: object.kind.clone(),
@@ -215,7 +214,7 @@ impl Metrics {
     }
 
     /// Counts applied or pruned objects by action (`created`, `configured`, `deleted`, ...).
-    pub(crate) fn record_action(&self, action: &str, count: u64) {
+    pub fn record_action(&self, action: &str, count: u64) {
         self.applied_objects
             .get_or_create(&ActionLabels {
                 action: action.into(),
@@ -232,22 +231,26 @@ impl Metrics {
     }
 }
 
-/// `kustomize_controller_api_requests_total{verb,resource}` and client-go's
+/// `<prefix>_api_requests_total{verb,resource}` and client-go's
 /// `rest_client_requests_total{code,host,method}`, read from the counting client layer at
 /// scrape time. `resource` is the plural with its group (`deployments.apps`), empty for
 /// discovery.
 #[derive(Debug)]
-struct ApiRequests(RequestCounts);
+struct ApiRequests {
+    prefix: &'static str,
+    counts: RequestCounts,
+}
 
 impl Collector for ApiRequests {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let name = format!("{}_api_requests", self.prefix);
         let mut metric = encoder.encode_descriptor(
-            "kustomize_controller_api_requests",
+            &name,
             "Kubernetes API requests made by the controller, by verb and resource",
             None,
             MetricType::Counter,
         )?;
-        for (key, count) in self.0.snapshot() {
+        for (key, count) in self.counts.snapshot() {
             let labels = [
                 ("verb".to_string(), key.verb),
                 ("resource".to_string(), key.resource),
@@ -263,7 +266,7 @@ impl Collector for ApiRequests {
             None,
             MetricType::Counter,
         )?;
-        for (key, count) in self.0.responses() {
+        for (key, count) in self.counts.responses() {
             let labels = [
                 ("code".to_string(), key.code),
                 ("host".to_string(), key.host),
@@ -277,10 +280,12 @@ impl Collector for ApiRequests {
     }
 }
 
-/// `kustomize_controller_tokio_alive_tasks`: the tasks alive in the runtime at scrape time,
-/// so a leak of spawned tasks shows as growth over a long run.
+/// `<prefix>_tokio_alive_tasks`: the tasks alive in the runtime at scrape time, so a leak of
+/// spawned tasks shows as growth over a long run.
 #[derive(Debug)]
-struct AliveTasks;
+struct AliveTasks {
+    prefix: &'static str,
+}
 
 impl Collector for AliveTasks {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -288,8 +293,9 @@ impl Collector for AliveTasks {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return Ok(());
         };
+        let name = format!("{}_tokio_alive_tasks", self.prefix);
         let metric = encoder.encode_descriptor(
-            "kustomize_controller_tokio_alive_tasks",
+            &name,
             "Tokio tasks alive in the controller's runtime",
             None,
             MetricType::Gauge,
@@ -298,95 +304,14 @@ impl Collector for AliveTasks {
     }
 }
 
-/// Whether the process is ready to serve (`/readyz`).
-#[derive(Clone, Default)]
-pub(crate) struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Relaxed);
-    }
-
-    fn get(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// Parses Go-style listen addresses: `:8080` means all interfaces.
-pub(crate) fn parse_listen_addr(addr: &str) -> Result<SocketAddr, std::net::AddrParseError> {
-    if let Some(port) = addr.strip_prefix(':') {
-        format!("0.0.0.0:{port}").parse()
-    } else {
-        addr.parse()
-    }
-}
-
-/// Serves `/metrics` (when `metrics` is set), `/healthz` and `/readyz` on one listener.
-pub(crate) async fn serve(listener: TcpListener, metrics: Option<Arc<Metrics>>, readiness: Readiness) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        let readiness = readiness.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let response = route(&request, metrics.as_deref(), &readiness);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-fn route(
-    request: &Request<Incoming>,
-    metrics: Option<&Metrics>,
-    readiness: &Readiness,
-) -> Response<Full<Bytes>> {
-    let text = |status: StatusCode, body: String, content_type: &str| {
-        let mut response = Response::new(Full::new(Bytes::from(body)));
-        *response.status_mut() = status;
-        if let Ok(value) = content_type.parse() {
-            response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
-        }
-        response
-    };
-    match (request.uri().path(), metrics) {
-        ("/metrics", Some(metrics)) => text(
-            StatusCode::OK,
-            metrics.encode(),
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        ),
-        ("/healthz", _) => text(StatusCode::OK, "ok".into(), "text/plain"),
-        ("/readyz", _) if readiness.get() => text(StatusCode::OK, "ok".into(), "text/plain"),
-        ("/readyz", _) => text(StatusCode::SERVICE_UNAVAILABLE, "not ready".into(), "text/plain"),
-        _ => text(StatusCode::NOT_FOUND, "not found".into(), "text/plain"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_style_addresses_listen_on_all_interfaces() {
-        assert_eq!(
-            parse_listen_addr(":8080").unwrap(),
-            "0.0.0.0:8080".parse().unwrap()
-        );
-        assert_eq!(
-            parse_listen_addr("127.0.0.1:9440").unwrap(),
-            "127.0.0.1:9440".parse().unwrap()
-        );
-        assert!(parse_listen_addr("8080").is_err());
-    }
+    use crate::identity::testing::{IMAGE_REPOSITORY, KUSTOMIZATION};
 
     #[tokio::test]
     async fn alive_tasks_gauge_counts_the_runtimes_tasks() {
-        let metrics = Metrics::default();
+        let metrics = Metrics::new(&KUSTOMIZATION);
         let gauge = |text: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix("kustomize_controller_tokio_alive_tasks "))
@@ -410,7 +335,7 @@ mod tests {
 
     #[test]
     fn metrics_use_fluxs_names_and_labels() {
-        let metrics = Metrics::default();
+        let metrics = Metrics::new(&KUSTOMIZATION);
         let object = ObjectLabels {
             kind: "Kustomization".into(),
             name: "apps".into(),
@@ -452,5 +377,20 @@ mod tests {
             text.contains(r#"kustomize_controller_applied_objects_total{action="created"} 2"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn another_controller_has_metrics_of_its_own_names() {
+        let metrics = Metrics::new(&IMAGE_REPOSITORY);
+        metrics.runtime.start().finish(Outcome::Success);
+        metrics.record_action("created", 1);
+        let text = metrics.encode();
+        for line in [
+            r#"controller_runtime_reconcile_total{controller="imagerepository",result="success"} 1"#,
+            r#"image_reflector_controller_applied_objects_total{action="created"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(!text.contains("kustomiz"), "{text}");
     }
 }

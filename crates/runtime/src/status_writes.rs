@@ -1,47 +1,61 @@
-//! Status writes: the server-side apply of a Kustomization's status, and the writes this
-//! replica made that its Kustomization cache does not show yet.
+//! Status writes: the server-side apply of an object's status, and the writes this replica
+//! made that its cache of the objects does not show yet.
 //!
 //! A pass triggered by another object (a source's new artifact, a parked wait's verdict) reads
-//! the Kustomization from the cache, which lags the status the pass before it wrote by a watch
-//! round trip. Started from that older status, the pass took its own last revision for new
-//! work and wrote "Fetching" over a Ready it had just written. Such a pass starts from the
+//! the object from the cache, which lags the status the pass before it wrote by a watch round
+//! trip. Started from that older status, a Kustomization pass took its own last revision for
+//! new work and wrote "Fetching" over a Ready it had just written. Such a pass starts from the
 //! status it wrote last instead; the cache showing that write ends the lag.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::object::HasStatus;
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-use crate::api::Kustomization;
-use crate::api::conditions::{keys, reason};
-use crate::api::kustomization::KustomizationStatus;
+use crate::conditions::reason;
 use crate::error::{Retry, StepError};
 
-use super::Context;
+/// `namespace/name`: how the runtime keys what it keeps per object.
+pub fn object_key(object: &impl Resource) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
+}
 
-/// Server-side apply of the status subresource by `gotk-kustomize-controller`, forced: the
-/// controller owns these fields.
-pub(crate) async fn write_status(
-    ctx: &Context,
-    ks: &Kustomization,
-    status: &KustomizationStatus,
-) -> Result<(), StatusWriteError> {
-    let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &ks.namespace().unwrap_or_default());
+/// Server-side apply of the status subresource of `object` by `field_manager`, forced: the
+/// controller owns these fields. The write is remembered in `own_writes`.
+pub async fn write_status<K>(
+    client: &Client,
+    field_manager: &str,
+    own_writes: &OwnWrites<K>,
+    object: &K,
+    status: &K::Status,
+) -> Result<(), StatusWriteError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + HasStatus
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    K::Status: Serialize + Clone,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
     let body = serde_json::json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-        "kind": "Kustomization",
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
         "status": status,
     });
-    let params = PatchParams::apply(keys::STATUS_FIELD_MANAGER).force();
+    let params = PatchParams::apply(field_manager).force();
     match api
-        .patch_status(&ks.name_any(), &params, &Patch::Apply(&body))
+        .patch_status(&object.name_any(), &params, &Patch::Apply(&body))
         .await
     {
         Ok(written) => {
-            ctx.own_writes.wrote(
-                &super::object_key(ks),
-                ks.resource_version(),
+            own_writes.wrote(
+                &object_key(object),
+                object.resource_version(),
                 written.resource_version(),
                 status,
             );
@@ -56,7 +70,7 @@ pub(crate) async fn write_status(
 /// The status subresource could not be written.
 #[derive(Debug, thiserror::Error)]
 #[error("failed to update status: {0}")]
-pub(crate) struct StatusWriteError(#[source] kube::Error);
+pub struct StatusWriteError(#[source] kube::Error);
 
 impl StepError for StatusWriteError {
     fn reason(&self) -> &'static str {
@@ -68,31 +82,35 @@ impl StepError for StatusWriteError {
     }
 }
 
-/// The resource versions kept per Kustomization, so a cached object can be recognised as an
-/// earlier write of ours (a pass writes up to four statuses). Resource versions are opaque:
+/// The resource versions kept per object, so a cached object can be recognised as an earlier
+/// write of ours (a Kustomization pass writes up to four statuses). Resource versions are opaque:
 /// they are matched, never ordered.
 const VERSIONS_KEPT: usize = 8;
 
-#[derive(Default)]
-pub(crate) struct OwnWrites(Mutex<HashMap<String, Written>>);
+/// The status writes of this replica to objects of the kind `K`, per object key.
+pub struct OwnWrites<K: HasStatus>(Mutex<HashMap<String, Written<K::Status>>>);
 
-struct Written {
+impl<K: HasStatus> Default for OwnWrites<K> {
+    fn default() -> Self {
+        Self(Mutex::default())
+    }
+}
+
+struct Written<S> {
     /// Versions behind the last write, oldest first; the last is the last write.
     versions: Vec<String>,
     /// The status of the last write, until the cache shows it.
-    ahead: Option<KustomizationStatus>,
+    ahead: Option<S>,
 }
 
-impl OwnWrites {
+impl<K> OwnWrites<K>
+where
+    K: Resource + HasStatus,
+    K::Status: Clone,
+{
     /// A status write of `key` by a pass that read version `read` returned version `version`:
     /// both are behind the status written.
-    pub(crate) fn wrote(
-        &self,
-        key: &str,
-        read: Option<String>,
-        version: Option<String>,
-        status: &KustomizationStatus,
-    ) {
+    pub(crate) fn wrote(&self, key: &str, read: Option<String>, version: Option<String>, status: &K::Status) {
         let Some(version) = version else { return };
         let mut writes = self.0.lock().expect("own writes lock");
         let written = writes.entry(key.to_string()).or_insert_with(|| Written {
@@ -109,22 +127,23 @@ impl OwnWrites {
         written.ahead = Some(status.clone());
     }
 
-    /// The cache shows `ks`: once that is the last write, the cache is not behind.
-    pub(crate) fn seen(&self, key: &str, ks: &Kustomization) {
+    /// The cache shows `object`: once that is the last write, the cache is not behind.
+    pub fn seen(&self, key: &str, object: &K) {
         let mut writes = self.0.lock().expect("own writes lock");
         if let Some(written) = writes.get_mut(key)
-            && written.versions.last() == ks.resource_version().as_ref()
+            && written.versions.last() == object.resource_version().as_ref()
         {
             written.ahead = None;
         }
     }
 
-    /// The status to start a pass of `ks` from: the last one written, when `ks` is an earlier
-    /// write of ours (the cache lags); `None` when `ks` is current or someone else wrote it.
-    pub(crate) fn ahead_of(&self, key: &str, ks: &Kustomization) -> Option<KustomizationStatus> {
+    /// The status to start a pass of `object` from: the last one written, when `object` is an
+    /// earlier write of ours (the cache lags); `None` when `object` is current or someone else
+    /// wrote it.
+    pub fn ahead_of(&self, key: &str, object: &K) -> Option<K::Status> {
         let writes = self.0.lock().expect("own writes lock");
         let written = writes.get(key)?;
-        let version = ks.resource_version()?;
+        let version = object.resource_version()?;
         let earlier = &written.versions[..written.versions.len().saturating_sub(1)];
         if earlier.contains(&version) {
             written.ahead.clone()
@@ -133,28 +152,33 @@ impl OwnWrites {
         }
     }
 
-    pub(crate) fn forget(&self, key: &str) {
+    pub fn forget(&self, key: &str) {
         self.0.lock().expect("own writes lock").remove(key);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use kube::core::{ApiResource, GroupVersionKind, Object};
+
     use super::*;
 
-    fn at(version: &str) -> Kustomization {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-            "metadata": {"name": "app", "namespace": "ns", "resourceVersion": version},
-            "spec": {"interval": "5m", "prune": true, "sourceRef": {"kind": "GitRepository", "name": "repo"}}
-        }))
-        .unwrap()
+    /// A kind's status, reduced to what tells the writes apart.
+    #[derive(Clone, Debug, PartialEq)]
+    struct Status {
+        last_applied_revision: Option<String>,
     }
 
-    fn status(revision: &str) -> KustomizationStatus {
-        KustomizationStatus {
+    fn at(version: &str) -> Object<(), Status> {
+        let kind = GroupVersionKind::gvk("example.fluxcd.io", "v1", "Example");
+        let mut object = Object::new("app", &ApiResource::from_gvk(&kind), ()).within("ns");
+        object.metadata.resource_version = Some(version.into());
+        object
+    }
+
+    fn status(revision: &str) -> Status {
+        Status {
             last_applied_revision: Some(revision.into()),
-            ..KustomizationStatus::default()
         }
     }
 

@@ -3,9 +3,9 @@
 //!
 //! JSON: one object per line, `level` (lower case), `ts` (ISO 8601, milliseconds, UTC),
 //! `logger` (outside a reconcile), `msg`, then the reconcile's context (`controller`,
-//! `controllerGroup`, `controllerKind`, `Kustomization: {name, namespace}`, `namespace`, `name`,
-//! `reconcileID`, `revision`) and the event's own fields (`error`, ...). Console: the same
-//! fields, tab separated, for people.
+//! `controllerGroup`, `controllerKind`, `<Kind>: {name, namespace}` as in
+//! `Kustomization: {name, namespace}`, `namespace`, `name`, `reconcileID`, `revision`) and the
+//! event's own fields (`error`, ...). Console: the same fields, tab separated, for people.
 
 use std::io::Write;
 
@@ -18,18 +18,20 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 
 use super::LogEncoding;
+use crate::identity::ControllerIdentity;
 
 /// The span every reconcile runs in; its fields become the context of each line inside it.
 pub(crate) const RECONCILE_SPAN: &str = "reconcile";
 
-/// The span of one reconcile of a Kustomization, with the context controller-runtime gives
-/// Flux's reconcile loggers; `revision` is recorded once the artifact is known.
-pub(crate) fn reconcile_span(namespace: &str, name: &str) -> tracing::Span {
+/// The span of one reconcile of an object of the controller `identity`, with the context
+/// controller-runtime gives Flux's reconcile loggers; `revision` is recorded once the
+/// artifact is known.
+pub fn reconcile_span(identity: &ControllerIdentity, namespace: &str, name: &str) -> tracing::Span {
     tracing::info_span!(
         "reconcile",
-        controller = "kustomization",
-        controllerGroup = "kustomize.toolkit.fluxcd.io",
-        controllerKind = "Kustomization",
+        controller = identity.controller,
+        controllerGroup = identity.group,
+        controllerKind = identity.kind,
         namespace = %namespace,
         name = %name,
         reconcileID = %reconcile_id(rand::random()),
@@ -288,6 +290,7 @@ mod tests {
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
+    use crate::identity::testing::{IMAGE_REPOSITORY, KUSTOMIZATION};
 
     #[derive(Clone, Default)]
     struct Buffer(Arc<Mutex<Vec<u8>>>);
@@ -320,7 +323,7 @@ mod tests {
     fn reconcile_lines() -> impl FnOnce() {
         || {
             tracing::info!(target: "kustomize_controller::controller::leader", "acquired leader lease");
-            let span = reconcile_span("apps", "web");
+            let span = reconcile_span(&KUSTOMIZATION, "apps", "web");
             let _entered = span.enter();
             span.record("revision", "main@sha1:1f3c");
             tracing::error!(error = "dry-run failed", "Reconciliation failed");
@@ -353,6 +356,22 @@ mod tests {
             lines[1].contains(r#"","msg":"Reconciliation failed","controller":"kustomization","#),
             "{}",
             lines[1]
+        );
+    }
+
+    #[test]
+    fn another_controllers_lines_carry_its_own_names() {
+        let lines = lines(LogEncoding::Json, || {
+            let span = reconcile_span(&IMAGE_REPOSITORY, "apps", "podinfo");
+            let _entered = span.enter();
+            tracing::info!("scanned");
+        });
+        let line: Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(line["controller"], "imagerepository");
+        assert_eq!(line["controllerGroup"], "image.toolkit.fluxcd.io");
+        assert_eq!(
+            line["ImageRepository"],
+            serde_json::json!({"name": "podinfo", "namespace": "apps"})
         );
     }
 

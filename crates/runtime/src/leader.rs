@@ -9,7 +9,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use crate::kube_ext::WriteFence;
+pub mod fence;
+
+use fence::WriteFence;
 
 /// What a candidate should do with the Lease as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +49,7 @@ pub(crate) fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -
 }
 
 /// Holds (or waits for) one Lease.
-pub(crate) struct LeaderElector {
+pub struct LeaderElector {
     api: Api<Lease>,
     name: String,
     identity: String,
@@ -59,14 +61,14 @@ pub(crate) struct LeaderElector {
 }
 
 /// How long a replica holds and renews its Lease.
-pub(crate) struct LeaseTimings {
+pub struct LeaseTimings {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
 }
 
 impl LeaderElector {
-    pub(crate) fn new(
+    pub fn new(
         client: Client,
         namespace: &str,
         name: String,
@@ -86,7 +88,7 @@ impl LeaderElector {
     }
 
     /// Returns once this replica holds the Lease.
-    pub(crate) async fn acquire(&self) {
+    pub async fn acquire(&self) {
         loop {
             match self.try_hold().await {
                 Ok(true) => {
@@ -105,7 +107,7 @@ impl LeaderElector {
     /// deadline is checked before each renewal and bounds it, so a replica resumed after a
     /// pause (SIGSTOP, a frozen VM) or stuck on a hanging API server gives up at once; its
     /// writes already stopped at the deadline (the fence).
-    pub(crate) async fn hold(&self) {
+    pub async fn hold(&self) {
         loop {
             tokio::time::sleep(self.retry_period).await;
             let Some(left) = self.fence.remaining(std::time::Instant::now()) else {

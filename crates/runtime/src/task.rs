@@ -3,7 +3,7 @@
 use tokio::task::JoinHandle;
 
 /// A task stopped when its owner lets go of it: a wait superseded, a watch nobody reads.
-pub(crate) struct OwnedTask(pub(crate) JoinHandle<()>);
+pub struct OwnedTask(pub JoinHandle<()>);
 
 impl Drop for OwnedTask {
     fn drop(&mut self) {

@@ -2,7 +2,8 @@
 //! `controller_runtime_reconcile_{total,errors_total,time_seconds}`,
 //! `controller_runtime_{active_workers,max_concurrent_reconciles}` and the work queue's
 //! `workqueue_{work_duration_seconds,unfinished_work_seconds,
-//! longest_running_processor_seconds,retries_total}`, all for controller `kustomization`.
+//! longest_running_processor_seconds,retries_total}`, each labelled with the controller's
+//! name (`kustomization`), as controller-runtime labels them.
 //!
 //! kube-runtime keeps its queue to itself, so the queue's `depth`, `adds_total` and
 //! `queue_duration_seconds` are not exposed: a number that only looks like them would mislead.
@@ -20,9 +21,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-
-/// The controller name controller-runtime gives Flux's Kustomization reconciler.
-const CONTROLLER: &str = "kustomization";
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
 const RECONCILE_TIME_BUCKETS: [f64; 40] = [
@@ -48,22 +46,23 @@ struct QueueLabels {
     controller: String,
 }
 
-fn controller() -> ControllerLabels {
+fn controller_labels(name: &str) -> ControllerLabels {
     ControllerLabels {
-        controller: CONTROLLER.into(),
+        controller: name.into(),
     }
 }
 
-fn queue() -> QueueLabels {
+/// controller-runtime names a controller's work queue after the controller.
+fn queue_labels(name: &str) -> QueueLabels {
     QueueLabels {
-        name: CONTROLLER.into(),
-        controller: CONTROLLER.into(),
+        name: name.into(),
+        controller: name.into(),
     }
 }
 
 /// How a reconcile ended, in controller-runtime's `result` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Returned an error.
     Error,
     /// Succeeded and asked to run again after a while (Flux's interval).
@@ -83,8 +82,10 @@ impl Outcome {
 }
 
 /// Reconciles running now, by when they started.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct InFlight {
+    /// The controller's name, the metrics' label.
+    controller: &'static str,
     started: Arc<Mutex<HashMap<u64, Instant>>>,
     next: Arc<AtomicU64>,
 }
@@ -104,17 +105,20 @@ impl Collector for InFlight {
             (
                 "controller_runtime_active_workers",
                 "Number of currently used workers per controller",
-                controller_gauge(elapsed.len() as f64),
+                controller_gauge(self.controller, elapsed.len() as f64),
             ),
             (
                 "workqueue_unfinished_work_seconds",
                 "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
-                queue_gauge(elapsed.iter().map(Duration::as_secs_f64).sum()),
+                queue_gauge(self.controller, elapsed.iter().map(Duration::as_secs_f64).sum()),
             ),
             (
                 "workqueue_longest_running_processor_seconds",
                 "How many seconds has the longest running processor for workqueue been running.",
-                queue_gauge(elapsed.iter().max().map_or(0.0, Duration::as_secs_f64)),
+                queue_gauge(
+                    self.controller,
+                    elapsed.iter().max().map_or(0.0, Duration::as_secs_f64),
+                ),
             ),
         ];
         for (name, help, (labels, value)) in gauges {
@@ -126,23 +130,22 @@ impl Collector for InFlight {
     }
 }
 
-fn controller_gauge(value: f64) -> (Vec<(String, String)>, f64) {
-    (vec![("controller".into(), CONTROLLER.into())], value)
+fn controller_gauge(name: &str, value: f64) -> (Vec<(String, String)>, f64) {
+    (vec![("controller".into(), name.into())], value)
 }
 
-fn queue_gauge(value: f64) -> (Vec<(String, String)>, f64) {
+fn queue_gauge(name: &str, value: f64) -> (Vec<(String, String)>, f64) {
     (
-        vec![
-            ("name".into(), CONTROLLER.into()),
-            ("controller".into(), CONTROLLER.into()),
-        ],
+        vec![("name".into(), name.into()), ("controller".into(), name.into())],
         value,
     )
 }
 
-/// controller-runtime's metrics of the Kustomization controller.
+/// controller-runtime's metrics of one controller.
 #[derive(Debug)]
-pub(crate) struct RuntimeMetrics {
+pub struct RuntimeMetrics {
+    /// The controller's name, the metrics' label.
+    controller: &'static str,
     total: Family<ResultLabels, Counter>,
     errors: Family<ControllerLabels, Counter>,
     time: Family<ControllerLabels, Histogram>,
@@ -153,8 +156,10 @@ pub(crate) struct RuntimeMetrics {
 }
 
 impl RuntimeMetrics {
-    pub(crate) fn register(registry: &mut Registry) -> Self {
+    /// Registers the metrics of the controller `controller` (controller-runtime's name).
+    pub(crate) fn register(registry: &mut Registry, controller: &'static str) -> Self {
         let metrics = Self {
+            controller,
             total: Family::default(),
             errors: Family::default(),
             time: Family::new_with_constructor(|| Histogram::new(RECONCILE_TIME_BUCKETS)),
@@ -164,7 +169,11 @@ impl RuntimeMetrics {
                 Histogram::new(exponential_buckets(10e-9, 10.0, 12))
             }),
             retries: Family::default(),
-            in_flight: InFlight::default(),
+            in_flight: InFlight {
+                controller,
+                started: Arc::default(),
+                next: Arc::default(),
+            },
         };
         registry.register(
             "controller_runtime_reconcile",
@@ -199,27 +208,27 @@ impl RuntimeMetrics {
         registry.register_collector(Box::new(metrics.in_flight.clone()));
         // Present from the start, as controller-runtime initializes them.
         for outcome in [Outcome::Error, Outcome::RequeueAfter, Outcome::Success] {
-            let _ = metrics.total.get_or_create(&result(outcome));
+            let _ = metrics.total.get_or_create(&metrics.result(outcome));
         }
-        let _ = metrics.errors.get_or_create(&controller());
-        let _ = metrics.retries.get_or_create(&queue());
+        let _ = metrics.errors.get_or_create(&controller_labels(controller));
+        let _ = metrics.retries.get_or_create(&queue_labels(controller));
         metrics
     }
 
     /// `--concurrent`.
-    pub(crate) fn set_max_concurrent(&self, workers: u16) {
+    pub fn set_max_concurrent(&self, workers: u16) {
         self.max_concurrent
-            .get_or_create(&controller())
+            .get_or_create(&controller_labels(self.controller))
             .set(i64::from(workers));
     }
 
     /// A failed reconcile handed back to the queue to be retried.
-    pub(crate) fn record_retry(&self) {
-        self.retries.get_or_create(&queue()).inc();
+    pub fn record_retry(&self) {
+        self.retries.get_or_create(&queue_labels(self.controller)).inc();
     }
 
     /// Marks a reconcile as running until [`Worker::finish`].
-    pub(crate) fn start(&self) -> Worker<'_> {
+    pub fn start(&self) -> Worker<'_> {
         let id = self.in_flight.next.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         self.in_flight
@@ -233,32 +242,36 @@ impl RuntimeMetrics {
             started,
         }
     }
-}
 
-fn result(outcome: Outcome) -> ResultLabels {
-    ResultLabels {
-        controller: CONTROLLER.into(),
-        result: outcome.label().into(),
+    fn result(&self, outcome: Outcome) -> ResultLabels {
+        ResultLabels {
+            controller: self.controller.into(),
+            result: outcome.label().into(),
+        }
     }
 }
 
 /// One running reconcile, counted as an active worker until it finishes (or is dropped).
-pub(crate) struct Worker<'a> {
+pub struct Worker<'a> {
     metrics: &'a RuntimeMetrics,
     id: u64,
     started: Instant,
 }
 
 impl Worker<'_> {
-    pub(crate) fn finish(self, outcome: Outcome) {
+    pub fn finish(self, outcome: Outcome) {
         let m = self.metrics;
         let elapsed = self.started.elapsed().as_secs_f64();
-        m.total.get_or_create(&result(outcome)).inc();
+        m.total.get_or_create(&m.result(outcome)).inc();
         if outcome == Outcome::Error {
-            m.errors.get_or_create(&controller()).inc();
+            m.errors.get_or_create(&controller_labels(m.controller)).inc();
         }
-        m.time.get_or_create(&controller()).observe(elapsed);
-        m.work_duration.get_or_create(&queue()).observe(elapsed);
+        m.time
+            .get_or_create(&controller_labels(m.controller))
+            .observe(elapsed);
+        m.work_duration
+            .get_or_create(&queue_labels(m.controller))
+            .observe(elapsed);
     }
 }
 
@@ -276,11 +289,12 @@ impl Drop for Worker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::testing::KUSTOMIZATION;
 
     #[test]
     fn reconciles_are_counted_as_controller_runtime_counts_them() {
         let mut registry = Registry::default();
-        let metrics = RuntimeMetrics::register(&mut registry);
+        let metrics = RuntimeMetrics::register(&mut registry, KUSTOMIZATION.controller);
         metrics.set_max_concurrent(4);
         metrics.start().finish(Outcome::RequeueAfter);
         metrics.start().finish(Outcome::Error);

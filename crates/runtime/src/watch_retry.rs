@@ -1,7 +1,7 @@
 //! How the controller's watches list and retry. Lists ask for the newest state; retries wait
 //! kube's default delays (from 0.8 s, doubling to 30 s, plus up to as much again of jitter),
 //! except after a watch expired. Each watch waits alone: one failing never pauses another. A
-//! watch whose answer never comes is given up on by the client (`kube_ext`), and retried here.
+//! watch whose answer never comes is given up on by the client (`client`), and retried here.
 //!
 //! A watch expires (410 Gone) when the API server no longer keeps the version it resumes
 //! from; that is how a watch learns to list afresh, not a sign of a failing server. After an
@@ -25,7 +25,7 @@ use kube::runtime::watcher::{self, DefaultBackoff};
 /// rather than any version the API server has cached: a cache still catching up after a
 /// restart can answer with a version older than it keeps, which the resumed watch then finds
 /// expired at once.
-pub(crate) fn config() -> watcher::Config {
+pub fn config() -> watcher::Config {
     watcher::Config::default()
 }
 
@@ -35,7 +35,7 @@ pub(crate) fn config() -> watcher::Config {
 /// kube's controller would also wait after an error of any of its watches, reading none of
 /// them meanwhile, the delay doubling with each error of any: after an API server restart the
 /// watches' reconnect errors left a source's new revision unread for up to minutes.
-pub(crate) fn controller<K>(
+pub fn controller<K>(
     objects: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
     reader: Store<K>,
     concurrency: u16,
@@ -65,7 +65,7 @@ impl Backoff for Undelayed {
 }
 
 /// `events` with the retry delays above.
-pub(crate) fn with_backoff<K>(
+pub fn with_backoff<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send {
     let expired = Arc::new(AtomicBool::new(false));

@@ -1,0 +1,369 @@
+//! Events about the objects a controller reconciles: events.k8s.io Events carrying Flux's
+//! reasons and metadata annotations, optionally forwarded to notification-controller as Flux's
+//! event JSON. What is the kind's own (the step an event reports, a related object) it tells
+//! through [`EventSubject`].
+//!
+//! The driver decides *whether* to emit (only when something changed); this module decides
+//! *what* an event looks like and delivers it.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::{Client as HttpClient, connect::HttpConnector};
+use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::identity::ControllerIdentity;
+
+/// Annotations of the object with this prefix are copied onto its events.
+const EVENT_ANNOTATION_PREFIX: &str = "event.toolkit.fluxcd.io/";
+/// The events API rejects longer notes.
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// Flux's severities; `Error` becomes a Warning event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Info,
+    Error,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Info => "info",
+            Self::Error => "error",
+        }
+    }
+
+    fn event_type(self) -> &'static str {
+        match self {
+            Self::Info => "Normal",
+            Self::Error => "Warning",
+        }
+    }
+}
+
+/// What the kind of the objects tells about their events.
+pub trait EventSubject: Resource<DynamicType = ()> {
+    /// The step of the reconcile an event reports, as Flux's events name it (`action`).
+    fn event_action(&self, notice: &Notice) -> &'static str;
+
+    /// The event's `relatedObject` for notification-controller (a Kustomization's source), if
+    /// the kind has one.
+    fn related_object(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// One event to emit about an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub severity: Severity,
+    pub reason: String,
+    pub message: String,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Notice {
+    pub fn info(reason: &str, message: impl Into<String>, metadata: BTreeMap<String, String>) -> Self {
+        Self {
+            severity: Severity::Info,
+            reason: reason.to_string(),
+            message: message.into(),
+            metadata,
+        }
+    }
+
+    pub fn error(reason: &str, message: impl Into<String>, metadata: BTreeMap<String, String>) -> Self {
+        Self {
+            severity: Severity::Error,
+            reason: reason.to_string(),
+            message: message.into(),
+            metadata,
+        }
+    }
+}
+
+/// The object's `event.toolkit.fluxcd.io/*` annotations, which Flux copies into the metadata
+/// of its events.
+pub fn annotations_of(object: &impl Resource) -> BTreeMap<String, String> {
+    object
+        .annotations()
+        .iter()
+        .filter(|(key, _)| key.starts_with(EVENT_ANNOTATION_PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// The events.k8s.io Event for a notice, reported by `reporting_controller` (Flux's component
+/// name). Pure, so its shape is tested.
+pub fn kube_event<K: EventSubject>(
+    object: &K,
+    notice: &Notice,
+    reporting_controller: &str,
+    instance: &str,
+    now: Timestamp,
+) -> KubeEvent {
+    let regarding = object.object_ref(&());
+    KubeEvent {
+        metadata: ObjectMeta {
+            name: Some(format!("{}.{:x}", object.name_any(), now.as_nanosecond())),
+            namespace: object.namespace(),
+            annotations: (!notice.metadata.is_empty()).then(|| notice.metadata.clone()),
+            ..ObjectMeta::default()
+        },
+        action: Some(object.event_action(notice).to_string()),
+        reason: Some(notice.reason.clone()),
+        note: Some(crate::text::cap(&notice.message, MAX_NOTE_BYTES)),
+        type_: Some(notice.severity.event_type().to_string()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding),
+        reporting_controller: Some(reporting_controller.to_string()),
+        reporting_instance: Some(instance.to_string()),
+        ..KubeEvent::default()
+    }
+}
+
+/// The JSON body notification-controller expects (Flux's `eventv1.Event`). Metadata is
+/// passed as given: Flux adds no `token` for Kustomizations, and the notice's messages name
+/// objects, never Secret values.
+pub fn forward_payload<K: EventSubject>(
+    object: &K,
+    notice: &Notice,
+    reporting_controller: &str,
+    instance: &str,
+    now: Timestamp,
+) -> serde_json::Value {
+    let ObjectReference {
+        api_version,
+        kind,
+        name,
+        namespace,
+        uid,
+        ..
+    } = object.object_ref(&());
+    let resource_version = object.resource_version();
+    let mut payload = json!({
+        "involvedObject": {
+            "kind": kind, "namespace": namespace, "name": name, "uid": uid,
+            "apiVersion": api_version, "resourceVersion": resource_version,
+        },
+        "severity": notice.severity.as_str(),
+        "timestamp": Timestamp::from_second(now.as_second()).unwrap_or(now).to_string(),
+        "message": notice.message,
+        "reason": notice.reason,
+        "action": object.event_action(notice),
+        "reportingController": reporting_controller,
+        "reportingInstance": instance,
+    });
+    if let Some(related) = object.related_object() {
+        payload["relatedObject"] = related;
+    }
+    // Go's `omitempty`: no metadata key when there is none.
+    if !notice.metadata.is_empty() {
+        payload["metadata"] = json!(notice.metadata);
+    }
+    payload
+}
+
+/// Delivers notices about objects of the kind `K`: to the Kubernetes events API and, when
+/// configured, to notification-controller.
+pub struct Notifier<K> {
+    /// Flux's component name, the events' reporting controller.
+    reporting_controller: &'static str,
+    instance: String,
+    record: Recorder,
+    forward: Option<Forwarder>,
+    kind: PhantomData<fn(&K)>,
+}
+
+impl<K: EventSubject> Notifier<K> {
+    /// The notifier of the controller `identity`, running as `instance`. Must be called inside
+    /// the async runtime: it starts the delivery tasks.
+    pub fn new(
+        client: Client,
+        identity: &ControllerIdentity,
+        instance: String,
+        events_addr: Option<String>,
+    ) -> Self {
+        let forward = events_addr
+            .filter(|addr| !addr.is_empty())
+            .map(|addr| Forwarder::start(addr, FORWARD_QUEUE));
+        Self {
+            reporting_controller: identity.component,
+            instance,
+            record: Recorder::start(client, RECORD_QUEUE),
+            forward,
+            kind: PhantomData,
+        }
+    }
+
+    /// Emits a notice: queues it for delivery, so an event costs a pass no round trip (as
+    /// client-go's event broadcaster, which Flux uses). Delivery failures are logged, never
+    /// fatal: an event is not worth a failed reconcile.
+    pub fn emit(&self, object: &K, notice: &Notice) {
+        let now = Timestamp::now();
+        let (reporting, instance) = (self.reporting_controller, self.instance.as_str());
+        self.record.send(
+            object.namespace().unwrap_or_default(),
+            kube_event(object, notice, reporting, instance, now),
+        );
+        if let Some(forwarder) = &self.forward {
+            forwarder.send(forward_payload(object, notice, reporting, instance, now).to_string());
+        }
+    }
+}
+
+/// Events waiting for the events API; more are dropped (and logged).
+const RECORD_QUEUE: usize = 1024;
+/// Events written at once: a burst of passes concluding together is not written one by one.
+const RECORD_WRITERS: usize = 8;
+
+/// Writes queued events to the events API from a task of its own.
+#[derive(Clone)]
+struct Recorder {
+    queue: tokio::sync::mpsc::Sender<(String, KubeEvent)>,
+}
+
+impl Recorder {
+    fn start(client: Client, capacity: usize) -> Self {
+        let (queue, waiting) = tokio::sync::mpsc::channel::<(String, KubeEvent)>(capacity);
+        let waiting = futures::stream::unfold(waiting, |mut waiting| async {
+            waiting.recv().await.map(|event| (event, waiting))
+        });
+        tokio::spawn(futures::StreamExt::for_each_concurrent(
+            waiting,
+            RECORD_WRITERS,
+            move |(namespace, event)| {
+                let api = Api::<KubeEvent>::namespaced(client.clone(), &namespace);
+                async move {
+                    if let Err(error) = api.create(&PostParams::default(), &event).await {
+                        tracing::warn!(%error, reason = ?event.reason, "failed to record event");
+                    }
+                }
+            },
+        ));
+        Self { queue }
+    }
+
+    fn send(&self, namespace: String, event: KubeEvent) {
+        if let Err(error) = self.queue.try_send((namespace, event)) {
+            tracing::warn!(reason = %error, "dropping event: the queue to the events API is full");
+        }
+    }
+}
+
+/// Events waiting for notification-controller; more are dropped (and logged).
+const FORWARD_QUEUE: usize = 256;
+
+/// Sends event bodies to `--events-addr` from a task of its own, so that a slow or
+/// black-holed receiver never holds a reconcile: a reconcile only queues the event.
+#[derive(Clone)]
+struct Forwarder {
+    queue: tokio::sync::mpsc::Sender<String>,
+}
+
+impl Forwarder {
+    /// Starts the delivery task for `addr`, with room for `capacity` waiting events.
+    fn start(addr: String, capacity: usize) -> Self {
+        let (queue, mut waiting) = tokio::sync::mpsc::channel::<String>(capacity);
+        tokio::spawn(async move {
+            let http = HttpClient::builder(TokioExecutor::new()).build_http();
+            while let Some(body) = waiting.recv().await {
+                forward(&http, &addr, body).await;
+            }
+        });
+        Self { queue }
+    }
+
+    /// Queues one event body; returns false (and logs) when the queue is full and it is dropped.
+    fn send(&self, body: String) -> bool {
+        match self.queue.try_send(body) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(reason = %error, "dropping event: the queue to notification-controller is full");
+                false
+            }
+        }
+    }
+}
+
+/// POSTs one event with Flux's policy: 5 s timeout, retry connection errors and 5xx a few
+/// times, treat 429 as "duplicate, drop".
+async fn forward(http: &HttpClient<HttpConnector, Full<Bytes>>, addr: &str, body: String) {
+    for attempt in 0..3u32 {
+        let request = match hyper::Request::post(addr)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.clone())))
+        {
+            Ok(request) => request,
+            Err(error) => {
+                tracing::warn!(%error, addr, "invalid --events-addr");
+                return;
+            }
+        };
+        let retry = match tokio::time::timeout(Duration::from_secs(5), http.request(request)).await {
+            Ok(Ok(response)) => {
+                let status = response.status();
+                let _ = response.into_body().collect().await;
+                status.is_server_error()
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%error, addr, "event forwarding failed");
+                true
+            }
+            Err(_) => true,
+        };
+        if !retry {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500 * 2u64.pow(attempt))).await;
+    }
+    tracing::warn!(addr, "dropping event: notification-controller did not accept it");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiver that accepts connections and never answers.
+    async fn black_hole() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("http://{}/", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        (addr, accepted)
+    }
+
+    #[tokio::test]
+    async fn a_black_holed_receiver_never_holds_the_sender_and_overflow_is_dropped() {
+        let (addr, accepted) = black_hole().await;
+        let forwarder = Forwarder::start(addr, 4);
+        // `send` is not async: queuing cannot wait on the receiver. With the first event stuck
+        // on the black hole, at most the queue's room plus the one in flight is kept.
+        let kept = (0..10)
+            .filter(|i| forwarder.send(format!("{{\"n\":{i}}}")))
+            .count();
+        assert!((4..=5).contains(&kept), "kept {kept} of 10");
+        // Delivery goes on meanwhile, on its own task.
+        while accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+}
