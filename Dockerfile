@@ -5,6 +5,7 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY crds ./crds
 COPY config ./config
 # glibc with crt-static gives a fully static binary without a musl toolchain.

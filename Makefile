@@ -36,7 +36,7 @@ test: tools
 	@e2e/sops/build.sh >/dev/null
 	@e2e/flux/build.sh >/dev/null
 	@e2e/fluxpeer/build.sh >/dev/null
-	@$(CARGO) build --locked --all-targets
+	@$(CARGO) build --locked --workspace --all-targets
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
 	@E2E_STATE=$(TEST_STATE) e2e/cluster.sh up
@@ -47,8 +47,8 @@ test: tools
 	export E2E_REMOTE_KUBECONFIG=$(TEST_REMOTE_STATE)/admin.kubeconfig; \
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
 	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
-	$(CARGO) test --locked --lib --bins || status=$$?; \
-	$(CARGO) test --locked --test conformance || status=$$?; \
+	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
+	$(CARGO) test --locked -p kustomize-engine --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
@@ -73,11 +73,11 @@ chaos: tools
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
 
-# Builds every case in tests/kustomize/ with our engine and with the kustomize oracle.
+# Builds every case in crates/kustomize/tests/cases/ with our engine and with the kustomize oracle.
 .PHONY: conformance
 conformance: tools
 	@bin=$$(e2e/controlplane/build.sh); \
-	E2E_BIN=$$bin $(CARGO) test --locked --test conformance
+	E2E_BIN=$$bin $(CARGO) test --locked -p kustomize-engine --test conformance
 
 # Not a test: our engine vs Go kustomize on a generated tree of >= 1000 objects.
 .PHONY: bench-kustomize

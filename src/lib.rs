@@ -9,7 +9,6 @@ pub mod error;
 pub mod flux;
 pub mod health;
 pub mod kube_ext;
-pub mod kustomize;
 pub mod remote;
 pub mod sops;
 pub mod source;

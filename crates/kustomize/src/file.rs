@@ -11,7 +11,7 @@ use super::BuildError;
 use super::selector::Selector;
 
 /// Names kustomize accepts for a kustomization file, in lookup order.
-pub(crate) const FILE_NAMES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+pub const FILE_NAMES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// Fields this engine implements.
 const SUPPORTED: &[&str] = &[

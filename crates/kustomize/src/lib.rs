@@ -6,24 +6,26 @@
 //! builtin plugins only); fields it does not implement fail with
 //! [`BuildError::Unsupported`] instead of building something different.
 //! `patch` holds the patch formats and the wiring that applies a kustomization's patch
-//! entries; `selector` the target selectors, which Flux's CRD embeds too. The engine imports
-//! nothing else from this crate; Flux's layer around a build (generated kustomization, spec
-//! overrides, post-build substitution, common metadata) is the top-level `flux` module.
+//! entries; `selector` the target selectors, which Flux's CRD embeds too. The engine depends
+//! on no other crate of the workspace; Flux's layer around a build (generated kustomization,
+//! spec overrides, post-build substitution, common metadata) is the controller's `flux`
+//! module.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) mod buildmeta;
 pub(crate) mod configurations;
-pub(crate) mod file;
+pub mod file;
 pub(crate) mod folded;
 pub(crate) mod generators;
-pub(crate) mod loader;
+pub mod gvk;
+pub mod loader;
 pub(crate) mod nameref;
 pub mod packed;
 pub(crate) mod patch;
 pub(crate) mod plugins;
-pub(crate) mod printer;
+pub mod printer;
 pub mod remote;
 pub(crate) mod replacements;
 pub(crate) mod resmap;
@@ -69,6 +71,18 @@ impl BuildOptions {
     pub fn with_remote(mut self, remote: Arc<dyn remote::RemoteResources>) -> Self {
         self.remote = Some(remote);
         self
+    }
+
+    /// These options with `kustomization` (YAML text) in place of the kustomization file of
+    /// the directory built.
+    pub fn with_kustomization_override(mut self, kustomization: String) -> Self {
+        self.kustomization_override = Some(kustomization);
+        self
+    }
+
+    /// The upper bound for any single file read (bytes).
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
     }
 }
 
@@ -149,7 +163,7 @@ pub struct Manifests {
     pub objects: Vec<packed::Packed>,
     /// What the build accepted, as kustomize does, but is probably a mistake; each names
     /// its file.
-    pub(crate) warnings: Vec<String>,
+    pub warnings: Vec<String>,
 }
 
 /// The stack a build runs on. Bases, components and YAML nesting recurse up to their depth
@@ -185,4 +199,37 @@ pub fn build(root: &Path, dir: &Path, options: &BuildOptions) -> Result<Manifest
 /// Prints objects as a multi-document YAML stream, the way `kustomize build` separates them.
 pub fn to_yaml(objects: &[serde_json::Value]) -> String {
     printer::emit_documents(objects)
+}
+
+/// What the patch fuzz targets (`fuzz/`) reach beyond the API: the patch formats, which are
+/// otherwise internal. Only the fuzz crate turns the feature on.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    use serde_json::Value;
+
+    use crate::patch::{self, PatchDoc, PatchKind};
+
+    /// A patch parsed by the parser the `patches` field uses.
+    pub struct Patch(PatchDoc);
+
+    impl Patch {
+        /// Parses the text of a patch; `origin` names it in errors.
+        pub fn parse(text: &str, origin: &str) -> Result<Patch, String> {
+            patch::parse(text, origin).map(Patch).map_err(|e| e.to_string())
+        }
+
+        pub fn is_strategic_merge(&self) -> bool {
+            matches!(self.0.kind, PatchKind::StrategicMerge(_))
+        }
+
+        pub fn is_json6902(&self) -> bool {
+            matches!(self.0.kind, PatchKind::Json6902(_))
+        }
+
+        /// Applies the patch to `target` with the builtin schema (`Value::Null` when a
+        /// strategic merge patch deletes it).
+        pub fn apply(&self, target: &Value) -> Result<Value, String> {
+            patch::apply(target, &self.0, None).map_err(|e| e.to_string())
+        }
+    }
 }

@@ -11,7 +11,7 @@ use super::remote::RemoteResources;
 
 /// Confined, size-bounded reads below one root directory.
 #[derive(Debug, Clone)]
-pub(crate) struct Loader {
+pub struct Loader {
     root: PathBuf,
     max_file_bytes: u64,
     /// Where remote entries come from; None refuses them.
@@ -20,7 +20,7 @@ pub(crate) struct Loader {
 
 impl Loader {
     /// A loader for `root`, which must exist.
-    pub(crate) fn new(root: &Path, max_file_bytes: u64) -> Result<Self, BuildError> {
+    pub fn new(root: &Path, max_file_bytes: u64) -> Result<Self, BuildError> {
         let root = root.canonicalize().map_err(|e| BuildError::Io {
             path: root.to_path_buf(),
             message: e.to_string(),
@@ -49,13 +49,13 @@ impl Loader {
     }
 
     /// The canonical artifact root.
-    pub(crate) fn root(&self) -> &Path {
+    pub fn root(&self) -> &Path {
         &self.root
     }
 
     /// Resolves `path` (absolute, built from [`Loader::root`]) to its canonical form and
     /// checks it is inside the root. `from` names the file that referenced it.
-    pub(crate) fn resolve(&self, path: &Path, from: &Path) -> Result<PathBuf, BuildError> {
+    pub fn resolve(&self, path: &Path, from: &Path) -> Result<PathBuf, BuildError> {
         let lexical = normalize(path);
         if !lexical.starts_with(&self.root) {
             return Err(BuildError::OutsideRoot {
@@ -86,14 +86,14 @@ impl Loader {
     }
 
     /// Whether `path` is a directory inside the root.
-    pub(crate) fn is_dir(&self, path: &Path) -> bool {
+    pub fn is_dir(&self, path: &Path) -> bool {
         path.canonicalize()
             .map(|p| p.starts_with(&self.root) && p.is_dir())
             .unwrap_or(false)
     }
 
     /// Whether `path` is a regular file inside the root.
-    pub(crate) fn is_file(&self, path: &Path) -> bool {
+    pub fn is_file(&self, path: &Path) -> bool {
         path.canonicalize()
             .map(|p| p.starts_with(&self.root) && p.is_file())
             .unwrap_or(false)
@@ -121,7 +121,7 @@ impl Loader {
     }
 
     /// Reads a whole UTF-8 text file.
-    pub(crate) fn read_text(&self, path: &Path, from: &Path) -> Result<String, BuildError> {
+    pub fn read_text(&self, path: &Path, from: &Path) -> Result<String, BuildError> {
         let bytes = self.read_bytes(path, from)?;
         String::from_utf8(bytes).map_err(|_| BuildError::Io {
             path: self.display(path),
@@ -130,7 +130,7 @@ impl Loader {
     }
 
     /// A path shown relative to the root, so messages do not leak temporary directories.
-    pub(crate) fn display(&self, path: &Path) -> PathBuf {
+    pub fn display(&self, path: &Path) -> PathBuf {
         let lexical = normalize(path);
         match lexical.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
@@ -140,7 +140,7 @@ impl Loader {
     }
 
     /// `display` as a string, for error fields that are strings.
-    pub(crate) fn show(&self, path: &Path) -> String {
+    pub fn show(&self, path: &Path) -> String {
         self.display(path).display().to_string()
     }
 }

@@ -14,7 +14,7 @@ pub struct Packed(Box<str>);
 
 impl Packed {
     /// Packs a value.
-    pub(crate) fn new(value: &Value) -> Self {
+    pub fn new(value: &Value) -> Self {
         Packed(value.to_string().into_boxed_str())
     }
 
@@ -33,7 +33,7 @@ impl Packed {
     }
 
     /// The value, parsed again.
-    pub(crate) fn to_value(&self) -> Value {
+    pub fn to_value(&self) -> Value {
         serde_json::from_str(&self.0).expect("packed text is JSON this module wrote")
     }
 

@@ -568,7 +568,7 @@ struct StrategicMergeConfig {
 mod tests {
     use std::path::Path;
 
-    use crate::kustomize::{BuildOptions, build};
+    use crate::{BuildOptions, build};
 
     /// The error of building `app` with these files.
     fn build_err(files: &[(&str, &str)]) -> String {

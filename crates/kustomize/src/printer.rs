@@ -38,7 +38,7 @@ pub(crate) fn emit_documents(objects: &[Value]) -> String {
 /// The stream of [`emit_documents`] one document at a time (each piece after the first
 /// starts with its `---` separator), so a caller can write or hash a big build without
 /// holding its whole text.
-pub(crate) fn document_pieces<V: std::borrow::Borrow<Value>>(
+pub fn document_pieces<V: std::borrow::Borrow<Value>>(
     objects: impl IntoIterator<Item = V>,
 ) -> impl Iterator<Item = String> {
     objects.into_iter().enumerate().map(|(i, obj)| {
@@ -52,7 +52,7 @@ pub(crate) fn document_pieces<V: std::borrow::Borrow<Value>>(
 }
 
 /// One YAML document, without a separator.
-pub(crate) fn emit_document(obj: &Value) -> String {
+pub fn emit_document(obj: &Value) -> String {
     let mut e = Emitter {
         out: String::new(),
         column: 0,

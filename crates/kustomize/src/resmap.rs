@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::BuildError;
 use super::configurations::Config;
+use super::gvk::split_api_version;
 use super::packed::Packed;
 
 /// A resource id: group/version/kind plus name and namespace.
@@ -75,14 +76,6 @@ impl std::fmt::Display for ResId {
             &self.namespace
         };
         write!(f, "{}.{}.{}/{}.{}", self.kind, self.version, group, self.name, ns)
-    }
-}
-
-/// Splits `apps/v1` into (`apps`, `v1`) and `v1` into (``, `v1`).
-pub(crate) fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.rsplit_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
     }
 }
 

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::resmap::split_api_version;
+use super::gvk::split_api_version;
 
 /// Selector specifies a set of resources. Any resource that matches intersection of all
 /// conditions is included in this set.
@@ -49,7 +49,7 @@ pub struct Selector {
 
 impl Selector {
     /// The fields this selector sets (non-empty), with their YAML names.
-    pub(crate) fn set_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub fn set_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
         [
             ("group", &self.group),
             ("version", &self.version),
@@ -71,14 +71,14 @@ pub(crate) const NOT_A_NAMESPACE: &str = "_non_namespaceable_";
 /// The identity a kustomize patch target may match besides the object's current one: its
 /// name and namespace before prefixes, suffixes and namespace changes.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct OriginalId<'a> {
+pub struct OriginalId<'a> {
     pub(crate) name: &'a str,
     pub(crate) namespace: &'a str,
 }
 
 /// Which name and namespace the `name` and `namespace` patterns are matched against.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Namespacing<'a> {
+pub enum Namespacing<'a> {
     /// Flux's `spec.ignore` (fluxcd/pkg/ssa `jsondiff.SelectorRegex`): `metadata.name` and
     /// `metadata.namespace` as they are, empty when absent.
     AsWritten,
@@ -111,7 +111,7 @@ pub enum SelectorProblem {
 
 /// A [`Selector`] with its patterns compiled and its label selectors parsed.
 #[derive(Clone, Debug)]
-pub(crate) struct CompiledSelector {
+pub struct CompiledSelector {
     group: Option<Regex>,
     version: Option<Regex>,
     kind: Option<Regex>,
@@ -123,7 +123,7 @@ pub(crate) struct CompiledSelector {
 
 impl CompiledSelector {
     /// Compiles `selector`; an empty field selects everything. A bad field is named.
-    pub(crate) fn compile(selector: &Selector) -> Result<Self, SelectorError> {
+    pub fn compile(selector: &Selector) -> Result<Self, SelectorError> {
         let pattern = |field: &'static str, pattern: &Option<String>| {
             pattern
                 .as_deref()
@@ -160,7 +160,7 @@ impl CompiledSelector {
     }
 
     /// Whether `object` is selected, its name and namespace taken as `namespacing` says.
-    pub(crate) fn matches(&self, object: &Map<String, Value>, namespacing: Namespacing<'_>) -> bool {
+    pub fn matches(&self, object: &Map<String, Value>, namespacing: Namespacing<'_>) -> bool {
         let metadata = object.get("metadata").and_then(Value::as_object);
         let api_version = text(Some(object), "apiVersion");
         let (group, version) = split_api_version(api_version);

@@ -595,8 +595,8 @@ fn refuse_empty_paths(
 mod tests {
     use std::path::Path;
 
-    use crate::kustomize::packed;
-    use crate::kustomize::{BuildError, BuildOptions, build};
+    use crate::packed;
+    use crate::{BuildError, BuildOptions, build};
 
     fn write(root: &Path, files: &[(&str, &str)]) {
         for (path, text) in files {

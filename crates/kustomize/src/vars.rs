@@ -9,8 +9,9 @@ use serde_json::{Map, Value};
 
 use super::BuildError;
 use super::file::FieldSpec;
+use super::gvk::split_api_version;
 use super::replacements::{lookup, split_path};
-use super::resmap::{ResId, ResMap, is_cluster_scoped, split_api_version};
+use super::resmap::{ResId, ResMap, is_cluster_scoped};
 use super::transform::{path_segments, selects, visit_path};
 
 /// One var, with the id of the object it was bound to (if any) when its kustomization was done.

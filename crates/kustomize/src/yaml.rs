@@ -24,7 +24,7 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildErro
 
 /// Like [`parse_documents`], with YAML 1.1 booleans (`yes`, `on`, `n`, ...) as goyaml v2
 /// reads them: kustomize decodes JSON6902 patches that way (sigs.k8s.io/yaml).
-pub(crate) fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
     collect_documents(text, origin, true)
 }
 
@@ -116,7 +116,7 @@ fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildError> {
 
 /// Parses one document that must be an object (a kustomization file), with YAML 1.1
 /// booleans.
-pub(crate) fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value>, BuildError> {
+pub fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value>, BuildError> {
     let mut docs = parse_documents_yaml11(text, origin)?;
     match docs.len() {
         0 => Ok(Map::new()),
@@ -138,7 +138,7 @@ pub(crate) fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String
 /// Parses a resource file: every document must be an object; `*List` objects are expanded
 /// into their items, which kustomize places after the file's other documents. Each object
 /// goes through `keep` as soon as it is parsed (the engine packs it there).
-pub(crate) fn parse_resources<T>(
+pub fn parse_resources<T>(
     text: &str,
     origin: &str,
     mut keep: impl FnMut(Map<String, Value>) -> Result<T, BuildError>,
@@ -682,7 +682,7 @@ mod tests {
             "a": "0755", "b": "2024-01-01", "c": "yes", "d": "", "e": "line1\nline2", "f": "- x", "g": "a: b",
             "h": [1, "2", {"x": [], "y": {}}, [true, null]], "i": {"j": {"k": 1.5}}, "l": "plain text", "m": "#x",
         });
-        let text = crate::kustomize::printer::emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
+        let text = crate::printer::emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
         let back = parse_documents(&text, "emitted").unwrap();
         assert_eq!(back, vec![v, serde_json::json!({"n": 1})], "{text}");
     }
@@ -751,7 +751,7 @@ mod tests {
         assert_eq!(d["f"], serde_json::json!(18446744073709550000_u64));
         assert_eq!(d["g"], serde_json::json!(6153255929452608512_i64));
         assert_eq!(d["h"], serde_json::json!(6.153255929452608e23));
-        let printed = crate::kustomize::printer::emit_documents(std::slice::from_ref(d));
+        let printed = crate::printer::emit_documents(std::slice::from_ref(d));
         assert_eq!(
             parse_documents(&printed, "printed").unwrap(),
             vec![d.clone()],

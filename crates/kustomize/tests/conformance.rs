@@ -1,8 +1,8 @@
-//! Conformance: builds every case under tests/kustomize/ with this engine and with the real
+//! Conformance: builds every case under tests/cases/ with this engine and with the real
 //! kustomize (`$E2E_BIN/kustomize`), and compares the printed YAML byte for byte (a
 //! difference in values is reported as such, one only in printing with a text diff). See
-//! tests/kustomize/README.md.
-//! The artifact root of every build is tests/kustomize, so cases may share files.
+//! tests/cases/README.md.
+//! The artifact root of every build is tests/cases, so cases may share files.
 //!
 //! Flux builds in FIFO order while the kustomize CLI sorts by default, so the oracle runs on
 //! a copy of the case whose root kustomization gets `sortOptions: {order: fifo}` (unless the
@@ -11,8 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use kustomize_controller::kustomize::packed;
-use kustomize_controller::kustomize::{self, BuildOptions, yaml};
+use kustomize::{BuildOptions, packed, yaml};
 use serde_json::Value;
 
 fn main() -> ExitCode {
@@ -24,9 +23,9 @@ fn main() -> ExitCode {
     };
     let kustomize = PathBuf::from(bin).join("kustomize");
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let cases_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kustomize");
+    let cases_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&cases_dir)
-        .expect("tests/kustomize exists")
+        .expect("tests/cases exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
         .filter(|p| {
@@ -40,7 +39,7 @@ fn main() -> ExitCode {
     // Cases may share files with sibling cases, so the oracle gets a copy of the whole tree.
     let tmp = tempfile::tempdir().expect("temporary directory");
     let copy = tmp.path().join("kustomize");
-    copy_tree(&cases_dir, &copy).expect("copying tests/kustomize");
+    copy_tree(&cases_dir, &copy).expect("copying tests/cases");
     let (mut passed, mut failed, mut refused) = (0, Vec::new(), Vec::new());
     for case in &cases {
         let name = case.file_name().unwrap().to_string_lossy().into_owned();

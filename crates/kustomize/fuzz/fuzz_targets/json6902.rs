@@ -7,22 +7,16 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-#[allow(dead_code, unused_imports)]
-#[path = "../../src/kustomize/mod.rs"]
-mod kustomize;
-
 #[path = "patch_input.rs"]
 mod patch_input;
 
-use kustomize::patch::{self, PatchKind};
-
 fuzz_target!(|data: &[u8]| {
     let Some((target, doc)) = patch_input::target_and_patch(data) else { return };
-    if !matches!(doc.kind, PatchKind::Json6902(_)) {
+    if !doc.is_json6902() {
         return;
     }
-    let first = patch::apply(&target, &doc, None);
-    assert_eq!(first, patch::apply(&target, &doc, None), "the same patch gave two results");
+    let first = doc.apply(&target);
+    assert_eq!(first, doc.apply(&target), "the same patch gave two results");
     if let Ok(patched @ Value::Object(_)) = first {
         let printed = kustomize::to_yaml(std::slice::from_ref(&patched));
         kustomize::yaml::parse_documents(&printed, "printed.yaml")

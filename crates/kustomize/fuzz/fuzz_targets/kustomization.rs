@@ -8,10 +8,6 @@ use std::fs;
 
 use libfuzzer_sys::fuzz_target;
 
-#[allow(dead_code, unused_imports)]
-#[path = "../../src/kustomize/mod.rs"]
-mod kustomize;
-
 #[path = "tree.rs"]
 mod tree;
 

@@ -6,24 +6,18 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[allow(dead_code, unused_imports)]
-#[path = "../../src/kustomize/mod.rs"]
-mod kustomize;
-
 #[path = "patch_input.rs"]
 mod patch_input;
-
-use kustomize::patch::{self, PatchKind};
 
 fuzz_target!(|data: &[u8]| {
     let Some((target, doc)) = patch_input::target_and_patch(data) else { return };
     if !target.is_object() {
         return;
     }
-    if !matches!(doc.kind, PatchKind::StrategicMerge(_)) {
+    if !doc.is_strategic_merge() {
         return;
     }
-    let Ok(merged) = patch::apply(&target, &doc, None) else { return };
+    let Ok(merged) = doc.apply(&target) else { return };
     if merged.is_null() {
         return;
     }

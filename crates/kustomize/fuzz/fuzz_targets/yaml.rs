@@ -9,10 +9,6 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-#[allow(dead_code, unused_imports)]
-#[path = "../../src/kustomize/mod.rs"]
-mod kustomize;
-
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(documents) = kustomize::yaml::parse_documents(text, "fuzz.yaml") else { return };

@@ -17,7 +17,7 @@ use thiserror::Error;
 
 use openapi::CustomSchema;
 
-pub(crate) use crate::kustomize::selector::OriginalId;
+pub(crate) use crate::selector::OriginalId;
 pub(crate) use target::Target;
 
 /// A parsed patch.

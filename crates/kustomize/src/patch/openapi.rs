@@ -51,7 +51,7 @@ impl CustomSchema {
     pub(crate) fn parse(text: &str, origin: &str) -> Result<CustomSchema, String> {
         let doc = match serde_json::from_str::<Value>(text) {
             Ok(doc) => doc,
-            Err(_) => crate::kustomize::yaml::parse_documents(text, origin)
+            Err(_) => crate::yaml::parse_documents(text, origin)
                 .map_err(|e| format!("invalid schema file: {e}"))?
                 .into_iter()
                 .next()

@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use super::openapi::CustomSchema;
-use crate::kustomize::resmap::split_api_version;
+use crate::gvk::split_api_version;
 
 /// How a list field is merged.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -4,8 +4,9 @@
 use serde_json::{Map, Value};
 
 use super::PatchError;
-use crate::kustomize::resmap::{is_cluster_scoped, split_api_version, str_at};
-use crate::kustomize::selector::{CompiledSelector, Namespacing, OriginalId, Selector};
+use crate::gvk::split_api_version;
+use crate::resmap::{is_cluster_scoped, str_at};
+use crate::selector::{CompiledSelector, Namespacing, OriginalId, Selector};
 
 /// A patch target compiled once (as kustomize does), so testing every object of a build
 /// costs no regex compilation.

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::kustomize::selector::Selector;
+use crate::selector::Selector;
 
 fn selects(selector: &Selector, object: &Value) -> Result<bool, PatchError> {
     selects_with_original(selector, object, None)

@@ -8,12 +8,12 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::{self as patch, OriginalId, PatchDoc, PatchKind, PatchOptions};
-use crate::kustomize::BuildError;
-use crate::kustomize::file::Patch;
-use crate::kustomize::loader::Loader;
-use crate::kustomize::resmap::{ResId, ResMap, annotations_as_strings};
-use crate::kustomize::selector::Selector;
-use crate::kustomize::yaml;
+use crate::BuildError;
+use crate::file::Patch;
+use crate::loader::Loader;
+use crate::resmap::{ResId, ResMap, annotations_as_strings};
+use crate::selector::Selector;
+use crate::yaml;
 
 /// Where patch files are read from.
 pub(crate) struct Context<'a> {
@@ -40,7 +40,7 @@ impl Context<'_> {
         if operations {
             docs = yaml::parse_documents_yaml11(text, origin)?;
         }
-        patch::parse(&crate::kustomize::printer::emit_documents(&docs), origin).map_err(|e| self.err(e))
+        patch::parse(&crate::printer::emit_documents(&docs), origin).map_err(|e| self.err(e))
     }
 
     /// The text of a `patches` entry: from `path`, or the inline `patch`.

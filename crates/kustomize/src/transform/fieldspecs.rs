@@ -1,7 +1,7 @@
 //! kustomize's builtin field-spec tables (api v0.21.1 `builtinpluginconsts`), expressed as
 //! data: where labels, annotations and name references live in builtin kinds.
 
-use crate::kustomize::file::FieldSpec;
+use crate::file::FieldSpec;
 
 fn fs(group: &str, version: &str, kind: &str, path: &str, create: bool) -> FieldSpec {
     FieldSpec {

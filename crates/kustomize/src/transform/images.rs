@@ -4,9 +4,9 @@
 use regex::Regex;
 use serde_json::Value;
 
-use crate::kustomize::BuildError;
-use crate::kustomize::file::{FieldSpec, Image};
-use crate::kustomize::resmap::ResMap;
+use crate::BuildError;
+use crate::file::{FieldSpec, Image};
+use crate::resmap::ResMap;
 
 use super::{path_segments, selects, visit_path};
 
@@ -70,7 +70,7 @@ pub(crate) fn apply_specs(
             }
         });
     });
-    crate::kustomize::configurations::images(map, &re, &|s| rewrite(s, image), extra);
+    crate::configurations::images(map, &re, &|s| rewrite(s, image), extra);
     Ok(())
 }
 

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::kustomize::BuildError;
-use crate::kustomize::file::FieldSpec;
-use crate::kustomize::resmap::ResMap;
+use crate::BuildError;
+use crate::file::FieldSpec;
+use crate::resmap::ResMap;
 
 use super::{path_segments, selects, visit_path};
 

@@ -140,11 +140,7 @@ pub(crate) fn set_at(obj: &mut Value, spec: &FieldSpec, set: &dyn Fn(&mut Value)
 }
 
 /// Calls `change` on every value at `spec` of `res` (created as null when the spec says so).
-pub(crate) fn change_at(
-    res: &mut crate::kustomize::resmap::Resource,
-    spec: &FieldSpec,
-    change: &dyn Fn(&mut Value),
-) {
+pub(crate) fn change_at(res: &mut crate::resmap::Resource, spec: &FieldSpec, change: &dyn Fn(&mut Value)) {
     res.edit(|obj| {
         let _ = visit_path::<()>(
             obj,

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::kustomize::file::FieldSpec;
-use crate::kustomize::resmap::ResMap;
+use crate::file::FieldSpec;
+use crate::resmap::ResMap;
 
 use super::{selects, set_at};
 

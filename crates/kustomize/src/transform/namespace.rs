@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::kustomize::file::FieldSpec;
-use crate::kustomize::resmap::{ResMap, is_cluster_scoped};
+use crate::file::FieldSpec;
+use crate::resmap::{ResMap, is_cluster_scoped};
 
 use super::{selects, set_at};
 

@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use crate::kustomize::BuildError;
-use crate::kustomize::file::{FieldSpec, Replica};
-use crate::kustomize::resmap::ResMap;
+use crate::BuildError;
+use crate::file::{FieldSpec, Replica};
+use crate::resmap::ResMap;
 
 use super::{change_at, selects};
 
