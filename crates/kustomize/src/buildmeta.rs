@@ -3,22 +3,13 @@
 //! on every object present when it runs, changed or not), printed at the end as the
 //! `alpha.config.kubernetes.io/transformations` annotation.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use super::resmap::ResMap;
+use super::resmap::{ResMap, Transformation};
 
 /// The annotation holding the record.
 const TRANSFORMATIONS: &str = "alpha.config.kubernetes.io/transformations";
-
-/// One transformer run: the file that configured it and its builtin kind (and, for a plugin
-/// config, the config's name).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Transformation {
-    pub(crate) configured_in: PathBuf,
-    pub(crate) kind: String,
-    pub(crate) name: Option<String>,
-}
 
 /// Records `runs` runs of one transformer on every object now in `map`.
 pub(crate) fn ran(map: &mut ResMap, configured_in: &Path, kind: &str, name: Option<&str>, runs: usize) {

@@ -9,93 +9,24 @@
 use std::path::Path;
 
 use regex::Regex;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::BuildError;
-use super::file::FieldSpec;
+use super::error::BuildError;
+use super::file::{Config, FieldSpec, NameBackReference, merge_specs};
 use super::loader::Loader;
 use super::resmap::{ResMap, Resource};
 use super::transform::{change_at, selects};
 
-/// Field specs beyond the builtin ones, one list per transformer.
-#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub(crate) struct Config {
-    pub(crate) name_prefix: Vec<FieldSpec>,
-    pub(crate) name_suffix: Vec<FieldSpec>,
-    pub(crate) namespace: Vec<FieldSpec>,
-    pub(crate) common_labels: Vec<FieldSpec>,
-    pub(crate) labels: Vec<FieldSpec>,
-    pub(crate) template_labels: Vec<FieldSpec>,
-    pub(crate) volume_claim_template_labels: Vec<FieldSpec>,
-    pub(crate) common_annotations: Vec<FieldSpec>,
-    pub(crate) name_reference: Vec<NameBackReference>,
-    pub(crate) var_reference: Vec<FieldSpec>,
-    pub(crate) images: Vec<FieldSpec>,
-    pub(crate) replicas: Vec<FieldSpec>,
-}
-
-/// A referenced kind and the fields (of other kinds) holding its name.
-#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub(crate) struct NameBackReference {
-    pub(crate) group: String,
-    pub(crate) version: String,
-    pub(crate) kind: String,
-    pub(crate) field_specs: Vec<FieldSpec>,
-}
-
-impl Config {
-    /// Reads and merges the `configurations` files of one kustomization.
-    pub(crate) fn load(
-        loader: &Loader,
-        dir: &Path,
-        file: &Path,
-        paths: &[String],
-    ) -> Result<Config, BuildError> {
-        merge_files(loader, dir, file, paths, &|text, shown| {
-            let map = super::yaml::parse_object_yaml11(text, shown)?;
-            serde_json::from_value(Value::Object(map)).map_err(|e| BuildError::Invalid {
-                file: shown.to_string(),
-                field: "configurations".into(),
-                message: e.to_string(),
-            })
+/// Reads and merges the `configurations` files of one kustomization.
+pub(crate) fn load(loader: &Loader, dir: &Path, file: &Path, paths: &[String]) -> Result<Config, BuildError> {
+    merge_files(loader, dir, file, paths, &|text, shown| {
+        let map = super::yaml::parse_object_yaml11(text, shown)?;
+        serde_json::from_value(Value::Object(map)).map_err(|e| BuildError::Invalid {
+            file: shown.to_string(),
+            field: "configurations".into(),
+            message: e.to_string(),
         })
-    }
-
-    /// Adds what `other` has and `self` lacks; the same spec with another `create` is an error.
-    pub(crate) fn merge(&mut self, other: &Config) -> Result<(), String> {
-        let lists = [
-            (&mut self.name_prefix, &other.name_prefix),
-            (&mut self.name_suffix, &other.name_suffix),
-            (&mut self.namespace, &other.namespace),
-            (&mut self.common_labels, &other.common_labels),
-            (&mut self.labels, &other.labels),
-            (&mut self.template_labels, &other.template_labels),
-            (
-                &mut self.volume_claim_template_labels,
-                &other.volume_claim_template_labels,
-            ),
-            (&mut self.common_annotations, &other.common_annotations),
-            (&mut self.var_reference, &other.var_reference),
-            (&mut self.images, &other.images),
-            (&mut self.replicas, &other.replicas),
-        ];
-        for (mine, theirs) in lists {
-            merge_specs(mine, theirs)?;
-        }
-        for incoming in &other.name_reference {
-            let same = |r: &&mut NameBackReference| {
-                r.group == incoming.group && r.version == incoming.version && r.kind == incoming.kind
-            };
-            match self.name_reference.iter_mut().find(same) {
-                Some(existing) => merge_specs(&mut existing.field_specs, &incoming.field_specs)?,
-                None => self.name_reference.push(incoming.clone()),
-            }
-        }
-        Ok(())
-    }
+    })
 }
 
 /// The field specs kustomize derives from `crds:` files: OpenAPI definitions (type name to
@@ -241,25 +172,6 @@ fn crd_specs(
         }
         path.pop();
     }
-}
-
-/// kustomize's field-spec merge: a spec already present (same path, its group/version/kind
-/// selected by the incoming one) is kept once.
-pub(crate) fn merge_specs(into: &mut Vec<FieldSpec>, incoming: &[FieldSpec]) -> Result<(), String> {
-    for spec in incoming {
-        let present = into.iter().find(|s| {
-            s.path == spec.path
-                && (spec.group.is_empty() || spec.group == s.group)
-                && (spec.version.is_empty() || spec.version == s.version)
-                && (spec.kind.is_empty() || spec.kind == s.kind)
-        });
-        match present {
-            Some(s) if s.create != spec.create => return Err("conflicting fieldspecs".into()),
-            Some(_) => {}
-            None => into.push(spec.clone()),
-        }
-    }
-    Ok(())
 }
 
 /// The builtin table `builtin` extended by `extra`.

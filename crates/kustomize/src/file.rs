@@ -1,13 +1,15 @@
 //! The kustomization.yaml model (kustomize api v0.21.1) with strict field checking:
 //! unknown fields are errors, known fields this engine does not implement are
 //! [`BuildError::Unsupported`], so a build never silently differs from kustomize.
+//! Beside it, the model of what its fields name: `replacements` entries and `configurations`
+//! files. The model imports no transformer; the transformers import it.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::BuildError;
+use super::error::BuildError;
 use super::selector::Selector;
 
 /// Names kustomize accepts for a kustomization file, in lookup order.
@@ -52,6 +54,9 @@ const SUPPORTED: &[&str] = &[
 /// Fields that inflate Helm charts, which Flux disables.
 const HELM: &[&str] = &["helmCharts", "helmChartInflationGenerator"];
 
+/// kustomize's refusal of Helm charts when Helm is disabled, as Flux runs it.
+pub(crate) const HELM_DISABLED: &str = "must specify --enable-helm";
+
 /// Whether a kustomization is a Kustomization or a Component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -87,7 +92,7 @@ pub(crate) struct KustomizationFile {
     pub(crate) build_metadata: Vec<String>,
     pub(crate) metadata: Option<Value>,
     pub(crate) configurations: Vec<String>,
-    pub(crate) replacements: Vec<super::replacements::ReplacementField>,
+    pub(crate) replacements: Vec<ReplacementField>,
     pub(crate) vars: Vec<Value>,
     pub(crate) crds: Vec<String>,
     /// `path` of a custom OpenAPI schema, or `version` of the builtin one.
@@ -116,6 +121,141 @@ pub(crate) struct FieldSpec {
     pub(crate) version: String,
     pub(crate) kind: String,
     pub(crate) path: String,
+    pub(crate) create: bool,
+}
+
+/// A `configurations` file (read by `configurations`): field specs beyond the builtin ones,
+/// one list per transformer.
+#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct Config {
+    pub(crate) name_prefix: Vec<FieldSpec>,
+    pub(crate) name_suffix: Vec<FieldSpec>,
+    pub(crate) namespace: Vec<FieldSpec>,
+    pub(crate) common_labels: Vec<FieldSpec>,
+    pub(crate) labels: Vec<FieldSpec>,
+    pub(crate) template_labels: Vec<FieldSpec>,
+    pub(crate) volume_claim_template_labels: Vec<FieldSpec>,
+    pub(crate) common_annotations: Vec<FieldSpec>,
+    pub(crate) name_reference: Vec<NameBackReference>,
+    pub(crate) var_reference: Vec<FieldSpec>,
+    pub(crate) images: Vec<FieldSpec>,
+    pub(crate) replicas: Vec<FieldSpec>,
+}
+
+/// A referenced kind and the fields (of other kinds) holding its name.
+#[derive(Deserialize, Default, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct NameBackReference {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) field_specs: Vec<FieldSpec>,
+}
+
+impl Config {
+    /// Adds what `other` has and `self` lacks; the same spec with another `create` is an error.
+    pub(crate) fn merge(&mut self, other: &Config) -> Result<(), String> {
+        let lists = [
+            (&mut self.name_prefix, &other.name_prefix),
+            (&mut self.name_suffix, &other.name_suffix),
+            (&mut self.namespace, &other.namespace),
+            (&mut self.common_labels, &other.common_labels),
+            (&mut self.labels, &other.labels),
+            (&mut self.template_labels, &other.template_labels),
+            (
+                &mut self.volume_claim_template_labels,
+                &other.volume_claim_template_labels,
+            ),
+            (&mut self.common_annotations, &other.common_annotations),
+            (&mut self.var_reference, &other.var_reference),
+            (&mut self.images, &other.images),
+            (&mut self.replicas, &other.replicas),
+        ];
+        for (mine, theirs) in lists {
+            merge_specs(mine, theirs)?;
+        }
+        for incoming in &other.name_reference {
+            let same = |r: &&mut NameBackReference| {
+                r.group == incoming.group && r.version == incoming.version && r.kind == incoming.kind
+            };
+            match self.name_reference.iter_mut().find(same) {
+                Some(existing) => merge_specs(&mut existing.field_specs, &incoming.field_specs)?,
+                None => self.name_reference.push(incoming.clone()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// kustomize's field-spec merge: a spec already present (same path, its group/version/kind
+/// selected by the incoming one) is kept once.
+pub(crate) fn merge_specs(into: &mut Vec<FieldSpec>, incoming: &[FieldSpec]) -> Result<(), String> {
+    for spec in incoming {
+        let present = into.iter().find(|s| {
+            s.path == spec.path
+                && (spec.group.is_empty() || spec.group == s.group)
+                && (spec.version.is_empty() || spec.version == s.version)
+                && (spec.kind.is_empty() || spec.kind == s.kind)
+        });
+        match present {
+            Some(s) if s.create != spec.create => return Err("conflicting fieldspecs".into()),
+            Some(_) => {}
+            None => into.push(spec.clone()),
+        }
+    }
+    Ok(())
+}
+
+/// One `replacements` entry: inline, or `path` to a file holding one or a list.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct ReplacementField {
+    pub(crate) path: String,
+    pub(crate) source: Option<ReplacementSource>,
+    pub(crate) targets: Option<Vec<ReplacementTarget>>,
+    pub(crate) source_value: Option<String>,
+}
+
+/// A source (or literal value) and where it goes.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct Replacement {
+    pub(crate) source: Option<ReplacementSource>,
+    pub(crate) targets: Option<Vec<ReplacementTarget>>,
+    pub(crate) source_value: Option<String>,
+}
+
+/// Where a replacement's value comes from.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct ReplacementSource {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) field_path: String,
+    pub(crate) options: Option<ReplacementOptions>,
+}
+
+/// Where a replacement's value goes.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct ReplacementTarget {
+    pub(crate) select: Option<Selector>,
+    pub(crate) reject: Vec<Selector>,
+    pub(crate) field_paths: Vec<String>,
+    pub(crate) options: Option<ReplacementOptions>,
+}
+
+/// How a replacement's value is cut from its source or written into a target.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub(crate) struct ReplacementOptions {
+    pub(crate) delimiter: String,
+    pub(crate) index: i64,
+    pub(crate) encoding: String,
     pub(crate) create: bool,
 }
 
@@ -355,7 +495,7 @@ fn check_fields(map: &Map<String, Value>, file: &str) -> Result<(), BuildError> 
                 file: file.to_string(),
                 message: format!(
                     "trouble configuring builtin HelmChartInflationGenerator: {}",
-                    super::plugins::HELM_DISABLED
+                    HELM_DISABLED
                 ),
             });
         }

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::BuildError;
+use super::error::BuildError;
 use super::file::{GeneratorArgs, GeneratorOptions};
 use super::loader::Loader;
 use super::resmap::{Generated, Origin, ResId, ResMap, Resource};

@@ -11,11 +11,15 @@
 //! spec overrides, post-build substitution, common metadata) is the controller's `flux`
 //! module.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
+
+pub use error::BuildError;
+pub use target::Manifests;
 
 pub(crate) mod buildmeta;
 pub(crate) mod configurations;
+pub(crate) mod error;
 pub mod file;
 pub(crate) mod folded;
 pub(crate) mod generators;
@@ -84,86 +88,6 @@ impl BuildOptions {
     pub fn max_file_bytes(&self) -> u64 {
         self.max_file_bytes
     }
-}
-
-/// Why a build failed. Every variant names the file, field or resource involved; none of
-/// them carries file contents, so Secret data never leaks into messages.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error("{path}: {message}")]
-    Io { path: PathBuf, message: String },
-    #[error("{path}: no such file or directory (referenced from {from})")]
-    Missing { path: PathBuf, from: PathBuf },
-    #[error("{path}: path is outside the artifact root (security constraint)")]
-    OutsideRoot { path: PathBuf },
-    #[error("{path}: file is larger than the limit of {limit} bytes")]
-    TooLarge { path: PathBuf, limit: u64 },
-    #[error("{file}:{line}: malformed YAML: {message}")]
-    Yaml {
-        file: String,
-        line: usize,
-        message: String,
-    },
-    #[error("{file}: document {index} is not an object (found {found})")]
-    NotObject {
-        file: String,
-        index: usize,
-        found: &'static str,
-    },
-    #[error("{file}: invalid field '{field}': {message}")]
-    Invalid {
-        file: String,
-        field: String,
-        message: String,
-    },
-    #[error("{file}: field '{field}' is not supported by this engine")]
-    Unsupported { file: String, field: String },
-    #[error("{file}: remote resource '{url}' is not supported (remote bases are disabled)")]
-    Remote { file: String, url: String },
-    #[error("{file}: remote resource '{url}': {message}")]
-    RemoteFetch {
-        file: String,
-        url: String,
-        message: String,
-    },
-    #[error("{file}: may not add resource with an already registered id: {id}")]
-    DuplicateId { file: String, id: String },
-    #[error("cycle detected: candidate root '{path}' contains a visited root")]
-    Cycle { path: PathBuf },
-    #[error("{file}: {message}")]
-    Kustomization { file: String, message: String },
-    #[error("{file}: generator '{name}': {message}")]
-    Generator {
-        file: String,
-        name: String,
-        message: String,
-    },
-    #[error("{file}: {field}: {message}")]
-    Transform {
-        file: String,
-        field: String,
-        message: String,
-    },
-    #[error("{file}: patch: {message}")]
-    Patch { file: String, message: String },
-    #[error("name reference in {referrer} at '{path}': {message}")]
-    NameReference {
-        referrer: String,
-        path: String,
-        message: String,
-    },
-    #[error("resource {id} is missing {field}")]
-    MissingField { id: String, field: &'static str },
-}
-
-/// What a build produced.
-#[derive(Debug)]
-pub struct Manifests {
-    /// The objects, in output order.
-    pub objects: Vec<packed::Packed>,
-    /// What the build accepted, as kustomize does, but is probably a mistake; each names
-    /// its file.
-    pub warnings: Vec<String>,
 }
 
 /// The stack a build runs on. Bases, components and YAML nesting recurse up to their depth

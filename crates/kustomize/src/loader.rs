@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use super::BuildError;
+use super::error::BuildError;
 use super::remote::RemoteResources;
 
 /// Confined, size-bounded reads below one root directory.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::BuildError;
+use super::error::BuildError;
 use super::file::FieldSpec;
 use super::resmap::{ResId, ResMap, Resource, is_cluster_scoped};
 use super::transform::fieldspecs::name_references;

@@ -17,9 +17,11 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::BuildError;
 use super::buildmeta;
-use super::file::{FieldSpec, GeneratorArgs, Image, Patch, Replica};
+use super::error::BuildError;
+use super::file::{
+    FieldSpec, GeneratorArgs, HELM_DISABLED, Image, Patch, Replacement, ReplacementField, Replica,
+};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
 use super::patch::transformer as patches;
@@ -28,9 +30,6 @@ use super::resmap::{Origin, ResMap, str_at};
 use super::selector::Selector;
 use super::transform::{self, namespace::Subjects};
 use super::yaml;
-
-/// kustomize's refusal of Helm charts when Helm is disabled, as Flux runs it.
-pub(crate) const HELM_DISABLED: &str = "must specify --enable-helm";
 
 /// Builtin kinds this engine does not implement (refused, never built differently).
 const NOT_IMPLEMENTED: &[&str] = &["ValueAddTransformer", "IAMPolicyGenerator"];
@@ -261,7 +260,7 @@ enum Transformer {
     Patch(Patch),
     StrategicMerge(Vec<String>),
     Json6902(Patch),
-    Replacements(Vec<replacements::Replacement>),
+    Replacements(Vec<Replacement>),
     Hash,
 }
 
@@ -492,7 +491,7 @@ impl Transformer {
 #[derive(Deserialize)]
 struct ReplacementConfig {
     #[serde(default)]
-    replacements: Vec<replacements::ReplacementField>,
+    replacements: Vec<ReplacementField>,
 }
 
 #[derive(Deserialize)]

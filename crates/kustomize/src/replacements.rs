@@ -10,63 +10,17 @@
 use std::path::Path;
 
 use regex::Regex;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::BuildError;
+use super::error::BuildError;
+use super::file::{
+    Replacement, ReplacementField, ReplacementOptions as Options, ReplacementSource as Source,
+    ReplacementTarget as Target,
+};
 use super::loader::Loader;
 use super::resmap::{ResId, ResMap, Resource, annotations_as_strings};
 use super::selector::{CompiledSelector, Namespacing, Selector};
 use super::yaml;
-
-/// One `replacements` entry: inline, or `path` to a file holding one or a list.
-#[derive(Deserialize, Default, Debug, Clone)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub(crate) struct ReplacementField {
-    path: String,
-    source: Option<Source>,
-    targets: Option<Vec<Target>>,
-    source_value: Option<String>,
-}
-
-/// A source (or literal value) and where it goes.
-#[derive(Deserialize, Default, Debug, Clone)]
-#[serde(rename_all = "camelCase", default)]
-pub(crate) struct Replacement {
-    source: Option<Source>,
-    targets: Option<Vec<Target>>,
-    source_value: Option<String>,
-}
-
-#[derive(Deserialize, Default, Debug, Clone)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-struct Source {
-    group: String,
-    version: String,
-    kind: String,
-    name: String,
-    namespace: String,
-    field_path: String,
-    options: Option<Options>,
-}
-
-#[derive(Deserialize, Default, Debug, Clone)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-struct Target {
-    select: Option<Selector>,
-    reject: Vec<Selector>,
-    field_paths: Vec<String>,
-    options: Option<Options>,
-}
-
-#[derive(Deserialize, Default, Debug, Clone)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-struct Options {
-    delimiter: String,
-    index: i64,
-    encoding: String,
-    create: bool,
-}
 
 const DEFAULT_FIELD_PATH: &str = "metadata.name";
 

@@ -5,10 +5,11 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::BuildError;
-use super::configurations::Config;
+use super::error::BuildError;
+use super::file::Config;
 use super::gvk::split_api_version;
 use super::packed::Packed;
+use super::patch::schema::SchemaChoice;
 
 /// A resource id: group/version/kind plus name and namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -184,6 +185,15 @@ pub(crate) enum Origin {
     },
 }
 
+/// One transformer run, for `buildMetadata: [transformerAnnotations]` (see `buildmeta`): the
+/// file that configured it and its builtin kind (and, for a plugin config, the config's name).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Transformation {
+    pub(crate) configured_in: std::path::PathBuf,
+    pub(crate) kind: String,
+    pub(crate) name: Option<String>,
+}
+
 /// One object plus the history kustomize keeps about it.
 #[derive(Clone, Debug)]
 pub(crate) struct Resource {
@@ -198,7 +208,7 @@ pub(crate) struct Resource {
     pub(crate) generated: Option<Generated>,
     pub(crate) origin: Option<Origin>,
     /// The transformers that ran over it (for `buildMetadata: [transformerAnnotations]`).
-    pub(crate) transformations: Vec<std::sync::Arc<super::buildmeta::Transformation>>,
+    pub(crate) transformations: Vec<std::sync::Arc<Transformation>>,
 }
 
 /// The object: packed between build steps, open while a step works on it (see
@@ -387,9 +397,9 @@ pub(crate) struct ResMap {
     /// The `configurations` of the kustomizations accumulated so far.
     pub(crate) config: Config,
     /// The `vars` of the kustomizations accumulated so far.
-    pub(crate) vars: Vec<super::vars::Var>,
+    pub(crate) vars: Vec<Var>,
     /// The `openapi` schema the patches use.
-    pub(crate) schema: super::patch::openapi::SchemaChoice,
+    pub(crate) schema: SchemaChoice,
 }
 
 impl ResMap {
@@ -451,7 +461,7 @@ impl ResMap {
                 file: file.to_string(),
                 message,
             })?;
-        super::vars::add_all(&mut self.vars, other.vars).map_err(|message| BuildError::Kustomization {
+        add_vars(&mut self.vars, other.vars).map_err(|message| BuildError::Kustomization {
             file: file.to_string(),
             message,
         })?;
@@ -459,6 +469,33 @@ impl ResMap {
         self.warnings.extend(other.warnings);
         Ok(())
     }
+}
+
+/// One var of `vars:` (see `vars`), with the id of the object it was bound to (if any) when
+/// its kustomization was done.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Var {
+    pub(crate) name: String,
+    pub(crate) objref: ResId,
+    pub(crate) field_path: String,
+    pub(crate) bound: Option<ResId>,
+}
+
+impl Var {
+    pub(crate) fn describe(&self) -> String {
+        format!("{} ({}: {})", self.name, self.objref, self.field_path)
+    }
+}
+
+/// Adds vars to a set; a name already there is an error.
+pub(crate) fn add_vars(set: &mut Vec<Var>, incoming: Vec<Var>) -> Result<(), String> {
+    for var in incoming {
+        if set.iter().any(|v| v.name == var.name) {
+            return Err(format!("var '{}' already encountered", var.name));
+        }
+        set.push(var);
+    }
+    Ok(())
 }
 
 /// The first id equal (`same_as`) to an earlier one; hashing keeps big builds linear.

@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::BuildError;
-use super::configurations::{self, Config};
-use super::file::{FILE_NAMES, FieldSpec, Kind, KustomizationFile};
+use super::configurations;
+use super::error::BuildError;
+use super::file::{Config, FILE_NAMES, FieldSpec, Kind, KustomizationFile};
 use super::generators::{self, GenKind};
 use super::loader::Loader;
-use super::patch::openapi::{CustomSchema, SchemaChoice};
+use super::packed::Packed;
+use super::patch::schema::{CustomSchema, SchemaChoice};
 use super::patch::transformer as patches;
 use super::resmap::{Origin, ResMap, Resource};
 use super::transform::{self, fieldspecs};
@@ -58,12 +59,22 @@ fn openapi_schema(
     }
 }
 
+/// What a build produced.
+#[derive(Debug)]
+pub struct Manifests {
+    /// The objects, in output order.
+    pub objects: Vec<Packed>,
+    /// What the build accepted, as kustomize does, but is probably a mistake; each names
+    /// its file.
+    pub warnings: Vec<String>,
+}
+
 /// Builds the kustomization in `dir`; `override_text` replaces its kustomization file.
 pub(crate) fn build_root(
     loader: &Loader,
     dir: &Path,
     override_text: Option<&str>,
-) -> Result<super::Manifests, BuildError> {
+) -> Result<Manifests, BuildError> {
     let dir = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
@@ -136,7 +147,7 @@ pub(crate) fn build_root(
         }
         out.push(res.into_packed());
     }
-    Ok(super::Manifests {
+    Ok(Manifests {
         objects: out,
         warnings: map.warnings,
     })
@@ -379,7 +390,7 @@ fn accumulate_body(
         }
     }
     for config in [
-        Config::load(loader, dir, file, &k.configurations)?,
+        configurations::load(loader, dir, file, &k.configurations)?,
         configurations::load_crds(loader, dir, file, &k.crds)?,
     ] {
         map.config

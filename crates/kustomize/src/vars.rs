@@ -7,27 +7,12 @@
 
 use serde_json::{Map, Value};
 
-use super::BuildError;
-use super::file::FieldSpec;
+use super::error::BuildError;
+use super::file::{FieldSpec, merge_specs};
 use super::gvk::split_api_version;
 use super::replacements::{lookup, split_path};
-use super::resmap::{ResId, ResMap, is_cluster_scoped};
+use super::resmap::{ResId, ResMap, Var, add_vars, is_cluster_scoped};
 use super::transform::{path_segments, selects, visit_path};
-
-/// One var, with the id of the object it was bound to (if any) when its kustomization was done.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Var {
-    name: String,
-    objref: ResId,
-    field_path: String,
-    bound: Option<ResId>,
-}
-
-impl Var {
-    fn describe(&self) -> String {
-        format!("{} ({}: {})", self.name, self.objref, self.field_path)
-    }
-}
 
 /// Reads the `vars` entries of `file`; keys match case-insensitively, as Go's JSON decoding does.
 pub(crate) fn parse(entries: &[Value], file: &str) -> Result<Vec<Var>, BuildError> {
@@ -145,18 +130,7 @@ pub(crate) fn merge(map: &mut ResMap, incoming: &[Var], file: &str) -> Result<()
             ..var.clone()
         });
     }
-    add_all(&mut map.vars, bound).map_err(|m| var_error(file, m))
-}
-
-/// Adds vars to a set; a name already there is an error.
-pub(crate) fn add_all(set: &mut Vec<Var>, incoming: Vec<Var>) -> Result<(), String> {
-    for var in incoming {
-        if set.iter().any(|v| v.name == var.name) {
-            return Err(format!("var '{}' already encountered", var.name));
-        }
-        set.push(var);
-    }
-    Ok(())
+    add_vars(&mut map.vars, bound).map_err(|m| var_error(file, m))
 }
 
 fn var_error(file: &str, message: String) -> BuildError {
@@ -238,7 +212,7 @@ pub(crate) fn resolve(map: &mut ResMap) -> Result<(), BuildError> {
         values.push((var.name.clone(), value.clone()));
     }
     let mut specs = builtin_references();
-    super::configurations::merge_specs(&mut specs, &map.config.var_reference)
+    merge_specs(&mut specs, &map.config.var_reference)
         .map_err(|message| var_error("varReference", message))?;
     map.try_each(|res| {
         let id = res.id();

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use serde::Deserializer as _;
 use serde_json::{Map, Value};
 
-use super::BuildError;
+use super::error::BuildError;
 
 /// How many nodes a file may produce beyond its own length in bytes. Without aliases a
 /// file cannot produce more nodes than it has bytes, so the excess is what aliases

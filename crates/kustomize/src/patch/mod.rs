@@ -3,22 +3,20 @@
 //!
 //! [`parse`] tells a strategic merge patch from a JSON6902 patch the way kustomize's
 //! PatchTransformer does (a document of maps is a strategic merge patch, a list of
-//! operations is JSON6902); [`apply`] applies either to one object; [`Target`] decides
+//! operations is JSON6902); [`apply`] applies either to one object; [`target::Target`] decides
 //! whether a `target` selects an object.
 
-pub(crate) mod openapi;
 pub(crate) mod schema;
 mod smp;
-mod target;
+pub(crate) mod target;
 pub(crate) mod transformer;
 
 use serde_json::Value;
 use thiserror::Error;
 
-use openapi::CustomSchema;
+use schema::CustomSchema;
 
 pub(crate) use crate::selector::OriginalId;
-pub(crate) use target::Target;
 
 /// A parsed patch.
 #[derive(Clone, Debug, PartialEq)]

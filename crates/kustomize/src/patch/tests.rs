@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::target::Target;
 use super::*;
 use crate::selector::Selector;
 

@@ -7,8 +7,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::target::Target;
 use super::{self as patch, OriginalId, PatchDoc, PatchKind, PatchOptions};
-use crate::BuildError;
+use crate::error::BuildError;
 use crate::file::Patch;
 use crate::loader::Loader;
 use crate::resmap::{ResId, ResMap, annotations_as_strings};
@@ -177,7 +178,7 @@ fn by_selector(
     target: &Selector,
 ) -> Result<(), BuildError> {
     let selector = target;
-    let target = patch::Target::compile(selector).map_err(|e| ctx.err(e))?;
+    let target = Target::compile(selector).map_err(|e| ctx.err(e))?;
     let selected: Vec<usize> = (0..map.resources.len())
         .filter(|&i| {
             let res = &map.resources[i];

@@ -4,7 +4,7 @@
 use regex::Regex;
 use serde_json::Value;
 
-use crate::BuildError;
+use crate::error::BuildError;
 use crate::file::{FieldSpec, Image};
 use crate::resmap::ResMap;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::BuildError;
+use crate::error::BuildError;
 use crate::file::FieldSpec;
 use crate::resmap::ResMap;
 

@@ -10,7 +10,7 @@ pub(crate) mod replicas;
 
 use serde_json::{Map, Value};
 
-use super::BuildError;
+use super::error::BuildError;
 use super::file::FieldSpec;
 use super::resmap::{ResId, ResMap};
 

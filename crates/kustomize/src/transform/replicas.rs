@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::BuildError;
+use crate::error::BuildError;
 use crate::file::{FieldSpec, Replica};
 use crate::resmap::ResMap;
 
