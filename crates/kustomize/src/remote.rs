@@ -14,7 +14,7 @@ pub struct RepoSpec {
     /// Scheme, user and host as written (`https://github.com/`, `git@github.com:`).
     pub host: String,
     /// The repository path on the host (`org/repo`, `org/repo.git`, `org/project/_git/repo`).
-    pub repo_path: String,
+    pub(crate) repo_path: String,
     /// The kustomization directory inside the repository ("" for its root).
     pub path: String,
     /// Branch, tag or commit (`?ref=`, else `?version=`); "" for the default branch.

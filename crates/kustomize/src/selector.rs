@@ -96,13 +96,13 @@ pub enum Namespacing<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {problem}")]
 pub struct SelectorError {
-    pub field: &'static str,
-    pub problem: SelectorProblem,
+    pub(crate) field: &'static str,
+    pub(crate) problem: SelectorProblem,
 }
 
 /// What is wrong with a selector field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectorProblem {
+pub(crate) enum SelectorProblem {
     #[error("invalid regular expression '{pattern}': {reason}")]
     Regex { pattern: String, reason: String },
     #[error("invalid selector '{selector}': {reason}")]
