@@ -48,7 +48,7 @@ test: tools
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
 	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
 	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
-	$(CARGO) test --locked --test conformance || status=$$?; \
+	$(CARGO) test --locked -p kustomize-engine --test conformance || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
@@ -73,11 +73,11 @@ chaos: tools
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
 
-# Builds every case in tests/kustomize/ with our engine and with the kustomize oracle.
+# Builds every case in crates/kustomize/tests/cases/ with our engine and with the kustomize oracle.
 .PHONY: conformance
 conformance: tools
 	@bin=$$(e2e/controlplane/build.sh); \
-	E2E_BIN=$$bin $(CARGO) test --locked --test conformance
+	E2E_BIN=$$bin $(CARGO) test --locked -p kustomize-engine --test conformance
 
 # Not a test: our engine vs Go kustomize on a generated tree of >= 1000 objects.
 .PHONY: bench-kustomize

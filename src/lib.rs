@@ -8,7 +8,6 @@ pub mod controller;
 pub mod flux;
 pub mod health;
 pub mod kube_ext;
-pub mod kustomize;
 pub mod remote;
 pub mod sops;
 pub mod source;

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use kustomize::gvk::split_api_version;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -67,9 +68,7 @@ impl ObjectRef {
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("")
         };
-        let group = text("/apiVersion")
-            .rsplit_once('/')
-            .map_or("", |(group, _)| group);
+        let (group, _) = split_api_version(text("/apiVersion"));
         Self::new(
             group,
             text("/kind"),
@@ -108,7 +107,7 @@ impl ObjectRef {
 
     /// The inventory entry for this object at the given `apiVersion` (`group/version` or `v1`).
     pub fn to_entry(&self, api_version: &str) -> ResourceRef {
-        let version = api_version.rsplit('/').next().unwrap_or(api_version);
+        let (_, version) = split_api_version(api_version);
         ResourceRef {
             id: self.id(),
             v: version.to_string(),

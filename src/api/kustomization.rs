@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration;
 use super::inventory::ResourceInventory;
-pub use crate::kustomize::selector::Selector;
+pub use kustomize::selector::Selector;
 
 /// KustomizationSpec defines the configuration to calculate the desired state from a Source
 /// using Kustomize.

@@ -1,11 +1,11 @@
 //! Drift between the dry-run result and the live object (labels, annotations and everything
 //! outside `metadata` and `status`), `spec.ignore` rules, and a masked, human-readable diff.
 
+use kustomize::selector::{CompiledSelector, Namespacing, SelectorError};
 use serde_json::{Map, Value};
 
 use super::secret::mask_pair;
 use crate::api::kustomization::IgnoreRule;
-use crate::kustomize::selector::{CompiledSelector, Namespacing, SelectorError};
 
 /// A `spec.ignore` rule that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,10 +3,12 @@
 //! Not done: Flux round-trips built-in kinds through their Go types, which drops unknown
 //! fields; here the server-side dry-run rejects or drops them instead.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use super::Owner;
-use super::secret::{base64_encode, is_secret};
+use super::secret::is_secret;
 use crate::api::conditions::keys;
 
 /// A manifest that cannot be applied as written.
@@ -131,7 +133,7 @@ fn fold_string_data(obj: &mut Value) -> Result<(), String> {
         let text = value
             .as_str()
             .ok_or_else(|| format!("stringData.{key} is not a string"))?;
-        data.insert(key, base64_encode(text.as_bytes()).into());
+        data.insert(key, STANDARD.encode(text.as_bytes()).into());
     }
     Ok(())
 }

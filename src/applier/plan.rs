@@ -339,8 +339,8 @@ pub(super) fn crd_serving(crds: &[&Value], api_version: &str, kind: &str) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::applier::stage::group_of;
     use kube::core::response::{StatusCause, StatusDetails};
+    use kustomize::gvk::split_api_version;
     use serde_json::json;
 
     #[test]
@@ -457,7 +457,7 @@ mod tests {
     fn desired(api_version: &str, kind: &str, ns: &str) -> Desired {
         let resolved = ResolvedKind {
             resource: ApiResource {
-                group: group_of(api_version).into(),
+                group: split_api_version(api_version).0.into(),
                 version: "v1".into(),
                 api_version: api_version.into(),
                 kind: kind.into(),
@@ -467,7 +467,7 @@ mod tests {
         };
         Desired {
             obj: json!({}),
-            object: ObjectRef::new(group_of(api_version), kind, ns, "x"),
+            object: ObjectRef::new(split_api_version(api_version).0, kind, ns, "x"),
             api_version: api_version.into(),
             kind: resolved,
             stage: Stage::Rest,

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::{StreamExt, stream};
 use kube::Resource;
+use kustomize::gvk::split_api_version;
 use serde_json::Value;
 
 use super::diff::{IgnoreRules, has_drifted};
@@ -26,7 +27,7 @@ use super::plan::{
 };
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
 use super::secret::redact;
-use super::stage::{group_of, order_key, stage_of};
+use super::stage::{order_key, stage_of};
 use super::{Action, Applier, ApplyRequest, FailureKind, ObjectError, Owner};
 use crate::api::Kustomization;
 use crate::api::conditions::keys;
@@ -173,7 +174,7 @@ impl Applier {
             } else {
                 String::new()
             };
-            let object = ObjectRef::new(group_of(&api_version), &kind, &namespace, &name);
+            let object = ObjectRef::new(split_api_version(&api_version).0, &kind, &namespace, &name);
             if !seen.insert(object.id()) {
                 errors.push(ObjectError {
                     subject: object.to_string(),

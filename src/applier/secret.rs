@@ -1,43 +1,23 @@
-//! Secret hygiene: base64 for `stringData` folding, and masking of values in diffs and errors.
+//! Secret hygiene: masking of values in diffs and errors.
 
+use base64::Engine;
+use base64::alphabet;
+use base64::engine::general_purpose::STANDARD;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use serde_json::Value;
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 with padding, as the API server stores Secret `data`.
-pub(crate) fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
+/// Standard base64 read as leniently as the masking needs: padding may be missing and bits
+/// after the last byte are ignored.
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+        .with_decode_allow_trailing_bits(true),
+);
 
 /// Decodes standard base64; `None` when it is not valid base64.
 fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        let v = ALPHABET.iter().position(|a| *a == c)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    LENIENT.decode(text.trim_end_matches('=')).ok()
 }
 
 /// True for core `v1` Secrets.
@@ -62,7 +42,7 @@ fn secret_values(obj: &Value) -> Vec<String> {
                         values.push(raw);
                     }
                 } else {
-                    values.push(base64_encode(value.as_bytes()));
+                    values.push(STANDARD.encode(value.as_bytes()));
                 }
             }
         }
@@ -132,7 +112,7 @@ mod tests {
             ("foobar", "Zm9vYmFy"),
         ];
         for (plain, encoded) in vectors {
-            assert_eq!(base64_encode(plain.as_bytes()), encoded);
+            assert_eq!(STANDARD.encode(plain.as_bytes()), encoded);
             assert_eq!(base64_decode(encoded).unwrap(), plain.as_bytes());
         }
         assert_eq!(base64_decode("not base64!"), None);

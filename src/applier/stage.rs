@@ -1,6 +1,8 @@
 //! Apply order: which stage an object belongs to (definitions, classes, custom kinds, the
 //! rest) and its place within the stage. Deletion uses the reverse order.
 
+use kustomize::gvk::split_api_version;
+
 /// Kinds in Flux's apply order; unlisted kinds come after them, webhooks last.
 const KIND_ORDER: [&str; 23] = [
     "CustomResourceDefinition",
@@ -52,11 +54,6 @@ impl Stage {
     }
 }
 
-/// The API group of an `apiVersion` (`""` for the core group).
-pub(crate) fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
-}
-
 /// Parses one `--custom-apply-stage-kinds` entry, `group/Kind` or `Kind` for the core group.
 fn parse_group_kind(entry: &str) -> (&str, &str) {
     entry.rsplit_once('/').unwrap_or(("", entry))
@@ -64,7 +61,7 @@ fn parse_group_kind(entry: &str) -> (&str, &str) {
 
 /// The stage of an object of this `apiVersion` and `kind`.
 pub(crate) fn stage_of(api_version: &str, kind: &str, custom_stage_kinds: &[String]) -> Stage {
-    let group = group_of(api_version);
+    let (group, _) = split_api_version(api_version);
     let definition = (kind == "CustomResourceDefinition" && group == "apiextensions.k8s.io")
         || (kind == "Namespace" && group.is_empty())
         || (kind == "ClusterRole" && group == "rbac.authorization.k8s.io");
@@ -102,7 +99,7 @@ pub(crate) fn order_key(
         })
         .unwrap_or(KIND_ORDER.len());
     let (group, unlisted_kind) = if rank == KIND_ORDER.len() {
-        (group_of(api_version).to_string(), kind.to_string())
+        (split_api_version(api_version).0.to_string(), kind.to_string())
     } else {
         Default::default()
     };

@@ -6,14 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kube::api::Api;
+use kustomize::packed::{self, Packed};
 use serde_json::Value;
 
 use crate::api::{Kustomization, KustomizationSpec};
 use crate::applier::{Action, Applier, ApplierOptions, ApplyRequest, Owner};
 use crate::flux;
 use crate::kube_ext::ResourceResolver;
-use crate::kustomize;
-use crate::kustomize::packed::{self, Packed};
 use crate::remote::{RemoteConfig, RemoteFetcher};
 
 /// Inserts `run` after the program name unless a subcommand (or a top-level `--help`,

@@ -25,6 +25,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
+use kustomize::{BuildOptions, packed};
 use tracing::Instrument;
 
 use crate::api::conditions::{READY, keys, reason};
@@ -37,7 +38,6 @@ use crate::applier::{Action as ChangeAction, ApplyRequest, ChangeSet, Owner, Pru
 use crate::error::{Retry, StepError};
 use crate::flux;
 use crate::health::{self, HealthCheckFailed, HealthError};
-use crate::kustomize::{BuildOptions, packed};
 use crate::sops;
 use crate::source::{SourceAccess, SourceError, get_artifact_cached, resolve_path};
 

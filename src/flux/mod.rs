@@ -9,6 +9,9 @@ pub(crate) mod substitute;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kustomize::gvk::split_api_version;
+use kustomize::packed::Packed;
+use kustomize::{self, BuildError, BuildOptions};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
@@ -22,9 +25,6 @@ use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
 use crate::error::{Retry, StepError};
-use crate::kustomize::packed::Packed;
-use crate::kustomize::resmap::split_api_version;
-use crate::kustomize::{self, BuildError, BuildOptions};
 use crate::sops;
 
 /// The objects as the controller applies them, and the digest of the build output.
@@ -107,17 +107,14 @@ pub(crate) fn build_decrypting(
 ) -> Result<Built, FluxBuildError> {
     let workspace = sops::sources::Workspace::new(root, dir, keys)?;
     let (root, dir) = (workspace.root.as_path(), workspace.dir.as_path());
-    let loader = kustomize::loader::Loader::new(root, options.max_file_bytes)?;
+    let loader = kustomize::loader::Loader::new(root, options.max_file_bytes())?;
     let dir = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
         loader.root().join(dir)
     };
     let kustomization = root::root_kustomization(&loader, &dir, spec)?;
-    let options = BuildOptions {
-        kustomization_override: Some(kustomization),
-        ..options.clone()
-    };
+    let options = options.clone().with_kustomization_override(kustomization);
     let kustomize::Manifests { objects, warnings } = kustomize::build(root, &dir, &options)?;
     let substitute_options = spec.post_build.as_ref().map(|post_build| SubstituteOptions {
         strict: strict_substitution,

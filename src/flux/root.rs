@@ -1,18 +1,18 @@
 //! The root kustomization Flux builds (fluxcd/pkg/kustomize generator): the directory's own
 //! kustomization file, or one generated from the YAML files found under it, with the
 //! Kustomization's spec overrides applied. The result is YAML text for
-//! [`crate::kustomize::BuildOptions::kustomization_override`]; nothing is written to disk.
+//! `kustomize::BuildOptions::with_kustomization_override`; nothing is written to disk.
 
 use std::path::{Path, PathBuf};
 
+use kustomize::file::FILE_NAMES;
+use kustomize::loader::Loader;
+use kustomize::{BuildError, yaml};
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
 use crate::api::KustomizationSpec;
 use crate::api::kustomization::{BuildMetadata, Selector};
-use crate::kustomize::file::FILE_NAMES;
-use crate::kustomize::loader::Loader;
-use crate::kustomize::{BuildError, yaml};
 
 /// The top-level fields of kustomize's `Kustomization` type. Flux decodes the root file
 /// into that type, so any other key is dropped (not an error, unlike in bases).

@@ -87,9 +87,9 @@ pub(crate) fn substitute(
     }
     // Flux substitutes over kustomize's YAML text of the object and reads the result back
     // with sigs.k8s.io/yaml (YAML 1.1).
-    let text = crate::kustomize::to_yaml(std::slice::from_ref(object));
+    let text = kustomize::to_yaml(std::slice::from_ref(object));
     let expanded = envsubst::expand(&text, vars, options.strict)?;
-    let documents = crate::kustomize::yaml::parse_documents_yaml11(&expanded, "substituted object")
+    let documents = kustomize::yaml::parse_documents_yaml11(&expanded, "substituted object")
         .map_err(|err| SubstituteError::Yaml(err.to_string()))?;
     match <[Value; 1]>::try_from(documents) {
         Ok([value]) => Ok(value),

@@ -6,13 +6,13 @@
 use std::fs;
 use std::path::Path;
 
+use kustomize::loader::Loader;
+use kustomize::packed;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::api::kustomization::{BuildMetadata, Image, Patch, PostBuild, Selector};
 use crate::error::Retry;
-use crate::kustomize::loader::Loader;
-use crate::kustomize::packed;
 
 /// A temporary directory holding `files` (path, text).
 fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {

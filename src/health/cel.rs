@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use cel::Context;
 use cel::objects::{Key, Map};
+use kustomize::gvk::split_api_version;
 use serde_json::Value;
 
 use super::kstatus::{ObjectStatus, Status};
@@ -288,13 +289,13 @@ async fn on_cel_thread<T: Send + 'static>(
         .unwrap_or_else(|e| Err(CelError::Thread(e)))
 }
 
-/// The group of an `apiVersion` (`""` for the core group); `None` if malformed.
+/// The group of an `apiVersion` (`""` for the core group); `None` if malformed: an empty
+/// group or version, or more than one `/`.
 fn group_of(api_version: &str) -> Option<&str> {
-    match api_version.split('/').collect::<Vec<_>>()[..] {
-        [version] if !version.is_empty() => Some(""),
-        [group, version] if !group.is_empty() && !version.is_empty() => Some(group),
-        _ => None,
-    }
+    let (group, version) = split_api_version(api_version);
+    let malformed =
+        version.is_empty() || group.contains('/') || (group.is_empty() && api_version.contains('/'));
+    (!malformed).then_some(group)
 }
 
 /// JSON to CEL, with integers as CEL `int` like Kubernetes' unstructured objects.

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kustomize::gvk::split_api_version;
 use serde_json::Value;
 
 /// kstatus statuses, spelled as kstatus spells them.
@@ -84,7 +85,7 @@ pub(crate) fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
     }
     let kind = str_at(object, &["kind"]).unwrap_or_default();
     let api_version = str_at(object, &["apiVersion"]).unwrap_or_default();
-    let group = api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("");
+    let (group, _) = split_api_version(api_version);
     match (group, kind) {
         ("", "Service") => service(object),
         ("", "Pod") => pod(object, now),
@@ -106,7 +107,7 @@ pub(crate) fn compute_at(object: &Value, now: Timestamp) -> ObjectStatus {
 /// returns: its rule reads a status the cluster writes afterwards (a workload's observed
 /// generation and replicas, a Pod's or a Job's progress, a claim's binding).
 pub(crate) fn rolls_out(api_version: &str, kind: &str) -> bool {
-    let group = api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("");
+    let (group, _) = split_api_version(api_version);
     matches!(
         (group, kind),
         ("", "Pod" | "PersistentVolumeClaim")
@@ -120,7 +121,7 @@ pub(crate) fn rolls_out(api_version: &str, kind: &str) -> bool {
 /// Service is left to the watch, its address comes later.
 pub(crate) fn current_as_applied(object: &Value) -> bool {
     let api_version = str_at(object, &["apiVersion"]).unwrap_or_default();
-    let group = api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("");
+    let (group, _) = split_api_version(api_version);
     match (group, str_at(object, &["kind"]).unwrap_or_default()) {
         ("", "Service") => str_at(object, &["spec", "type"]) != Some("LoadBalancer"),
         ("", "ConfigMap" | "Secret" | "ServiceAccount" | "LimitRange")

@@ -17,7 +17,7 @@ use std::time::Duration;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-use crate::kustomize::remote::{RemoteResources, RepoSpec, parse_repo_spec};
+use kustomize::remote::{RemoteResources, RepoSpec, parse_repo_spec};
 
 /// Bounds and switches of remote fetching.
 #[derive(Clone, Debug)]

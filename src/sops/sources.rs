@@ -6,10 +6,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use kustomize::file::FILE_NAMES;
 use serde_json::Value;
 
 use super::{Decrypted, Format, Keys, SopsError, decrypt_file};
-use crate::kustomize::file::FILE_NAMES;
 
 /// Why the generator sources could not be decrypted.
 #[derive(Debug, thiserror::Error)]

@@ -452,7 +452,7 @@ async fn the_controller_builds_a_remote_base_and_no_remote_bases_changes_nothing
 
 #[tokio::test]
 async fn checkouts_are_cached_by_repository_and_commit() {
-    use kustomize_controller::kustomize::remote::{RemoteResources, parse_repo_spec};
+    use kustomize::remote::{RemoteResources, parse_repo_spec};
     use kustomize_controller::remote::{RemoteConfig, RemoteFetcher};
     let server = GitServer::start().await;
     let repo = server.repository("bases");

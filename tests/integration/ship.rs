@@ -7,10 +7,10 @@ use std::process::Output;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
+use kustomize::{BuildOptions, packed};
 use kustomize_controller::api::KustomizationSpec;
 use kustomize_controller::applier::{Action, ApplyRequest, Owner};
 use kustomize_controller::flux;
-use kustomize_controller::kustomize::{BuildOptions, packed};
 use serde_json::json;
 
 use crate::support::applier::applier;

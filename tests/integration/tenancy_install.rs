@@ -7,11 +7,11 @@ use std::path::Path;
 use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
+use kustomize::{BuildOptions, packed};
 use kustomize_controller::api::KustomizationSpec;
 use kustomize_controller::applier::{ApplyRequest, Owner};
 use kustomize_controller::controller::options::RunOptions;
 use kustomize_controller::flux;
-use kustomize_controller::kustomize::{BuildOptions, packed};
 use serde_json::json;
 
 use crate::support::applier::applier;

@@ -1,0 +1,768 @@
+//! YAML in and out: multi-document parsing with anchors, aliases and merge keys into
+//! `serde_json` values, with kyaml's scalar resolution.
+
+use std::cell::Cell;
+
+use serde::Deserializer as _;
+use serde_json::{Map, Value};
+
+use super::error::BuildError;
+
+/// How many nodes a file may produce beyond its own length in bytes. Without aliases a
+/// file cannot produce more nodes than it has bytes, so the excess is what aliases
+/// expanded: this bounds a "billion laughs" file (a 90 KB file can otherwise expand to
+/// 10^8 nodes) while leaving every ordinary use of anchors far below it.
+const ALIAS_NODE_BUDGET: usize = 100_000;
+
+/// Parses every document of `text` (from file `origin`) into a JSON value. Empty documents
+/// are dropped; aliases are expanded and merge keys (`<<`) resolved; plain scalars are
+/// resolved as kyaml (goyaml v3) does, which differs from YAML 1.2 core in a few places
+/// (`0755` is octal, `1_000` is an integer, a plain date becomes a timestamp string).
+pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+    collect_documents(text, origin, false)
+}
+
+/// Like [`parse_documents`], with YAML 1.1 booleans (`yes`, `on`, `n`, ...) as goyaml v2
+/// reads them: kustomize decodes JSON6902 patches that way (sigs.k8s.io/yaml).
+pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, BuildError> {
+    collect_documents(text, origin, true)
+}
+
+fn collect_documents(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
+    let mut out = Vec::new();
+    for_each_document(text, origin, yaml11, |_, doc| {
+        out.push(doc);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Calls `each` with the 1-based index and value of every non-empty document as soon as it
+/// is parsed, so a caller never needs a big file's documents all at once.
+fn for_each_document(
+    text: &str,
+    origin: &str,
+    yaml11: bool,
+    mut each: impl FnMut(usize, Value) -> Result<(), BuildError>,
+) -> Result<(), BuildError> {
+    // goyaml (kyaml) reads YAML 1.1 only and refuses other version directives.
+    for (n, line) in text.lines().enumerate() {
+        if let Some(version) = line.strip_prefix("%YAML")
+            && version.trim() != "1.1"
+        {
+            return Err(BuildError::Yaml {
+                file: origin.to_string(),
+                line: n + 1,
+                message: "found incompatible YAML document".into(),
+            });
+        }
+    }
+    refuse_deep_flow(text, origin)?;
+    let mut index = 0;
+    let folded = super::folded::folded_starts(text);
+    let nodes = NodeBudget {
+        left: Cell::new(text.len().saturating_add(ALIAS_NODE_BUDGET)),
+    };
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let mut json = document
+            .deserialize_any(Scalars {
+                text,
+                yaml11,
+                nodes: &nodes,
+            })
+            .map_err(|e| yaml_error(origin, &e))?;
+        super::folded::apply(&mut json, &folded);
+        if !json.is_null() {
+            index += 1;
+            each(index, json)?;
+        }
+    }
+    Ok(())
+}
+
+/// How deep `[`/`{` may nest. The YAML scanner takes time quadratic in this depth (a 400 KB
+/// file of brackets ran for minutes) and the deserializer refuses anything past 128 levels
+/// anyway; inside a flow collection, brackets inside strings count too, which no real manifest
+/// piles up this high.
+const MAX_FLOW_DEPTH: usize = 1000;
+
+/// Refuses `text` before parsing when its flow collections nest deeper than [`MAX_FLOW_DEPTH`].
+/// Outside a flow collection only a bracket after a blank or at the start of a line can open
+/// one: anywhere else it is part of a plain scalar (`ow[[[ner: x`), which the scanner reads in
+/// linear time however many brackets it holds.
+fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildError> {
+    let mut depth = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let mut after_blank = true;
+        for b in line.bytes() {
+            let opens = depth > 0 || after_blank;
+            after_blank = b == b' ' || b == b'\t';
+            match b {
+                b'[' | b'{' if opens => depth += 1,
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => continue,
+            }
+            if depth > MAX_FLOW_DEPTH {
+                return Err(BuildError::Yaml {
+                    file: origin.to_string(),
+                    line: n + 1,
+                    message: format!("flow collections nested deeper than {MAX_FLOW_DEPTH} levels"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses one document that must be an object (a kustomization file), with YAML 1.1
+/// booleans.
+pub fn parse_object_yaml11(text: &str, origin: &str) -> Result<Map<String, Value>, BuildError> {
+    let mut docs = parse_documents_yaml11(text, origin)?;
+    match docs.len() {
+        0 => Ok(Map::new()),
+        1 => match docs.remove(0) {
+            Value::Object(map) => Ok(map),
+            other => Err(BuildError::NotObject {
+                file: origin.to_string(),
+                index: 1,
+                found: kind_of(&other),
+            }),
+        },
+        n => Err(BuildError::Kustomization {
+            file: origin.to_string(),
+            message: format!("expected one YAML document, found {n}"),
+        }),
+    }
+}
+
+/// Parses a resource file: every document must be an object; `*List` objects are expanded
+/// into their items, which kustomize places after the file's other documents. Each object
+/// goes through `keep` as soon as it is parsed (the engine packs it there).
+pub fn parse_resources<T>(
+    text: &str,
+    origin: &str,
+    mut keep: impl FnMut(Map<String, Value>) -> Result<T, BuildError>,
+) -> Result<Vec<T>, BuildError> {
+    let mut out = Vec::new();
+    let mut items = Vec::new();
+    for_each_document(text, origin, false, |index, doc| match doc {
+        Value::Object(map) if is_list(&map) => expand_list(map, origin, index, &mut keep, &mut items),
+        Value::Object(map) => {
+            out.push(keep(map)?);
+            Ok(())
+        }
+        other => Err(BuildError::NotObject {
+            file: origin.to_string(),
+            index,
+            found: kind_of(&other),
+        }),
+    })?;
+    out.append(&mut items);
+    Ok(out)
+}
+
+fn is_list(map: &Map<String, Value>) -> bool {
+    map.get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
+        && matches!(map.get("items"), Some(Value::Array(_)))
+}
+
+fn expand_list<T>(
+    mut map: Map<String, Value>,
+    origin: &str,
+    index: usize,
+    keep: &mut impl FnMut(Map<String, Value>) -> Result<T, BuildError>,
+    out: &mut Vec<T>,
+) -> Result<(), BuildError> {
+    if !is_list(&map) {
+        out.push(keep(map)?);
+        return Ok(());
+    }
+    let Some(Value::Array(items)) = map.remove("items") else {
+        unreachable!("checked above")
+    };
+    for item in items {
+        match item {
+            Value::Object(m) => expand_list(m, origin, index, keep, out)?,
+            other => {
+                return Err(BuildError::NotObject {
+                    file: origin.to_string(),
+                    index,
+                    found: kind_of(&other),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A short name of a value's type, for error messages.
+pub(crate) fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn yaml_error(origin: &str, e: &serde_yaml::Error) -> BuildError {
+    let line = e.location().map(|l| l.line()).unwrap_or(0);
+    // serde_yaml appends "at line X column Y"; the line is reported separately.
+    let message = e.to_string();
+    let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+    BuildError::Yaml {
+        file: origin.to_string(),
+        line,
+        message,
+    }
+}
+
+/// A serde visitor building JSON values. serde_yaml hands plain and quoted scalars that
+/// need no unescaping to `visit_borrowed_str` as slices of the input; the byte before the
+/// slice tells a quoted scalar (`'`/`"`) from a plain one, which is then resolved the way
+/// goyaml v3 does.
+#[derive(Clone, Copy)]
+struct Scalars<'t> {
+    text: &'t str,
+    yaml11: bool,
+    nodes: &'t NodeBudget,
+}
+
+/// The nodes a file may still produce, spent as they are built so that an expansion stops
+/// before it takes the memory.
+struct NodeBudget {
+    left: Cell<usize>,
+}
+
+impl NodeBudget {
+    fn spend<E: serde::de::Error>(&self) -> Result<(), E> {
+        match self.left.get().checked_sub(1) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(format!(
+                "aliases expand to more than {ALIAS_NODE_BUDGET} nodes beyond the file's size"
+            ))),
+        }
+    }
+}
+
+impl Scalars<'_> {
+    fn is_plain(&self, s: &str) -> bool {
+        let base = self.text.as_ptr() as usize;
+        let start = s.as_ptr() as usize;
+        if start < base || start > base + self.text.len() {
+            return false;
+        }
+        let before = self.text[..start - base].trim_end_matches([' ', '\t']);
+        !(before.ends_with('\'') || before.ends_with('"') || before.ends_with("!!str"))
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a YAML value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    // serde_yaml hands decimal integers beyond 64 bits over as 128-bit ones; goyaml v3 reads
+    // them as floats.
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Value, E> {
+        self.visit_f64(v as f64)
+    }
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Value, E> {
+        self.visit_f64(v as f64)
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        if !v.is_finite() {
+            return Err(E::custom(format!(
+                "unsupported value: {v} (JSON has no infinity or NaN)"
+            )));
+        }
+        Ok(float(v))
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value, E> {
+        if self.is_plain(v) {
+            if self.yaml11 {
+                match v {
+                    "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => return Ok(Value::Bool(true)),
+                    "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => return Ok(Value::Bool(false)),
+                    _ => {}
+                }
+            }
+            return Ok(resolve_plain(v));
+        }
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(v) = seq.next_element_seed(self)? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        let mut merged: Vec<Map<String, Value>> = Vec::new();
+        while let Some(key) = access.next_key_seed(self)? {
+            let value = access.next_value_seed(self)?;
+            let key = match key {
+                Value::String(s) => s,
+                // As goyaml refuses them. Printed as JSON, nested ones doubled their escapes at
+                // every level: `{{{...{a}...}}}` 25 deep took seconds and gigabytes.
+                Value::Object(_) | Value::Array(_) => {
+                    return Err(serde::de::Error::custom(format!(
+                        "invalid map key: {}",
+                        kind_of(&key)
+                    )));
+                }
+                other => scalar_text(&other),
+            };
+            if key == "<<" {
+                let bad = || serde::de::Error::custom("merge key '<<' needs a map or a list of maps");
+                match value {
+                    Value::Object(m) => merged.push(m),
+                    Value::Array(items) => {
+                        for item in items {
+                            match item {
+                                Value::Object(m) => merged.push(m),
+                                _ => return Err(bad()),
+                            }
+                        }
+                    }
+                    _ => return Err(bad()),
+                }
+                continue;
+            }
+            if map.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "mapping key \"{key}\" already defined"
+                )));
+            }
+            map.insert(key, value);
+        }
+        // Explicit keys win over merged ones; among merged maps the first one wins.
+        for m in merged {
+            for (k, v) in m {
+                map.entry(k).or_insert(v);
+            }
+        }
+        Ok(Value::Object(map))
+    }
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
+        // A value with a custom tag (`!Tag x`): the tag is dropped, the value kept.
+        use serde::de::VariantAccess;
+        let (_tag, variant): (String, _) = data.variant()?;
+        variant.newtype_variant_seed(self)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Scalars<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        self.nodes.spend()?;
+        d.deserialize_any(self)
+    }
+}
+
+/// kyaml prints integral floats as integers (`1.0` becomes `1`), so normalize them here.
+fn float(f: f64) -> Value {
+    if let Some(n) = integral_float(f) {
+        return Value::Number(n);
+    }
+    serde_json::Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or_else(|| Value::String(f.to_string()))
+}
+
+/// The integer an integral float prints as. kustomize's output goes through Go's JSON, which
+/// writes a float below 1e21 in full with its shortest digits (6.153255929452609e18 as
+/// `6153255929452609000`, not the exact `6153255929452608512`); goyaml v2 reads that text
+/// back as an integer when it fits 64 bits, else as a float (`-1e+19`).
+pub(crate) fn integral_float(f: f64) -> Option<serde_json::Number> {
+    if f.fract() != 0.0 || f.abs() >= 18_446_744_073_709_551_616.0 {
+        return None;
+    }
+    let text = format!("{f}");
+    match text.parse::<i64>() {
+        Ok(n) => Some(n.into()),
+        Err(_) => text.parse::<u64>().ok().map(Into::into),
+    }
+}
+
+/// Resolves a plain scalar that serde_yaml left as a string, with goyaml v3's extra rules:
+/// Go `ParseInt(s, 0, 64)` integers (leading-zero octal, underscores), YAML floats, and
+/// dates, which kyaml turns into RFC 3339 timestamps.
+pub(crate) fn resolve_plain(s: &str) -> Value {
+    let first = s.as_bytes().first().copied().unwrap_or(b' ');
+    if !(first.is_ascii_digit() || first == b'-' || first == b'+' || first == b'.') {
+        return Value::String(s.to_string());
+    }
+    let plain = s.replace('_', "");
+    let (negative, digits) = match plain.as_bytes().first() {
+        Some(b'-') => (true, &plain[1..]),
+        Some(b'+') => (false, &plain[1..]),
+        _ => (false, plain.as_str()),
+    };
+    let parsed = if digits.is_empty() || digits.starts_with(['+', '-']) {
+        None
+    } else if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        i64::from_str_radix(hex, 16).ok()
+    } else if let Some(oct) = digits.strip_prefix("0o").or_else(|| digits.strip_prefix("0O")) {
+        i64::from_str_radix(oct, 8).ok()
+    } else if let Some(bin) = digits.strip_prefix("0b").or_else(|| digits.strip_prefix("0B")) {
+        i64::from_str_radix(bin, 2).ok()
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        i64::from_str_radix(&digits[1..], 8).ok()
+    } else {
+        digits.parse::<i64>().ok()
+    };
+    if let Some(n) = parsed {
+        return Value::from(if negative { -n } else { n });
+    }
+    if is_yaml_float(&plain)
+        && let Ok(f) = plain.parse::<f64>()
+    {
+        return float(f);
+    }
+    if is_date(s) {
+        return Value::String(format!("{s}T00:00:00Z"));
+    }
+    Value::String(s.to_string())
+}
+
+/// goyaml's float syntax: `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`.
+fn is_yaml_float(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some(("", frac)) => digits(frac),
+        Some((int, frac)) => digits(int) && (frac.is_empty() || digits(frac)),
+        None => digits(mantissa),
+    };
+    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)));
+    mantissa_ok && exponent_ok
+}
+
+/// `YYYY-MM-DD` (a YAML timestamp without time).
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && [0, 1, 2, 3, 5, 6, 8, 9].iter().all(|&i| b[i].is_ascii_digit())
+}
+
+/// The text of a scalar value (`true`, `12`, `a`); composite values print as JSON.
+pub(crate) fn scalar_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the plain scalar `s` reads back as this string to a YAML 1.1 reader (goyaml v2,
+/// which prints kustomize's output and reads it again after Flux's substitution) and to
+/// kyaml. Not: the empty string, `~` and `null`, booleans (`y`, `on`, `yes`, `True`, ...),
+/// numbers in every YAML 1.1 spelling (`012`, `0x1F`, `0o17`, `0b101`, `1_000`, `1e3`, `.5`,
+/// `+1`, `3.`, `.inf`, `.NaN`), timestamps (`2024-01-01`, `2024-1-1`) and base-60 numbers
+/// (`1:20`). Yes: `=`, `<<`, `1,000`, `0x`, `yes please`, which goyaml v2 prints unquoted.
+pub(crate) fn reads_back_as_string(s: &str) -> bool {
+    // Only a digit, sign or dot can start a number, timestamp or base-60 form.
+    let numeric = s.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.'));
+    !s.is_empty()
+        && !matches!(
+            s,
+            "~" | "null"
+                | "Null"
+                | "NULL"
+                | "y"
+                | "Y"
+                | "yes"
+                | "Yes"
+                | "YES"
+                | "n"
+                | "N"
+                | "no"
+                | "No"
+                | "NO"
+                | "true"
+                | "True"
+                | "TRUE"
+                | "false"
+                | "False"
+                | "FALSE"
+                | "on"
+                | "On"
+                | "ON"
+                | "off"
+                | "Off"
+                | "OFF"
+                | ".inf"
+                | ".Inf"
+                | ".INF"
+                | "+.inf"
+                | "+.Inf"
+                | "+.INF"
+                | "-.inf"
+                | "-.Inf"
+                | "-.INF"
+                | ".nan"
+                | ".NaN"
+                | ".NAN"
+        )
+        && (!numeric || (resolve_plain(s).as_str() == Some(s) && !super::yaml11::reads_as_other(s)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_yaml_names_file_and_line() {
+        let err = parse_documents("a: 1\nb: [1, 2\nc: 3\n", "base/deploy.yaml").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("base/deploy.yaml:"), "{msg}");
+        assert!(matches!(err, BuildError::Yaml { line, .. } if line >= 2), "{msg}");
+    }
+
+    #[test]
+    fn non_object_document_is_rejected_with_its_index() {
+        let err = parse_resources("kind: A\n---\n- 1\n- 2\n", "res.yaml", Ok).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "res.yaml: document 2 is not an object (found a list)"
+        );
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys_resolve() {
+        let docs =
+            parse_documents("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nref: *b\n", "f").unwrap();
+        assert_eq!(docs[0]["other"], serde_json::json!({"x": 1, "y": 3}));
+        assert_eq!(docs[0]["ref"], serde_json::json!({"x": 1, "y": 2}));
+    }
+
+    #[test]
+    fn alias_expansion_beyond_the_budget_is_refused_naming_the_file() {
+        // 600 aliases of a 500-item list: 300,000 nodes from a file of about 4 KB.
+        let bomb = format!(
+            "a: &a [{}]\nb:\n{}",
+            vec!["x"; 500].join(","),
+            "- *a\n".repeat(600)
+        );
+        let err = parse_documents(&bomb, "bomb.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("bomb.yaml:"), "{err}");
+        assert!(err.contains("aliases expand to more than 100000 nodes"), "{err}");
+        // A quarter of it is an ordinary, if generous, use of anchors.
+        let fine = format!(
+            "a: &a [{}]\nb:\n{}",
+            vec!["x"; 500].join(","),
+            "- *a\n".repeat(150)
+        );
+        let docs = parse_documents(&fine, "fine.yaml").unwrap();
+        assert_eq!(docs[0]["b"].as_array().map(Vec::len), Some(150));
+    }
+
+    fn assert_refused_within_a_second(text: &str) {
+        let started = std::time::Instant::now();
+        assert!(parse_documents(text, "deep.yaml").is_err());
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+    }
+
+    #[test]
+    fn flow_collections_nested_past_the_limit_are_refused_before_parsing() {
+        let nested = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let err = parse_documents(&nested(1001), "deep.yaml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "deep.yaml:1: malformed YAML: flow collections nested deeper than 1000 levels"
+        );
+        // A deep file is refused before the scanner, whose time grows with the square of the depth.
+        assert_refused_within_a_second(&nested(200_000));
+        // Brackets inside a plain scalar open nothing, however many documents repeat them.
+        let plain = format!("a:\n  ow{}ner: x\n", "[".repeat(600));
+        let docs = parse_documents(&[plain.as_str(); 3].join("---\n"), "plain.yaml").unwrap();
+        assert_eq!(docs.len(), 3);
+        assert_eq!(docs[2]["a"][format!("ow{}ner", "[".repeat(600))], "x");
+        let indented = |n: usize| format!("a:\n  {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(
+            parse_documents(&indented(1001), "deep.yaml").is_err(),
+            "so can an indented one"
+        );
+        // Shallow nesting is the parser's business as before.
+        assert_eq!(
+            parse_documents(&nested(3), "ok.yaml").unwrap()[0]["a"],
+            serde_json::json!([[[]]])
+        );
+    }
+
+    #[test]
+    fn lists_expand_and_empty_documents_drop() {
+        let text = "---\n---\napiVersion: v1\nkind: List\nitems:\n- {kind: A}\n- {kind: B}\n";
+        let objs = parse_resources(text, "f", Ok).unwrap();
+        assert_eq!(objs.len(), 2);
+        assert_eq!(objs[1]["kind"], "B");
+    }
+
+    #[test]
+    fn plain_scalars_resolve_like_kyaml_and_quoted_ones_stay_strings() {
+        let text = "a: 0755\nb: '0755'\nc: -01\nd: 2024-01-01\ne: \"2024-01-01\"\nf: 1_000\ng: 0x1F\nh: yes\ni: .5\nj: !!str 12\nk: 08\n";
+        let d = &parse_documents(text, "f").unwrap()[0];
+        assert_eq!(d["a"], serde_json::json!(493));
+        assert_eq!(d["b"], serde_json::json!("0755"));
+        assert_eq!(d["c"], serde_json::json!(-1));
+        assert_eq!(d["d"], serde_json::json!("2024-01-01T00:00:00Z"));
+        assert_eq!(d["e"], serde_json::json!("2024-01-01"));
+        assert_eq!(d["f"], serde_json::json!(1000));
+        assert_eq!(d["g"], serde_json::json!(31));
+        assert_eq!(d["h"], serde_json::json!("yes"));
+        assert_eq!(d["i"], serde_json::json!(0.5));
+        assert_eq!(d["j"], serde_json::json!("12"));
+        assert_eq!(d["k"], serde_json::json!(8));
+    }
+
+    #[test]
+    fn composite_keys_are_refused_at_once_however_deeply_nested() {
+        let err = parse_documents("a: 1\nb: {[x]: 1}\n", "list-key.yaml").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "list-key.yaml:2: malformed YAML: b: invalid map key: a list"
+        );
+        let nested = |n: usize| format!("kind: {}a{}\n", "{".repeat(n), "}".repeat(n));
+        let err = parse_documents_yaml11(&nested(2), "map-key.yaml").unwrap_err();
+        assert!(err.to_string().contains("invalid map key: an object"), "{err}");
+        assert_refused_within_a_second(&nested(60));
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected() {
+        let err = parse_documents("a: 1\na: 2\n", "dup.yaml").unwrap_err();
+        assert!(err.to_string().starts_with("dup.yaml:"), "{err}");
+        assert!(err.to_string().contains("already defined"), "{err}");
+    }
+
+    #[test]
+    fn emitted_yaml_reads_back_to_the_same_values() {
+        let v = serde_json::json!({
+            "a": "0755", "b": "2024-01-01", "c": "yes", "d": "", "e": "line1\nline2", "f": "- x", "g": "a: b",
+            "h": [1, "2", {"x": [], "y": {}}, [true, null]], "i": {"j": {"k": 1.5}}, "l": "plain text", "m": "#x",
+        });
+        let text = crate::printer::emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
+        let back = parse_documents(&text, "emitted").unwrap();
+        assert_eq!(back, vec![v, serde_json::json!({"n": 1})], "{text}");
+    }
+
+    #[test]
+    fn strings_that_read_as_other_types_are_recognised() {
+        // As kustomize v5.8.1 printed these ConfigMap values.
+        let quoted = [
+            "y",
+            "Y",
+            "n",
+            "N",
+            "on",
+            "off",
+            "yes",
+            "No",
+            "2024-01-01",
+            "2024-01-01T10:00:00Z",
+            "2024-1-1",
+            "2001-12-14t21:59:43.10-05:00",
+            "1:20",
+            "190:20:30",
+            "0x1F",
+            "1e3",
+            "~",
+            "null",
+            ".5",
+            "+1",
+            "0o17",
+            "1_000",
+            "0b101",
+            ".inf",
+            ".NaN",
+            "1.0",
+            "012",
+            "0",
+            "-0",
+            "08",
+            "True",
+            "NULL",
+            "+.5",
+            "1.5e+3",
+            "3.",
+        ];
+        for s in quoted {
+            assert!(!reads_back_as_string(s), "{s}");
+        }
+        for s in ["=", "<<", "a=b", "1,000", "0x", "yes please", "1 2", "tRUE", "~x"] {
+            assert!(reads_back_as_string(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn large_integral_floats_read_as_the_integers_kustomize_prints() {
+        // Expected values as kustomize v5.8.1 printed these scalars. A leading zero with an 8
+        // or 9 is no octal integer but a float; printed in full it reads back as an integer.
+        let text = "a: 06153255929452608058\nb: -06153255929452608058\nc: 9223372036854775808\n\
+                    d: -10000000000000000000\ne: 99999999999999999999\nf: 1.8446744073709550e19\n\
+                    g: 6153255929452608512\nh: 0615325592945260805812345\n";
+        let d = &parse_documents(text, "f").unwrap()[0];
+        assert_eq!(d["a"], serde_json::json!(6153255929452609000_i64));
+        assert_eq!(d["b"], serde_json::json!(-6153255929452609000_i64));
+        assert_eq!(d["c"], serde_json::json!(9223372036854775808_u64));
+        assert_eq!(d["d"], serde_json::json!(-1e19));
+        assert_eq!(d["e"], serde_json::json!(1e20));
+        assert_eq!(d["f"], serde_json::json!(18446744073709550000_u64));
+        assert_eq!(d["g"], serde_json::json!(6153255929452608512_i64));
+        assert_eq!(d["h"], serde_json::json!(6.153255929452608e23));
+        let printed = crate::printer::emit_documents(std::slice::from_ref(d));
+        assert_eq!(
+            parse_documents(&printed, "printed").unwrap(),
+            vec![d.clone()],
+            "{printed}"
+        );
+    }
+
+    #[test]
+    fn integral_floats_become_integers() {
+        let docs = parse_documents("a: 1.0\nb: 1.5\n", "f").unwrap();
+        assert_eq!(docs[0]["a"], serde_json::json!(1));
+        assert_eq!(docs[0]["b"], serde_json::json!(1.5));
+    }
+}
