@@ -210,13 +210,11 @@ mod tests {
     }
 
     fn failed(reason: &'static str, message: &str) -> Failed {
+        let message = message.into();
         Failed {
             reason,
-            message: message.into(),
-            terminal: false,
-            build: None,
-            inventory: None,
-            unhealthy: None,
+            message,
+            ..Failed::default()
         }
     }
 

@@ -170,9 +170,7 @@ impl Pass {
             reason: error.reason(),
             message: error.condition_message(self.requeue_dependency),
             terminal: retry == Retry::Terminal,
-            build: None,
-            inventory: None,
-            unhealthy: None,
+            ..Failed::default()
         });
         amend(&mut failed);
         let requeue = match retry {
