@@ -44,7 +44,7 @@ use crate::telemetry::{ObjectLabels, ReconcileResult};
 use super::events::{self, Notice};
 use super::pacing::{PROGRESS_DELAY, progress_after};
 use super::parked::{Resume, Started};
-use super::status::{self, Applied, Progress};
+use super::status::{self, Applied, Failed, Progress};
 use super::status_writes::write_status;
 use super::{Context, finalize, jittered};
 use outcome::Ending;
@@ -283,59 +283,74 @@ async fn conclude(
     // Events: change-set lines always (they are changes); outcome events only when the
     // status says something new, so a quiet interval emits nothing.
     emit_changes(ctx, &pass);
-    let metadata = pass.metadata();
     // drift: warn: a new set of drifted objects left in place
-    if written && let Some(notice) = super::drift::notice(&pass.old, &status, metadata.clone()) {
+    if written && let Some(notice) = super::drift::notice(&pass.old, &status, pass.metadata()) {
         ctx.notifier.emit(ks, &notice);
     }
     match ended {
-        Ok(_) => {
-            let message = format!(
-                "Reconciliation finished in {}, next run in {}",
-                duration::format(pass.started.elapsed()),
-                duration::format(ks.spec.interval())
-            );
-            tracing::info!("{message}");
-            if written && ready_changed(&pass.old, &status) {
-                let mut metadata = metadata;
-                metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
-                ctx.notifier.emit(
-                    ks,
-                    &Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata),
-                );
-            }
-            let random: f64 = rand::random();
-            Ok(Action::requeue(jittered(
-                ks.spec.interval(),
-                ctx.options.interval_jitter_percentage,
-                random,
-            )))
+        Ok(_) => Ok(succeeded(
+            ctx,
+            &pass,
+            written && ready_changed(&pass.old, &status),
+        )),
+        Err(failure) => failed(ctx, &pass, failure, ready_changed(&pass.old, &status)),
+    }
+}
+
+/// A pass that applied its revision: announced when Ready changed, then the next run at the
+/// interval.
+fn succeeded(ctx: &Context, pass: &Pass, announce: bool) -> Action {
+    let ks = &pass.ks;
+    let message = format!(
+        "Reconciliation finished in {}, next run in {}",
+        duration::format(pass.started.elapsed()),
+        duration::format(ks.spec.interval())
+    );
+    tracing::info!("{message}");
+    if announce {
+        let mut metadata = pass.metadata();
+        metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
+        let notice = Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata);
+        ctx.notifier.emit(ks, &notice);
+    }
+    let random: f64 = rand::random();
+    Action::requeue(jittered(
+        ks.spec.interval(),
+        ctx.options.interval_jitter_percentage,
+        random,
+    ))
+}
+
+/// A pass a step failed: announced when Ready changed (a Warning, or the step's own notice),
+/// then requeued as the error's classification says, or returned to `error_policy`.
+fn failed(
+    ctx: &Context,
+    pass: &Pass,
+    failure: StepFailure,
+    announce: bool,
+) -> Result<Action, ReconcileError> {
+    let elapsed = duration::format(pass.started.elapsed());
+    let failed = match failure.requeue {
+        Some(after) => format!(
+            "Reconciliation failed after {elapsed}, next try in {}",
+            duration::format(after)
+        ),
+        None => format!("Reconciliation failed after {elapsed}"),
+    };
+    tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");
+    if announce {
+        if let Some(notice) = failure.notice {
+            ctx.notifier.emit(&pass.ks, &notice);
+        } else if failure.warns {
+            let Failed { reason, message, .. } = *failure.failed;
+            ctx.notifier
+                .emit(&pass.ks, &Notice::error(reason, message, pass.metadata()));
         }
-        Err(failure) => {
-            let elapsed = duration::format(pass.started.elapsed());
-            let failed = match failure.requeue {
-                Some(after) => format!(
-                    "Reconciliation failed after {elapsed}, next try in {}",
-                    duration::format(after)
-                ),
-                None => format!("Reconciliation failed after {elapsed}"),
-            };
-            tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");
-            if ready_changed(&pass.old, &status) {
-                if let Some(notice) = failure.notice {
-                    ctx.notifier.emit(ks, &notice);
-                } else if failure.warns {
-                    let notice =
-                        Notice::error(failure.failed.reason, failure.failed.message.clone(), metadata);
-                    ctx.notifier.emit(ks, &notice);
-                }
-            }
-            match (failure.error, failure.requeue) {
-                (Some(error), _) => Err(error),
-                (None, Some(after)) => Ok(Action::requeue(after)),
-                (None, None) => Ok(Action::await_change()),
-            }
-        }
+    }
+    match (failure.error, failure.requeue) {
+        (Some(error), _) => Err(error),
+        (None, Some(after)) => Ok(Action::requeue(after)),
+        (None, None) => Ok(Action::await_change()),
     }
 }
 
