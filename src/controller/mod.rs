@@ -84,7 +84,7 @@ pub(crate) struct Context {
     /// Consecutive failed artifact downloads per object, for the download retries.
     download_failures: Mutex<HashMap<String, u32>>,
     /// Health waits parked off the workers, with the passes they conclude.
-    pub waits: parked::Waits<reconcile::Pass>,
+    pub waits: parked::Waits<reconcile::ParkedPass>,
     /// Status writes the Kustomization cache does not show yet.
     own_writes: OwnWrites<Kustomization>,
 }

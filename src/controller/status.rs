@@ -177,7 +177,7 @@ pub(crate) fn mark_applied(status: &mut KustomizationStatus, stamp: &Stamp, appl
 }
 
 /// A reconcile that failed in one of its steps.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Failed {
     /// A Ready reason from `api::conditions::reason`.
     pub reason: &'static str,

@@ -7,7 +7,7 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::PatchError;
-use crate::kustomize::DEFAULT_MAX_FILE_BYTES;
+use crate::DEFAULT_MAX_FILE_BYTES;
 
 /// How much memory a JSON6902 patch may add to an object: as much as a file the engine reads
 /// may hold. Growth, not size: an object may already be large (a CRD's schema) and be patched.
