@@ -179,7 +179,7 @@ async fn reconcile_apply(
 
 /// The pipeline up to the health verdict, or a wait to park.
 async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Reached, StepFailure> {
-    let exprs = steps::health_exprs(pass)?;
+    let exprs = steps::health_exprs(pass).await?;
     let artifact = steps::resolve(pass, ctx).await?;
 
     // A parked health wait for this very work: the pass it parked concludes once the wait has

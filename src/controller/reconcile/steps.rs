@@ -48,7 +48,7 @@ pub(crate) struct ApplyReport {
 }
 
 /// Health expressions are configuration: checked before any work.
-pub(super) fn health_exprs(pass: &Pass) -> Result<Arc<HealthExprs>, StepFailure> {
+pub(super) async fn health_exprs(pass: &Pass) -> Result<Arc<HealthExprs>, StepFailure> {
     let exprs = health::cel::compile(&pass.ks.spec.health_check_exprs)
         .await
         .map_err(|e| pass.fail(e))?;
