@@ -1,0 +1,4 @@
+//! Flux's image reflection as the second controller of this repository: `ImageRepository`
+//! scans a registry's tags into a store of its own, `ImagePolicy` picks the latest of them.
+//! Its runtime (telemetry, leader election, events, status writes, flags) is `flux_runtime`,
+//! shared with the Kustomization controller.
