@@ -57,6 +57,8 @@ pub use preview::ObjectDiff;
 pub use prune::PruneError;
 pub use watch::LiveWatches;
 
+pub(crate) use secret::mask;
+
 use crate::api::conditions::reason;
 use crate::api::inventory::ObjectRef;
 use crate::api::kustomization::IgnoreRule;

@@ -181,6 +181,15 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     if !ignored.is_empty() {
         tracing::warn!(flags = ?ignored, "flags accepted for compatibility with Flux have no effect in this controller");
     }
+    // Decrypted sources a killed predecessor (same /tmp after a container restart) left.
+    match crate::sops::workdir::remove_stale(&std::env::temp_dir()) {
+        Ok(removed) => {
+            for dir in removed {
+                tracing::info!(dir = %dir.display(), "removed the decrypted sources of a process that ended");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "cannot look for decrypted sources left by ended processes"),
+    }
     let config = kube::Config::infer().await?;
     let (client, counts) = counting_client(config.clone()).map_err(RunError::Client)?;
 

@@ -7,6 +7,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use url::{Position, Url};
 
 /// How many redirects a GET follows, as Go's HTTP client does (it allows ten).
 const MAX_REDIRECTS: usize = 10;
@@ -55,7 +56,7 @@ impl Http {
                     .get(header::LOCATION)
                     .and_then(|v| v.to_str().ok())
                     .ok_or_else(|| format!("redirect {status} without a Location"))?;
-                call.url = join_location(&call.url, location);
+                call.url = redirect_target(&call.url, location)?;
                 continue;
             }
             let mut body = response.into_body();
@@ -88,25 +89,112 @@ fn describe(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// A redirect target: absolute, or a path on the same scheme and host.
-fn join_location(current: &str, location: &str) -> String {
-    if location.contains("://") {
-        return location.to_string();
+/// A redirect target: `location` resolved against the URL that answered (RFC 3986 section 5),
+/// without its fragment, which is never sent. Only http and https are followed, as Go's client
+/// refuses other schemes.
+fn redirect_target(current: &str, location: &str) -> Result<String, String> {
+    let base = Url::parse(current).map_err(|e| format!("invalid URL {current:?}: {e}"))?;
+    let target = base
+        .join(location)
+        .map_err(|e| format!("invalid redirect Location {location:?}: {e}"))?;
+    if !matches!(target.scheme(), "http" | "https") {
+        return Err(format!(
+            "redirect to {location:?}: unsupported scheme {:?}",
+            target.scheme()
+        ));
     }
-    let after_scheme = current.find("://").map_or(0, |i| i + 3);
-    let host_end = current[after_scheme..]
-        .find('/')
-        .map_or(current.len(), |i| after_scheme + i);
-    format!("{}{}", &current[..host_end], location)
+    Ok(target[..Position::AfterQuery].to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// RFC 3986 section 5.4's examples against its base `http://a/b/c/d;p?q`, with the
+    /// fragment dropped (it is never sent). `//g` gives `http://g/`: an empty http path is `/`
+    /// (section 6.2.3). Before, a Location without a leading `/` or `scheme://` was glued to
+    /// the host (`g` -> `http://ag`), `//g` became `http://a//g` and `?y` `http://a?y`.
     #[test]
-    fn relative_redirects_keep_scheme_and_host() {
-        assert_eq!(join_location("https://h:1/a/b?q", "/c"), "https://h:1/c");
-        assert_eq!(join_location("https://h/a", "http://o/x"), "http://o/x");
+    fn locations_resolve_as_rfc_3986_says() {
+        let base = "http://a/b/c/d;p?q";
+        let table = [
+            // 5.4.1 normal examples
+            ("g", "http://a/b/c/g"),
+            ("./g", "http://a/b/c/g"),
+            ("g/", "http://a/b/c/g/"),
+            ("/g", "http://a/g"),
+            ("//g", "http://g/"),
+            ("?y", "http://a/b/c/d;p?y"),
+            ("g?y", "http://a/b/c/g?y"),
+            ("#s", "http://a/b/c/d;p?q"),
+            ("g#s", "http://a/b/c/g"),
+            ("g?y#s", "http://a/b/c/g?y"),
+            (";x", "http://a/b/c/;x"),
+            ("g;x", "http://a/b/c/g;x"),
+            ("g;x?y#s", "http://a/b/c/g;x?y"),
+            ("", "http://a/b/c/d;p?q"),
+            (".", "http://a/b/c/"),
+            ("./", "http://a/b/c/"),
+            ("..", "http://a/b/"),
+            ("../", "http://a/b/"),
+            ("../g", "http://a/b/g"),
+            ("../..", "http://a/"),
+            ("../../", "http://a/"),
+            ("../../g", "http://a/g"),
+            // 5.4.2 abnormal examples
+            ("../../../g", "http://a/g"),
+            ("../../../../g", "http://a/g"),
+            ("/./g", "http://a/g"),
+            ("/../g", "http://a/g"),
+            ("g.", "http://a/b/c/g."),
+            (".g", "http://a/b/c/.g"),
+            ("g..", "http://a/b/c/g.."),
+            ("..g", "http://a/b/c/..g"),
+            ("./../g", "http://a/b/g"),
+            ("./g/.", "http://a/b/c/g/"),
+            ("g/./h", "http://a/b/c/g/h"),
+            ("g/../h", "http://a/b/c/h"),
+            ("g;x=1/./y", "http://a/b/c/g;x=1/y"),
+            ("g;x=1/../y", "http://a/b/c/y"),
+            ("g?y/./x", "http://a/b/c/g?y/./x"),
+            ("g?y/../x", "http://a/b/c/g?y/../x"),
+            ("g#s/./x", "http://a/b/c/g"),
+            ("g#s/../x", "http://a/b/c/g"),
+            // the RFC allows this backward-compatible reading for a base of the same scheme
+            ("http:g", "http://a/b/c/g"),
+        ];
+        for (location, want) in table {
+            assert_eq!(
+                redirect_target(base, location).as_deref(),
+                Ok(want),
+                "Location {location:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn locations_keep_port_and_change_host_or_scheme() {
+        let table = [
+            ("https://h:1/a/b?q", "/c", "https://h:1/c"),
+            ("https://h:1/a/b?q", "c", "https://h:1/a/c"),
+            ("https://h:1/a/b?q", "//o/x", "https://o/x"),
+            ("https://h/a", "http://o/x", "http://o/x"),
+            ("https://h/a", "HTTP://O:8080/x", "http://o:8080/x"),
+        ];
+        for (base, location, want) in table {
+            assert_eq!(
+                redirect_target(base, location).as_deref(),
+                Ok(want),
+                "{base} + {location:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn locations_to_other_schemes_are_refused() {
+        for location in ["file:///etc/passwd", "g:h", "ftp://a/b"] {
+            let error = redirect_target("http://a/b/c/d;p?q", location).unwrap_err();
+            assert!(error.contains("unsupported scheme"), "{location}: {error}");
+        }
     }
 }

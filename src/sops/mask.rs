@@ -1,9 +1,11 @@
 //! Keeping decrypted values out of messages: an API server's validation error may echo a
-//! value it rejected, and conditions, events and logs all carry the step's message.
+//! value it rejected, and conditions, events and logs all carry the step's message. The
+//! masking rule is the applier's, the one that also hides Secret values in its errors.
 
 use std::time::Duration;
 
 use crate::api::conditions::reason;
+use crate::applier::mask;
 use crate::error::{Retry, StepError};
 
 /// A step error whose messages show `***` for every decrypted value.
@@ -39,19 +41,6 @@ impl<E: StepError> StepError for Masked<E> {
     }
 }
 
-/// `text` with every decrypted value replaced by `***`, the longest first so a value that
-/// contains another is masked whole. Values of one or two characters would mask ordinary
-/// text and reveal little, so they stay.
-pub(crate) fn mask(text: &str, secrets: &[String]) -> String {
-    let mut sorted: Vec<&String> = secrets.iter().filter(|s| s.len() > 2).collect();
-    sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let mut out = text.to_string();
-    for secret in sorted {
-        out = out.replace(secret.as_str(), "***");
-    }
-    out
-}
-
 /// A Secret still SOPS-encrypted at apply time; Flux refuses it before applying anything.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -67,9 +56,18 @@ impl StepError for Refused {
 mod tests {
     use super::*;
 
+    // A decrypted value an API error echoed JSON-escaped: before, only the exact bytes were
+    // masked, so the condition and the event showed it.
     #[test]
-    fn masking_replaces_the_longest_value_first() {
-        let secrets = vec!["abc".to_string(), "abcdef".to_string(), "ab".to_string()];
-        assert_eq!(mask("x abcdef y abc ab", &secrets), "x *** y *** ab");
+    fn messages_mask_decrypted_values_as_errors_quote_them() {
+        let masked = Masked {
+            error: Refused(r#"Invalid value: "s3cr\"t\\value": bad"#.to_string()),
+            secrets: vec![r#"s3cr"t\value"#.to_string()],
+        };
+        assert_eq!(masked.to_string(), r#"Invalid value: "***": bad"#);
+        assert_eq!(
+            masked.condition_message(Duration::ZERO),
+            r#"Invalid value: "***": bad"#
+        );
     }
 }

@@ -15,6 +15,7 @@ mod openpgp;
 pub(crate) mod secret;
 pub(crate) mod sources;
 mod tree;
+pub(crate) mod workdir;
 
 use serde_json::Value;
 use thiserror::Error;

@@ -1,15 +1,21 @@
 //! The files a kustomization's `secretGenerator` reads (`files`, `envs`) and its patch files,
 //! decrypted before the build when they are SOPS documents, through every local
 //! kustomization the build reaches. Artifact trees are cached and shared, so plaintext is
-//! never written into them: the decrypted files go into a private copy of the tree.
+//! never written into them: the decrypted files go into a private copy of the tree, in this
+//! process's work directory (see `workdir`).
 
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use kustomize::file::FILE_NAMES;
 use serde_json::Value;
 
-use super::{Decrypted, Format, Keys, SopsError, decrypt_file};
+use super::{Decrypted, Format, Keys, SopsError, decrypt_file, workdir};
+
+/// The largest generator source read while decryption is on, encrypted or not, as Flux
+/// (5 MiB): a source is read whole and its plaintext held in memory.
+pub(crate) const MAX_SOURCE_BYTES: u64 = 5 << 20;
 
 /// Why the generator sources could not be decrypted.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +27,9 @@ pub enum SourceError {
         #[source]
         source: SopsError,
     },
+    /// Flux's message, after the file's name inside the artifact.
+    #[error("{file}: cannot decrypt file with size ({size} bytes) exceeding limit ({MAX_SOURCE_BYTES})")]
+    TooLarge { file: String, size: u64 },
     #[error("cannot copy the artifact for its decrypted files: {0}")]
     Copy(#[from] std::io::Error),
 }
@@ -87,11 +96,13 @@ fn decrypt_sources(root: &Path, dir: &Path, keys: &Keys) -> Result<Decrypted<Pla
     let mut files = Vec::new();
     let mut secrets = Vec::new();
     for (path, format) in found {
-        let Ok(bytes) = fs::read(&path) else { continue };
+        let shown = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
+        let Some(bytes) = read_source(&path, &shown)? else {
+            continue;
+        };
         if !String::from_utf8_lossy(&bytes).contains(format.marker()) {
             continue;
         }
-        let shown = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
         let plain = decrypt_file(&bytes, format, keys)
             .map_err(|source| SourceError::Decrypt { file: shown, source })?;
         secrets.extend(plain.secrets);
@@ -106,10 +117,34 @@ fn decrypt_sources(root: &Path, dir: &Path, keys: &Keys) -> Result<Decrypted<Pla
     })
 }
 
+/// The content of a generator source, refused above [`MAX_SOURCE_BYTES`] before it is read
+/// (and never read past it); `None` when it cannot be read, which the build reports.
+fn read_source(path: &Path, shown: &str) -> Result<Option<Vec<u8>>, SourceError> {
+    let Ok(file) = fs::File::open(path) else {
+        return Ok(None);
+    };
+    let too_large = |size| SourceError::TooLarge {
+        file: shown.to_string(),
+        size,
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > MAX_SOURCE_BYTES {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::new();
+    if file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes).is_err() {
+        return Ok(None);
+    }
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
 /// A private copy of `root` with `files` (absolute paths inside `root`) replaced.
 fn materialize(root: &Path, files: &[(PathBuf, Vec<u8>)]) -> std::io::Result<tempfile::TempDir> {
     let root = root.canonicalize()?;
-    let copy = tempfile::tempdir()?;
+    let copy = workdir::build_dir()?;
     copy_tree(&root, copy.path())?;
     for (path, bytes) in files {
         if let Ok(relative) = path.strip_prefix(&root) {
@@ -207,4 +242,54 @@ fn visit(root: &Path, dir: &Path, visited: &mut Vec<PathBuf>, found: &mut Vec<(P
 fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
     let resolved = path.canonicalize().ok()?;
     resolved.starts_with(root).then_some(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use age::secrecy::ExposeSecret;
+
+    use super::*;
+
+    fn keys() -> Keys {
+        let identity = age::x25519::Identity::generate();
+        let secret = BTreeMap::from([(
+            "id.agekey".to_string(),
+            identity.to_string().expose_secret().as_bytes().to_vec(),
+        )]);
+        Keys::from_secret("ns/keys", &secret, None).unwrap()
+    }
+
+    fn tree(size: usize) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        fs::create_dir(root.path().join("secrets")).unwrap();
+        fs::write(
+            root.path().join("kustomization.yaml"),
+            "secretGenerator:\n- name: db\n  envs: [secrets/db.env]\n",
+        )
+        .unwrap();
+        fs::write(root.path().join("secrets/db.env"), vec![b'#'; size]).unwrap();
+        root
+    }
+
+    // Before, a source of any size was read whole into memory (and, encrypted, decrypted).
+    #[test]
+    fn a_source_over_five_mebibytes_is_refused_naming_the_file() {
+        let root = tree(5 * 1024 * 1024 + 1);
+        let error = Workspace::new(root.path(), Path::new(""), Some(&keys()))
+            .err()
+            .unwrap();
+        assert_eq!(
+            error.to_string(),
+            "secrets/db.env: cannot decrypt file with size (5242881 bytes) exceeding limit (5242880)"
+        );
+    }
+
+    #[test]
+    fn a_source_of_five_mebibytes_is_read() {
+        let root = tree(5 * 1024 * 1024);
+        let workspace = Workspace::new(root.path(), Path::new(""), Some(&keys())).unwrap();
+        assert!(workspace.secrets.is_empty(), "nothing to decrypt in a plain file");
+    }
 }
