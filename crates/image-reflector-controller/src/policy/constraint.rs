@@ -250,7 +250,8 @@ impl Comparator {
 }
 
 /// Go's `%q` for the error texts: printable characters as they are, the rest escaped.
-/// (Go's notion of printable is approximated by "not a control character".)
+/// (Go's notion of printable is approximated: controls, format characters and spaces other
+/// than ' ' are escaped.)
 pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -266,7 +267,9 @@ pub(crate) fn go_quote(s: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\x0b' => out.push_str("\\v"),
             c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if c.is_control() || (c.is_whitespace() && c != ' ') || is_format(c) => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -274,6 +277,11 @@ pub(crate) fn go_quote(s: &str) -> String {
     out
 }
 
+/// The common Unicode format characters (category Cf), which Go does not print.
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+}
+
 #[cfg(test)]
 #[path = "constraint_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -122,4 +122,6 @@ fn latest_semver<'a>(constraints: &constraint::Constraints, tags: &[&'a str]) ->
 }
 
 #[cfg(test)]
+mod oracle_tests;
+#[cfg(test)]
 mod tests;

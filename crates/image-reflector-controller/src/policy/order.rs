@@ -170,7 +170,9 @@ fn parse_hex_float(s: &str) -> Option<f64> {
         value = value * 16.0 + f64::from(d.to_digit(16)?);
     }
     let shift = sign * e - 4 * frac.len() as i64;
-    Some(value * 2f64.powi(shift.clamp(-2000, 2000) as i32))
+    // In two halves, so that a subnormal result does not underflow on the way.
+    let shift = shift.clamp(-2200, 2200) as i32;
+    Some(value * 2f64.powi(shift / 2) * 2f64.powi(shift - shift / 2))
 }
 
 #[cfg(test)]
@@ -258,6 +260,7 @@ mod tests {
             ("0x1p4", Some(16.0)),
             ("0X1.8P1", Some(3.0)),
             ("0x_1p0", Some(1.0)),
+            ("0x1p-1074", Some(f64::from_bits(1))),
             ("0x10", None),
             ("0x", None),
             ("inf", Some(f64::INFINITY)),
