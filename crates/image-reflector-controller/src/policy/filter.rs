@@ -1,17 +1,11 @@
 //! `spec.filterTags`: keep the tags a Go RE2 pattern matches (anywhere in the tag, as Go's
 //! `MatchString`), optionally replacing each by `extract` expanded as Go's
-//! `Regexp.ExpandString` does. The `regex` crate has RE2's syntax and leftmost-first
-//! semantics; a pattern it rejects gets Go's error text where the two agree on the cause.
-
-use std::borrow::Cow;
+//! `Regexp.ExpandString` does. The pattern is compiled as Go would (see `goregex`).
 
 use regex::Regex;
-use regex_syntax::ast::{self, Ast, ErrorKind};
 
 use super::PolicyError;
-
-/// Go's limit on a `{n,m}` count.
-const MAX_REPEAT: u32 = 1000;
+use super::goregex::compile;
 
 #[derive(Debug, Clone)]
 pub struct TagFilter {
@@ -119,156 +113,6 @@ fn group_number(name: &str) -> Option<usize> {
     name.parse().ok().filter(|&n| n <= 100_000_000)
 }
 
-fn compile(pattern: &str) -> Result<Regex, String> {
-    let pattern = literal_braces(pattern);
-    go_syntax_check(&pattern)?;
-    Regex::new(&pattern).map_err(|e| match e {
-        regex::Error::CompiledTooBig(_) => go_error("expression too large", &pattern),
-        other => other.to_string(),
-    })
-}
-
-/// Go reads a `{` that does not open `{n}`, `{n,}` or `{n,m}` as a literal (`a{`, `{,3}`);
-/// the `regex` crate rejects it, so it is escaped first.
-fn literal_braces(pattern: &str) -> Cow<'_, str> {
-    let repeat = |s: &str| {
-        let Some(body) = s
-            .strip_prefix('{')
-            .and_then(|b| b.split_once('}'))
-            .map(|(b, _)| b)
-        else {
-            return false;
-        };
-        let (min, max) = body.split_once(',').unwrap_or((body, "0"));
-        let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
-        !min.is_empty() && digits(min) && digits(max)
-    };
-    let mut out = String::new();
-    // `escaping`: the previous character is an escaping `\`; `braced`: `{` belongs to the
-    // escape before it (`\p{Greek}`, `\x{41}`) or is escaped itself.
-    let (mut escaping, mut braced) = (false, false);
-    for (i, c) in pattern.char_indices() {
-        if c == '{' && !braced && !repeat(&pattern[i..]) {
-            out.push('\\');
-        }
-        braced = escaping && matches!(c, 'p' | 'P' | 'x');
-        escaping = c == '\\' && !escaping;
-        braced |= escaping;
-        out.push(c);
-    }
-    if out.len() == pattern.len() {
-        Cow::Borrowed(pattern)
-    } else {
-        Cow::Owned(out)
-    }
-}
-
-fn go_error(code: &str, expr: &str) -> String {
-    format!("error parsing regexp: {code}: `{expr}`")
-}
-
-/// Parses with regex-syntax to name the error as Go would, and rejects what Go rejects
-/// but the `regex` crate accepts: counts over 1000, a repetition of a repetition and
-/// group names with `.`, `[` or `]`.
-fn go_syntax_check(pattern: &str) -> Result<(), String> {
-    let ast = ast::parse::Parser::new()
-        .parse(pattern)
-        .map_err(|e| go_parse_error(pattern, &e))?;
-    check_go_rules(pattern, &ast)
-}
-
-fn go_parse_error(pattern: &str, e: &ast::Error) -> String {
-    let span = e.span();
-    let text = &pattern[span.start.offset..span.end.offset.max(span.start.offset)];
-    let from_start = &pattern[span.start.offset..];
-    match e.kind() {
-        ErrorKind::GroupUnclosed => go_error("missing closing )", pattern),
-        ErrorKind::GroupUnopened => go_error("unexpected )", pattern),
-        ErrorKind::ClassUnclosed => go_error("missing closing ]", from_start),
-        ErrorKind::RepetitionMissing => {
-            go_error("missing argument to repetition operator", repeat_op(from_start))
-        }
-        ErrorKind::RepetitionCountInvalid => go_error("invalid repeat count", text),
-        ErrorKind::EscapeUnexpectedEof => go_error("trailing backslash at end of expression", ""),
-        ErrorKind::EscapeUnrecognized | ErrorKind::UnsupportedBackreference => {
-            go_error("invalid escape sequence", text)
-        }
-        ErrorKind::ClassRangeInvalid => go_error("invalid character class range", text),
-        // `[a-\d]`: Go objects to the escape.
-        ErrorKind::ClassRangeLiteral => go_error("invalid escape sequence", text),
-        ErrorKind::GroupNameEmpty | ErrorKind::GroupNameInvalid | ErrorKind::GroupNameUnexpectedEof => {
-            let open = pattern[..span.start.offset].rfind("(?").unwrap_or(0);
-            named_capture_error(&pattern[open..])
-        }
-        // Go reads `(?<=` and `(?<!` as a badly named group.
-        ErrorKind::UnsupportedLookAround if from_start.starts_with("(?<") => named_capture_error(from_start),
-        ErrorKind::UnsupportedLookAround => go_error("invalid or unsupported Perl syntax", text),
-        // Go quotes from the group's `(?` through the bad flag.
-        ErrorKind::FlagUnrecognized => {
-            let open = pattern[..span.start.offset].rfind("(?").unwrap_or(0);
-            go_error(
-                "invalid or unsupported Perl syntax",
-                &pattern[open..span.end.offset],
-            )
-        }
-        ErrorKind::NestLimitExceeded(_) => go_error("expression nests too deeply", pattern),
-        _ => e.to_string(),
-    }
-}
-
-/// Go quotes a named group from `(?` through `>`, or to the end when there is no `>`.
-fn named_capture_error(group: &str) -> String {
-    go_error(
-        "invalid named capture",
-        group.find('>').map_or(group, |i| &group[..=i]),
-    )
-}
-
-/// The repetition operator at the start of `s` as Go quotes it: `*`, `+?`, `{2,3}`.
-fn repeat_op(s: &str) -> &str {
-    let len = match s.as_bytes().first() {
-        Some(b'{') => s.find('}').map_or(s.len(), |i| i + 1),
-        Some(_) => 1,
-        None => 0,
-    };
-    let lazy = usize::from(s[len..].starts_with('?'));
-    &s[..len + lazy]
-}
-
-fn check_go_rules(pattern: &str, node: &Ast) -> Result<(), String> {
-    match node {
-        Ast::Repetition(rep) => {
-            if let ast::RepetitionKind::Range(range) = &rep.op.kind {
-                let (min, max) = match *range {
-                    ast::RepetitionRange::Exactly(n) | ast::RepetitionRange::AtLeast(n) => (n, n),
-                    ast::RepetitionRange::Bounded(m, n) => (m, n),
-                };
-                if min.max(max) > MAX_REPEAT {
-                    let op = &pattern[rep.op.span.start.offset..rep.op.span.end.offset];
-                    return Err(go_error("invalid repeat count", op));
-                }
-            }
-            if let Ast::Repetition(inner) = &*rep.ast {
-                let ops = &pattern[inner.op.span.start.offset..rep.op.span.end.offset];
-                return Err(go_error("invalid nested repetition operator", ops));
-            }
-            check_go_rules(pattern, &rep.ast)
-        }
-        Ast::Group(group) => {
-            // Go allows only letters, digits and `_` in a name; the crate also `.[]`.
-            if let ast::GroupKind::CaptureName { name, .. } = &group.kind
-                && !name.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
-                return Err(named_capture_error(&pattern[group.span.start.offset..]));
-            }
-            check_go_rules(pattern, &group.ast)
-        }
-        Ast::Alternation(alt) => alt.asts.iter().try_for_each(|a| check_go_rules(pattern, a)),
-        Ast::Concat(concat) => concat.asts.iter().try_for_each(|a| check_go_rules(pattern, a)),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,68 +196,5 @@ mod tests {
             assert_eq!(keys(pattern, "$0", &[tag]), pairs(&[(want, tag)]), "{pattern:?}");
         }
         assert!(keys("a{", "", &["ab"]).is_empty());
-    }
-
-    #[test]
-    fn invalid_patterns_get_go_texts() {
-        let cases: &[(&str, &str)] = &[
-            ("(abc", "error parsing regexp: missing closing ): `(abc`"),
-            ("abc)", "error parsing regexp: unexpected ): `abc)`"),
-            ("a[bc", "error parsing regexp: missing closing ]: `[bc`"),
-            (
-                "*a",
-                "error parsing regexp: missing argument to repetition operator: `*`",
-            ),
-            (
-                "a**",
-                "error parsing regexp: invalid nested repetition operator: `**`",
-            ),
-            ("a{1001}", "error parsing regexp: invalid repeat count: `{1001}`"),
-            ("a{2,1}", "error parsing regexp: invalid repeat count: `{2,1}`"),
-            (r"\q", "error parsing regexp: invalid escape sequence: `\\q`"),
-            (r"(a)\1", "error parsing regexp: invalid escape sequence: `\\1`"),
-            (
-                "a\\",
-                "error parsing regexp: trailing backslash at end of expression: ``",
-            ),
-            (
-                "[z-a]",
-                "error parsing regexp: invalid character class range: `z-a`",
-            ),
-            (
-                "(?P<a-b>x)",
-                "error parsing regexp: invalid named capture: `(?P<a-b>`",
-            ),
-            ("a(?<>x)", "error parsing regexp: invalid named capture: `(?<>`"),
-            (
-                "(?P<name",
-                "error parsing regexp: invalid named capture: `(?P<name`",
-            ),
-            ("(?<=a)", "error parsing regexp: invalid named capture: `(?<=a)`"),
-            (
-                "(?=a)",
-                "error parsing regexp: invalid or unsupported Perl syntax: `(?=`",
-            ),
-            (
-                "(?i-z)",
-                "error parsing regexp: invalid or unsupported Perl syntax: `(?i-z`",
-            ),
-            (
-                "a+*?",
-                "error parsing regexp: invalid nested repetition operator: `+*?`",
-            ),
-            (
-                "a|?",
-                "error parsing regexp: missing argument to repetition operator: `?`",
-            ),
-            (
-                "(a|{2}?)",
-                "error parsing regexp: missing argument to repetition operator: `{2}?`",
-            ),
-            (r"[a-\d]", "error parsing regexp: invalid escape sequence: `\\d`"),
-        ];
-        for (pattern, want) in cases {
-            assert_eq!(compile(pattern).unwrap_err(), *want, "pattern {pattern:?}");
-        }
     }
 }

@@ -4,6 +4,7 @@
 
 mod constraint;
 mod filter;
+mod goregex;
 mod order;
 mod version;
 
