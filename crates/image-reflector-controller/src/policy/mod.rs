@@ -33,7 +33,8 @@ pub enum PolicyError {
     /// `filterTags.pattern` does not compile (Flux: Stalled, reason `InvalidPolicy`).
     #[error("failed to filter tags: invalid regular expression pattern '{pattern}': {reason}")]
     InvalidFilter { pattern: String, reason: String },
-    /// No tag is left after the filter (or the repository has none).
+    /// No tag is left after the filter. (An empty tag store is the caller's own error,
+    /// Flux's `no tags in database`, found before the policy runs.)
     #[error("version list argument cannot be empty")]
     NoTags,
     /// Tags are left but none is a version in the range.
