@@ -20,7 +20,7 @@ help:
 	@echo "make conformance   compare the kustomize engine with the real kustomize"
 	@echo "make bench         benchmarks (not tests)"
 	@echo "make cluster-up | cluster-down | cluster-env   a control plane for development"
-	@echo "make crds          regenerate crds/ from src/api"
+	@echo "make crds          regenerate crds/ from src/api and crates/image-reflector-controller/src/api"
 
 .PHONY: tools
 tools:
@@ -96,6 +96,8 @@ cluster-env:
 crds:
 	@$(CARGO) run --quiet -- crds > crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml
 	@cp crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml config/crd/
+	@$(CARGO) run --quiet -p image-reflector-controller -- crds --output-dir crds
+	@cp crds/image.toolkit.fluxcd.io_imagerepositories.yaml crds/image.toolkit.fluxcd.io_imagepolicies.yaml config/crd/
 
 .PHONY: static docker-build
 # The static binary the image ships, built and checked without a Docker engine.
