@@ -4,3 +4,6 @@
 //! shared with the Kustomization controller.
 
 pub mod api;
+pub mod options;
+
+pub use options::{IMAGE_POLICY, IMAGE_REPOSITORY};
