@@ -20,6 +20,7 @@ const DEFAULT_DIGEST_INTERVAL: Duration = Duration::from_secs(600);
     group = "image.toolkit.fluxcd.io",
     version = "v1",
     kind = "ImagePolicy",
+    doc = "ImagePolicy is the Schema for the imagepolicies API",
     namespaced,
     status = "ImagePolicyStatus",
     shortname = "imgpol",
@@ -54,11 +55,7 @@ pub struct ImagePolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter_tags: Option<TagFilter>,
 
-    /// DigestReflectionPolicy governs the setting of the `.status.latestRef.digest` field.
-    /// Never: The digest field will always be set to the empty string. IfNotPresent: The digest
-    /// field will be set to the digest of the elected latest image if the field is empty and
-    /// the image did not change. Always: The digest field will always be set to the digest of
-    /// the elected latest image. Default: Never.
+    /// When the digest of the elected image is fetched (see [`ReflectionPolicy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Never"))]
     pub digest_reflection_policy: Option<ReflectionPolicy>,
@@ -75,8 +72,12 @@ pub struct ImagePolicySpec {
     pub suspend: bool,
 }
 
-/// ReflectionPolicy describes a policy for if/when to reflect a value from the registry in a
-/// certain resource field.
+/// DigestReflectionPolicy governs the setting of the `.status.latestRef.digest` field. Never:
+/// The digest field will always be set to the empty string. IfNotPresent: The digest field will
+/// be set to the digest of the elected latest image if the field is empty and the image did not
+/// change. Always: The digest field will always be set to the digest of the elected latest
+/// image. Default: Never.
+// The field's description in the CRD is this type's: the derive keeps a referenced type's.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum ReflectionPolicy {
     /// The digest is fetched on every reconcile.

@@ -21,6 +21,7 @@ pub const DEFAULT_EXCLUSION_LIST: &[&str] = &[r"^.*\.sig$"];
     group = "image.toolkit.fluxcd.io",
     version = "v1",
     kind = "ImageRepository",
+    doc = "ImageRepository is the Schema for the imagerepositories API",
     namespaced,
     status = "ImageRepositoryStatus",
     shortname = "imgrepo",
@@ -91,8 +92,7 @@ pub struct ImageRepositorySpec {
     #[schemars(length(max = 25), extend("default" = [r"^.*\.sig$"]))]
     pub exclusion_list: Vec<String>,
 
-    /// The provider used for authentication, can be 'aws', 'azure', 'gcp' or 'generic'. When
-    /// not specified, defaults to 'generic'.
+    /// The registry login: `generic` (secrets), or a cloud provider's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "generic"))]
     pub provider: Option<Provider>,
@@ -102,7 +102,9 @@ pub struct ImageRepositorySpec {
     pub insecure: bool,
 }
 
-/// The registry login a repository uses.
+/// The provider used for authentication, can be 'aws', 'azure', 'gcp' or 'generic'. When not
+/// specified, defaults to 'generic'.
+// The field's description in the CRD is this type's: the derive keeps a referenced type's.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
