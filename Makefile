@@ -20,7 +20,7 @@ help:
 	@echo "make conformance   compare the kustomize engine with the real kustomize"
 	@echo "make bench         benchmarks (not tests)"
 	@echo "make cluster-up | cluster-down | cluster-env   a control plane for development"
-	@echo "make crds          regenerate crds/ from src/api"
+	@echo "make crds          regenerate crds/ from src/api and crates/image-reflector-controller/src/api"
 
 .PHONY: tools
 tools:
@@ -36,6 +36,7 @@ test: tools
 	@e2e/sops/build.sh >/dev/null
 	@e2e/flux/build.sh >/dev/null
 	@e2e/fluxpeer/build.sh >/dev/null
+	@e2e/fluxirc/crds.sh >/dev/null
 	@$(CARGO) build --locked --workspace --all-targets
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
@@ -47,8 +48,10 @@ test: tools
 	export E2E_REMOTE_KUBECONFIG=$(TEST_REMOTE_STATE)/admin.kubeconfig; \
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
 	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
+	export E2E_FLUX_IRC_CRDS=$$(e2e/fluxirc/crds.sh); \
 	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
 	$(CARGO) test --locked -p kustomize-engine --test conformance || status=$$?; \
+	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
@@ -96,6 +99,8 @@ cluster-env:
 crds:
 	@$(CARGO) run --quiet -- crds > crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml
 	@cp crds/kustomize.toolkit.fluxcd.io_kustomizations.yaml config/crd/
+	@$(CARGO) run --quiet -p image-reflector-controller -- crds --output-dir crds
+	@cp crds/image.toolkit.fluxcd.io_imagerepositories.yaml crds/image.toolkit.fluxcd.io_imagepolicies.yaml config/crd/
 
 .PHONY: static docker-build
 # The static binary the image ships, built and checked without a Docker engine.

@@ -3,4 +3,8 @@
 //! Its runtime (telemetry, leader election, events, status writes, flags) is `flux_runtime`,
 //! shared with the Kustomization controller.
 
+pub mod api;
+pub mod options;
 pub mod policy;
+
+pub use options::{IMAGE_POLICY, IMAGE_REPOSITORY};
