@@ -2,3 +2,6 @@
 //! scans a registry's tags into a store of its own, `ImagePolicy` picks the latest of them.
 //! Its runtime (telemetry, leader election, events, status writes, flags) is `flux_runtime`,
 //! shared with the Kustomization controller.
+
+pub mod registry;
+pub mod store;
