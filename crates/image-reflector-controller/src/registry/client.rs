@@ -302,30 +302,48 @@ impl RegistryClient {
         Ok(Session { base, authorization })
     }
 
-    /// HTTPS first; plain HTTP when HTTPS does not connect and the registry may use it.
+    /// HTTPS first; plain HTTP when HTTPS does not connect and the registry may use it. When
+    /// both fail, the HTTPS error leads (an HTTPS registry with an unknown CA answers plain
+    /// HTTP with a 400 that would hide the certificate problem).
     async fn ping(
         &self,
         image: &ImageRef,
         deadline: Instant,
     ) -> Result<(Url, Option<Challenge>), RegistryError> {
-        let mut last = None;
-        for scheme in ["https", "http"] {
-            if scheme == "http" && !image.plain_http_allowed() {
-                break;
-            }
-            let base = Url::parse(&format!("{scheme}://{}/", image.registry()))
-                .map_err(|e| RegistryError::Tls(format!("registry {}: {e}", image.registry())))?;
-            let url = endpoint(&base, "v2/")?;
-            match self
-                .send(Method::GET, &url, None, None, SMALL_BODY, deadline)
-                .await
-            {
-                Ok(fetched) => return Ok((base, ping_challenge(&url, &fetched)?)),
-                Err(e @ RegistryError::Transport { .. }) => last = Some(e),
-                Err(e) => return Err(e),
-            }
+        let https = self.ping_scheme(image, "https", deadline).await;
+        let Err(RegistryError::Transport { method, url, cause }) = https else {
+            return https;
+        };
+        if !image.plain_http_allowed() {
+            return Err(RegistryError::Transport { method, url, cause });
         }
-        Err(last.expect("https is always tried"))
+        self.ping_scheme(image, "http", deadline)
+            .await
+            .map_err(|plain| RegistryError::Transport {
+                method,
+                url,
+                cause: format!("{cause} (over plain HTTP: {plain})"),
+            })
+    }
+
+    async fn ping_scheme(
+        &self,
+        image: &ImageRef,
+        scheme: &str,
+        deadline: Instant,
+    ) -> Result<(Url, Option<Challenge>), RegistryError> {
+        let base = Url::parse(&format!("{scheme}://{}/", image.registry())).map_err(|e| {
+            RegistryError::InvalidResponse {
+                method: "GET",
+                url: format!("{scheme}://{}/", image.registry()),
+                cause: format!("invalid registry URL: {e}"),
+            }
+        })?;
+        let url = endpoint(&base, "v2/")?;
+        let fetched = self
+            .send(Method::GET, &url, None, None, SMALL_BODY, deadline)
+            .await?;
+        Ok((base, ping_challenge(&url, &fetched)?))
     }
 
     async fn token(

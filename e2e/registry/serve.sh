@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Runs a real OCI registry for the image reflector's tests and demo: Debian's docker-registry
+# (CNCF distribution 2.8) on 127.0.0.1, its storage and config under STATE_DIR, in the
+# foreground (the caller owns the process).
+#
+#   serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD] [--tls]
+#
+# --htpasswd  Basic auth from an htpasswd file (bcrypt, made with apache2-utils' htpasswd).
+# --tls       HTTPS with a server certificate for 127.0.0.1 and localhost, signed by a CA made
+#             here with openssl: STATE_DIR/ca.crt is the CA to trust.
+set -euo pipefail
+
+bin=${REGISTRY_BIN:-/usr/bin/docker-registry}
+if [ ! -x "$bin" ]; then
+  echo "serve.sh: $bin is missing: install Debian's docker-registry package" \
+    "(apt-get install docker-registry apache2-utils; .ci/run does)" >&2
+  exit 127
+fi
+[ $# -ge 2 ] || { echo "usage: serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD] [--tls]" >&2; exit 2; }
+state=$1 port=$2
+shift 2
+htpasswd_user='' tls=''
+while [ $# -gt 0 ]; do
+  case $1 in
+    --htpasswd) htpasswd_user=$2; shift 2 ;;
+    --tls) tls=1; shift ;;
+    *) echo "serve.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+mkdir -p "$state/data"
+config=$state/config.yml
+cat >"$config" <<YAML
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $state/data
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$port
+YAML
+
+if [ -n "$tls" ]; then
+  command -v openssl >/dev/null || { echo "serve.sh: openssl is missing" >&2; exit 127; }
+  (
+    cd "$state"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+      -keyout ca.key -out ca.crt -subj /CN=image-reflector-test-ca \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout server.key -out server.csr -subj /CN=127.0.0.1 2>/dev/null
+    printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'basicConstraints=CA:FALSE' \
+      'keyUsage=digitalSignature' 'extendedKeyUsage=serverAuth' >server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+      -out server.crt -extfile server.ext 2>/dev/null
+  )
+  cat >>"$config" <<YAML
+  tls:
+    certificate: $state/server.crt
+    key: $state/server.key
+YAML
+fi
+
+if [ -n "$htpasswd_user" ]; then
+  command -v htpasswd >/dev/null || {
+    echo "serve.sh: htpasswd is missing: install apache2-utils" >&2
+    exit 127
+  }
+  htpasswd -Bbc "$state/htpasswd" "${htpasswd_user%%:*}" "${htpasswd_user#*:}" 2>/dev/null
+  cat >>"$config" <<YAML
+auth:
+  htpasswd:
+    realm: image-reflector-test
+    path: $state/htpasswd
+YAML
+fi
+
+exec "$bin" serve "$config"
