@@ -3,9 +3,11 @@
 # (CNCF distribution 2.8) on 127.0.0.1, its storage and config under STATE_DIR, in the
 # foreground (the caller owns the process).
 #
-#   serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD] [--tls]
+#   serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls]
 #
 # --htpasswd  Basic auth from an htpasswd file (bcrypt, made with apache2-utils' htpasswd).
+# --token     Bearer tokens from the service at REALM (service "test-registry", issuer
+#             "test-token-issuer"), JWTs whose x5c certificate is CERT (PEM).
 # --tls       HTTPS with a server certificate for 127.0.0.1 and localhost, signed by a CA made
 #             here with openssl: STATE_DIR/ca.crt is the CA to trust.
 set -euo pipefail
@@ -16,13 +18,14 @@ if [ ! -x "$bin" ]; then
     "(apt-get install docker-registry apache2-utils; .ci/run does)" >&2
   exit 127
 fi
-[ $# -ge 2 ] || { echo "usage: serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD] [--tls]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls]" >&2; exit 2; }
 state=$1 port=$2
 shift 2
-htpasswd_user='' tls=''
+htpasswd_user='' tls='' token_realm='' token_cert=''
 while [ $# -gt 0 ]; do
   case $1 in
     --htpasswd) htpasswd_user=$2; shift 2 ;;
+    --token) token_realm=$2 token_cert=$3; shift 3 ;;
     --tls) tls=1; shift ;;
     *) echo "serve.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -77,6 +80,17 @@ auth:
   htpasswd:
     realm: image-reflector-test
     path: $state/htpasswd
+YAML
+fi
+
+if [ -n "$token_realm" ]; then
+  cat >>"$config" <<YAML
+auth:
+  token:
+    realm: $token_realm
+    service: test-registry
+    issuer: test-token-issuer
+    rootcertbundle: $token_cert
 YAML
 fi
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use image_reflector::registry::{Credentials, ImageRef, Limits, RegistryClient, RegistryError, TlsOptions};
 use support::paging::{LinkStyle, PagingFront};
+use support::token::{TokenRequest, TokenServer};
 use support::{Options, Registry};
 use tokio::time::Instant;
 
@@ -36,10 +37,7 @@ fn set(tags: &[&str]) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn lists_tags_anonymously_over_plain_http() {
-    let registry = Registry::start(Options {
-        htpasswd: None,
-        tls: false,
-    });
+    let registry = Registry::start(Options::default());
     let tags = ["0.1.0", "0.1.1", "0.2.0", "1.0.0", "1.1.0", "1.1.0-alpha"];
     registry.push("team/app", &tags);
     let image = ImageRef::parse(&format!("{}/team/app", registry.host()), false).unwrap();
@@ -52,7 +50,7 @@ async fn lists_tags_anonymously_over_plain_http() {
 async fn basic_auth_401_without_credentials_and_tags_with_them() {
     let registry = Registry::start(Options {
         htpasswd: Some((USER, PASSWORD)),
-        tls: false,
+        ..Options::default()
     });
     registry.push("private/app", &["1.0.0", "2.0.0"]);
     let image = ImageRef::parse(&format!("{}/private/app", registry.host()), false).unwrap();
@@ -87,10 +85,68 @@ async fn basic_auth_401_without_credentials_and_tags_with_them() {
 }
 
 #[tokio::test]
+async fn bearer_tokens_from_the_challenge_realm() {
+    // Tags pushed without auth, then the same storage served behind a token service.
+    let open = Registry::start(Options::default());
+    let pushed = open.push("bearer/app", &["1.0.0", "1.1.0"]);
+    let tokens = TokenServer::start(USER, PASSWORD).await;
+    let registry = open.restart(Options {
+        token: Some((tokens.realm(), tokens.cert())),
+        ..Options::default()
+    });
+    let image = ImageRef::parse(&format!("{}/bearer/app", registry.host()), false).unwrap();
+    let client = client();
+    let auth = credentials(PASSWORD);
+
+    let listed = client.list_tags(&image, Some(&auth), deadline()).await.unwrap();
+    assert_eq!(
+        listed.into_iter().collect::<BTreeSet<_>>(),
+        set(&["1.0.0", "1.1.0"])
+    );
+    let digest = client
+        .manifest_digest(&image, "1.1.0", Some(&auth), deadline())
+        .await
+        .unwrap();
+    assert_eq!(digest, pushed[1].1);
+    let asked = TokenRequest {
+        scopes: vec!["repository:bearer/app:pull".into()],
+        service: Some("test-registry".into()),
+        user: Some(USER.into()),
+    };
+    assert_eq!(*tokens.requests.lock().unwrap(), [asked.clone(), asked]);
+
+    // Anonymous: a token that grants nothing, refused by the registry.
+    let anonymous = client.list_tags(&image, None, deadline()).await.unwrap_err();
+    assert_eq!(anonymous.status(), Some(401), "{anonymous}");
+    assert!(
+        anonymous.to_string().starts_with(&format!(
+            "GET http://{}/v2/bearer/app/tags/list?n=1000: UNAUTHORIZED: ",
+            registry.host()
+        )),
+        "{anonymous}"
+    );
+
+    // Wrong credentials: the token service's answer, naming its URL.
+    let wrong = client
+        .list_tags(&image, Some(&credentials("nope")), deadline())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        wrong.to_string(),
+        format!(
+            "GET {}?scope=repository%3Abearer%2Fapp%3Apull&service=test-registry: \
+             UNAUTHORIZED: invalid username or password",
+            tokens.realm()
+        )
+    );
+}
+
+#[tokio::test]
 async fn tls_with_the_registry_ca_and_a_certificate_error_without_it() {
     let registry = Registry::start(Options {
         htpasswd: Some((USER, PASSWORD)),
         tls: true,
+        ..Options::default()
     });
     registry.push("secure/app", &["1.0.0"]);
     let image = ImageRef::parse(&format!("{}/secure/app", registry.host()), false).unwrap();
@@ -125,7 +181,7 @@ async fn tls_with_the_registry_ca_and_a_certificate_error_without_it() {
 async fn manifest_digests_match_what_was_pushed() {
     let registry = Registry::start(Options {
         htpasswd: Some((USER, PASSWORD)),
-        tls: false,
+        ..Options::default()
     });
     let pushed = registry.push("digests/app", &["1.0.0", "1.0.1"]);
     let image = ImageRef::parse(&format!("{}/digests/app", registry.host()), false).unwrap();
@@ -170,10 +226,7 @@ async fn manifest_digests_match_what_was_pushed() {
 
 #[tokio::test]
 async fn a_missing_repository_is_named_by_the_registry() {
-    let registry = Registry::start(Options {
-        htpasswd: None,
-        tls: false,
-    });
+    let registry = Registry::start(Options::default());
     let image = ImageRef::parse(&format!("{}/no/such-repo", registry.host()), false).unwrap();
     let err = client().list_tags(&image, None, deadline()).await.unwrap_err();
     assert_eq!(err.status(), Some(404));
@@ -200,10 +253,7 @@ fn paged(page_size: u32, max_pages: u32) -> RegistryClient {
 
 #[tokio::test]
 async fn pages_are_followed_through_link_relative_and_absolute_with_port() {
-    let registry = Registry::start(Options {
-        htpasswd: None,
-        tls: false,
-    });
+    let registry = Registry::start(Options::default());
     let tags: Vec<String> = (0..25).map(|i| format!("1.{i}.0")).collect();
     let tag_refs: Vec<&str> = tags.iter().map(String::as_str).collect();
     registry.push("paged/app", &tag_refs);
@@ -229,10 +279,7 @@ async fn pages_are_followed_through_link_relative_and_absolute_with_port() {
 
 #[tokio::test]
 async fn a_link_to_another_host_or_an_endless_chain_fails_the_listing() {
-    let registry = Registry::start(Options {
-        htpasswd: None,
-        tls: false,
-    });
+    let registry = Registry::start(Options::default());
     registry.push("paged/app", &["a", "b", "c"]);
 
     let front = PagingFront::start(registry.host(), LinkStyle::CrossHost).await;
@@ -263,10 +310,7 @@ async fn a_link_to_another_host_or_an_endless_chain_fails_the_listing() {
 
 #[tokio::test]
 async fn the_tag_budget_bounds_a_listing() {
-    let registry = Registry::start(Options {
-        htpasswd: None,
-        tls: false,
-    });
+    let registry = Registry::start(Options::default());
     registry.push("many/app", &["a", "b", "c", "d"]);
     let image = ImageRef::parse(&format!("{}/many/app", registry.host()), false).unwrap();
     let client = RegistryClient::new(

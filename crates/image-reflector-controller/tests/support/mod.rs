@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses its own part of the support
 
 pub mod paging;
+pub mod token;
 
 use std::io::Read as _;
 use std::net::{TcpListener, TcpStream};
@@ -14,9 +15,12 @@ use std::time::{Duration, Instant};
 
 const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
+#[derive(Default)]
 pub struct Options {
     pub htpasswd: Option<(&'static str, &'static str)>,
     pub tls: bool,
+    /// Bearer auth: the token service's realm URL and its signing certificate (PEM file).
+    pub token: Option<(String, PathBuf)>,
 }
 
 pub struct Registry {
@@ -37,6 +41,19 @@ fn free_port() -> u16 {
 
 impl Registry {
     pub fn start(options: Options) -> Self {
+        Self::start_in(tempfile::tempdir().expect("registry state dir"), options)
+    }
+
+    /// Stops the registry and starts it again on the same storage with other options (tags
+    /// pushed without auth, then served behind a token service).
+    pub fn restart(mut self, options: Options) -> Self {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let state = std::mem::replace(&mut self.state, tempfile::tempdir().unwrap());
+        Self::start_in(state, options)
+    }
+
+    fn start_in(state: tempfile::TempDir, options: Options) -> Self {
         let bin = std::env::var("REGISTRY_BIN").unwrap_or_else(|_| REGISTRY_BIN.into());
         assert!(
             Path::new(&bin).exists(),
@@ -44,12 +61,14 @@ impl Registry {
              package (CNCF distribution 2.8) and apache2-utils for htpasswd: \
              `apt-get install docker-registry apache2-utils` (.ci/run installs them)"
         );
-        let state = tempfile::tempdir().expect("registry state dir");
         let port = free_port();
         let mut command = Command::new(e2e_dir().join("serve.sh"));
         command.arg(state.path()).arg(port.to_string());
         if let Some((user, password)) = options.htpasswd {
             command.arg("--htpasswd").arg(format!("{user}:{password}"));
+        }
+        if let Some((realm, cert)) = &options.token {
+            command.arg("--token").arg(realm).arg(cert);
         }
         if options.tls {
             command.arg("--tls");
