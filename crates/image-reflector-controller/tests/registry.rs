@@ -353,8 +353,12 @@ async fn a_silent_server_is_cut_off_at_the_deadline() {
         "{:?}",
         started.elapsed()
     );
+    assert!(matches!(err, RegistryError::Timeout { .. }), "{err}");
     assert_eq!(
         err.to_string(),
-        format!("GET https://127.0.0.1:{port}/v2/: timed out: the operation's deadline passed")
+        format!(
+            "GET https://127.0.0.1:{port}/v2/: timed out: the operation's deadline passed \
+             (over plain HTTP: GET http://127.0.0.1:{port}/v2/: timed out: the operation's deadline passed)"
+        )
     );
 }

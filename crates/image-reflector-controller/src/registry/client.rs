@@ -302,28 +302,49 @@ impl RegistryClient {
         Ok(Session { base, authorization })
     }
 
-    /// HTTPS first; plain HTTP when HTTPS does not connect and the registry may use it. When
-    /// both fail, the HTTPS error leads (an HTTPS registry with an unknown CA answers plain
-    /// HTTP with a 400 that would hide the certificate problem).
+    /// HTTPS only, or for a registry that may use plain HTTP both at once, as ggcr does: the
+    /// first to answer the ping properly wins, so a plain-HTTP server that never answers a TLS
+    /// handshake costs nothing. When both fail, the HTTPS error leads (an HTTPS registry with
+    /// an unknown CA answers plain HTTP with a 400 that would hide the certificate problem).
     async fn ping(
         &self,
         image: &ImageRef,
         deadline: Instant,
     ) -> Result<(Url, Option<Challenge>), RegistryError> {
-        let https = self.ping_scheme(image, "https", deadline).await;
-        let Err(RegistryError::Transport { method, url, cause }) = https else {
-            return https;
-        };
+        let https = self.ping_scheme(image, "https", deadline);
         if !image.plain_http_allowed() {
-            return Err(RegistryError::Transport { method, url, cause });
+            return https.await;
         }
-        self.ping_scheme(image, "http", deadline)
-            .await
-            .map_err(|plain| RegistryError::Transport {
+        let http = self.ping_scheme(image, "http", deadline);
+        tokio::pin!(https, http);
+        let (mut https_failed, mut http_failed) = (None, None);
+        while https_failed.is_none() || http_failed.is_none() {
+            tokio::select! {
+                result = &mut https, if https_failed.is_none() => match result {
+                    Ok(ping) => return Ok(ping),
+                    Err(e) => https_failed = Some(e),
+                },
+                result = &mut http, if http_failed.is_none() => match result {
+                    Ok(ping) => return Ok(ping),
+                    Err(e) => http_failed = Some(e),
+                },
+            }
+        }
+        let plain = http_failed.expect("both failed");
+        Err(match https_failed.expect("both failed") {
+            RegistryError::Transport { method, url, cause } => RegistryError::Transport {
                 method,
                 url,
                 cause: format!("{cause} (over plain HTTP: {plain})"),
-            })
+            },
+            RegistryError::Timeout { method, url, cause } => RegistryError::Timeout {
+                method,
+                url,
+                cause: format!("{cause} (over plain HTTP: {plain})"),
+            },
+            // The registry answered over HTTPS: that answer is the one that matters.
+            other => other,
+        })
     }
 
     async fn ping_scheme(
