@@ -7,6 +7,7 @@ mod challenge;
 mod client;
 mod link;
 mod reference;
+mod response;
 
 use std::time::Duration;
 
