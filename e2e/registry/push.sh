@@ -4,7 +4,8 @@
 # by an annotation so each tag has its own digest. Prints "TAG DIGEST" per tag, the digest
 # being sha256 of the manifest bytes as sent.
 #
-#   push.sh REGISTRY_URL REPOSITORY [--user USER:PASSWORD] [--cacert FILE] [--salt S] TAG...
+#   push.sh REGISTRY_URL REPOSITORY [--user USER:PASSWORD] [--cacert FILE] [--cert FILE --key FILE]
+#           [--salt S] TAG...
 set -euo pipefail
 
 [ $# -ge 3 ] || { echo "usage: push.sh REGISTRY_URL REPOSITORY [--user U:P] [--cacert F] [--salt S] TAG..." >&2; exit 2; }
@@ -16,6 +17,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --user) curl_opts+=(-u "$2"); shift 2 ;;
     --cacert) curl_opts+=(--cacert "$2"); shift 2 ;;
+    --cert) curl_opts+=(--cert "$2"); shift 2 ;;
+    --key) curl_opts+=(--key "$2"); shift 2 ;;
     --salt) salt=$2; shift 2 ;;
     *) break ;;
   esac

@@ -3,13 +3,15 @@
 # (CNCF distribution 2.8) on 127.0.0.1, its storage and config under STATE_DIR, in the
 # foreground (the caller owns the process).
 #
-#   serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls]
+#   serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls [--mtls]]
 #
 # --htpasswd  Basic auth from an htpasswd file (bcrypt, made with apache2-utils' htpasswd).
 # --token     Bearer tokens from the service at REALM (service "test-registry", issuer
 #             "test-token-issuer"), JWTs whose x5c certificate is CERT (PEM).
 # --tls       HTTPS with a server certificate for 127.0.0.1 and localhost, signed by a CA made
 #             here with openssl: STATE_DIR/ca.crt is the CA to trust.
+# --mtls      With --tls, clients must show a certificate of that CA: STATE_DIR/client.crt
+#             and client.key are one.
 set -euo pipefail
 
 bin=${REGISTRY_BIN:-/usr/bin/docker-registry}
@@ -18,15 +20,16 @@ if [ ! -x "$bin" ]; then
     "(apt-get install docker-registry apache2-utils; .ci/run does)" >&2
   exit 127
 fi
-[ $# -ge 2 ] || { echo "usage: serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls [--mtls]]" >&2; exit 2; }
 state=$1 port=$2
 shift 2
-htpasswd_user='' tls='' token_realm='' token_cert=''
+htpasswd_user='' tls='' mtls='' token_realm='' token_cert=''
 while [ $# -gt 0 ]; do
   case $1 in
     --htpasswd) htpasswd_user=$2; shift 2 ;;
     --token) token_realm=$2 token_cert=$3; shift 3 ;;
     --tls) tls=1; shift ;;
+    --mtls) mtls=1; shift ;;
     *) echo "serve.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -61,12 +64,24 @@ if [ -n "$tls" ]; then
       'keyUsage=digitalSignature' 'extendedKeyUsage=serverAuth' >server.ext
     openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
       -out server.crt -extfile server.ext 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout client.key -out client.csr -subj /CN=image-reflector-test-client 2>/dev/null
+    printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=digitalSignature' \
+      'extendedKeyUsage=clientAuth' >client.ext
+    openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+      -out client.crt -extfile client.ext 2>/dev/null
   )
   cat >>"$config" <<YAML
   tls:
     certificate: $state/server.crt
     key: $state/server.key
 YAML
+  if [ -n "$mtls" ]; then
+    cat >>"$config" <<YAML
+    clientcas:
+      - $state/ca.crt
+YAML
+  fi
 fi
 
 if [ -n "$htpasswd_user" ]; then

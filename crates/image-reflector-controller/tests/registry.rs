@@ -166,6 +166,7 @@ async fn tls_with_the_registry_ca_and_a_certificate_error_without_it() {
     let trusting = RegistryClient::new(
         &TlsOptions {
             ca_pem: Some(registry.ca_pem()),
+            ..TlsOptions::default()
         },
         Limits::default(),
     )
@@ -175,6 +176,63 @@ async fn tls_with_the_registry_ca_and_a_certificate_error_without_it() {
         .await
         .unwrap();
     assert_eq!(listed, ["1.0.0"]);
+}
+
+#[tokio::test]
+async fn mutual_tls_with_the_client_certificate_and_a_refusal_without_it() {
+    let registry = Registry::start(Options {
+        tls: true,
+        mtls: true,
+        ..Options::default()
+    });
+    registry.push("mutual/app", &["1.0.0"]);
+    let image = ImageRef::parse(&format!("{}/mutual/app", registry.host()), false).unwrap();
+    let (cert, key) = registry.client_pem();
+
+    let no_cert = RegistryClient::new(
+        &TlsOptions {
+            ca_pem: Some(registry.ca_pem()),
+            ..TlsOptions::default()
+        },
+        Limits::default(),
+    )
+    .unwrap();
+    let err = no_cert.list_tags(&image, None, deadline()).await.unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, RegistryError::Transport { .. }), "{message}");
+    assert!(
+        message.starts_with(&format!("GET https://{}/v2/: ", registry.host())),
+        "{message}"
+    );
+    // The server refuses the handshake (Go's distribution 2.8 sends bad_certificate).
+    assert!(message.contains("received fatal alert"), "{message}");
+
+    let with_cert = RegistryClient::new(
+        &TlsOptions {
+            ca_pem: Some(registry.ca_pem()),
+            client_cert_pem: Some(cert.clone()),
+            client_key_pem: Some(key),
+        },
+        Limits::default(),
+    )
+    .unwrap();
+    let listed = with_cert.list_tags(&image, None, deadline()).await.unwrap();
+    assert_eq!(listed, ["1.0.0"]);
+
+    let half = RegistryClient::new(
+        &TlsOptions {
+            client_cert_pem: Some(cert),
+            ..TlsOptions::default()
+        },
+        Limits::default(),
+    )
+    .err()
+    .expect("a certificate without its key");
+    assert_eq!(
+        half.to_string(),
+        "invalid TLS configuration: tls.crt and tls.key must be set together"
+    );
+    assert!(half.is_terminal());
 }
 
 #[tokio::test]

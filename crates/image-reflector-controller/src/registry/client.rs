@@ -13,8 +13,8 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 use tokio::time::Instant;
 use url::Url;
@@ -54,10 +54,26 @@ impl fmt::Debug for Credentials {
     }
 }
 
-/// TLS trust beyond the system's roots (`certSecretRef`'s `ca.crt`, appended as Flux does).
-#[derive(Debug, Clone, Default)]
+/// `certSecretRef`: a CA trusted beyond the system's roots (`ca.crt`, appended as Flux
+/// does) and a client certificate for mutual TLS (`tls.crt` and `tls.key`, PEM).
+#[derive(Clone, Default)]
 pub struct TlsOptions {
     pub ca_pem: Option<Vec<u8>>,
+    pub client_cert_pem: Option<Vec<u8>>,
+    pub client_key_pem: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for TlsOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsOptions")
+            .field("ca_pem", &self.ca_pem.is_some())
+            .field("client_cert_pem", &self.client_cert_pem.is_some())
+            .field(
+                "client_key_pem",
+                &self.client_key_pem.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 /// Bounds on one listing; a registry that exceeds them fails the scan with a message rather
@@ -131,11 +147,32 @@ impl RegistryClient {
             }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| RegistryError::Tls(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let config = match (&tls.client_cert_pem, &tls.client_key_pem) {
+            (None, None) => builder.with_no_client_auth(),
+            (Some(cert), Some(key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| RegistryError::Tls(format!("tls.crt: {e}")))?;
+                if chain.is_empty() {
+                    return Err(RegistryError::Tls("tls.crt holds no PEM certificate".into()));
+                }
+                // The key's text never goes into a message.
+                let key = PrivateKeyDer::from_pem_slice(key)
+                    .map_err(|_| RegistryError::Tls("tls.key holds no PEM private key".into()))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| RegistryError::Tls(format!("tls.crt and tls.key: {e}")))?
+            }
+            _ => {
+                return Err(RegistryError::Tls(
+                    "tls.crt and tls.key must be set together".into(),
+                ));
+            }
+        };
         let mut http = HttpConnector::new();
         http.set_connect_timeout(Some(limits.request_timeout));
         http.enforce_http(false);

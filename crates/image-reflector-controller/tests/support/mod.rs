@@ -20,6 +20,8 @@ const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 pub struct Options {
     pub htpasswd: Option<(&'static str, &'static str)>,
     pub tls: bool,
+    /// With `tls`: clients must show a certificate of the registry's CA.
+    pub mtls: bool,
     /// Bearer auth: the token service's realm URL and its signing certificate (PEM file).
     pub token: Option<(String, PathBuf)>,
 }
@@ -73,6 +75,9 @@ impl Registry {
         }
         if options.tls {
             command.arg("--tls");
+        }
+        if options.mtls {
+            command.arg("--mtls");
         }
         let log = std::fs::File::create(state.path().join("registry.log")).unwrap();
         let child = command
@@ -132,6 +137,12 @@ impl Registry {
         std::fs::read(self.state.path().join("ca.crt")).expect("the TLS registry's ca.crt")
     }
 
+    /// A client certificate and key the mutual-TLS registry accepts (PEM).
+    pub fn client_pem(&self) -> (Vec<u8>, Vec<u8>) {
+        let read = |name: &str| std::fs::read(self.state.path().join(name)).expect("client certificate");
+        (read("client.crt"), read("client.key"))
+    }
+
     /// Pushes `tags` to `repository`; returns (tag, digest) as push.sh computed them.
     pub fn push(&self, repository: &str, tags: &[&str]) -> Vec<(String, String)> {
         self.push_salted(repository, "", tags)
@@ -146,6 +157,10 @@ impl Registry {
         }
         if self.options.tls {
             command.arg("--cacert").arg(self.state.path().join("ca.crt"));
+        }
+        if self.options.mtls {
+            command.arg("--cert").arg(self.state.path().join("client.crt"));
+            command.arg("--key").arg(self.state.path().join("client.key"));
         }
         let output = command.args(tags).output().expect("run e2e/registry/push.sh");
         assert!(
