@@ -29,6 +29,9 @@ tools:
 	@for t in openssl curl python3 flock setsid git gpg; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
 	@# The hostile-input tests read a child's peak RSS and CPU through GNU time's wait4 counters.
 	@test -x /usr/bin/time || { echo "GNU time (/usr/bin/time, Debian package time) is required"; exit 1; }
+	@# The image reflector's tests run a real registry (CNCF distribution) with htpasswd auth.
+	@test -x /usr/bin/docker-registry || { echo "docker-registry (Debian package docker-registry) is required"; exit 1; }
+	@command -v htpasswd >/dev/null || { echo "htpasswd (Debian package apache2-utils) is required"; exit 1; }
 
 .PHONY: test
 test: tools
@@ -51,7 +54,7 @@ test: tools
 	export E2E_FLUX_IRC_CRDS=$$(e2e/fluxirc/crds.sh); \
 	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
 	$(CARGO) test --locked -p kustomize-engine --test conformance || status=$$?; \
-	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server || status=$$?; \
+	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server --test registry --test hostile || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \

@@ -6,5 +6,7 @@
 pub mod api;
 pub mod options;
 pub mod policy;
+pub mod registry;
+pub mod store;
 
 pub use options::{IMAGE_POLICY, IMAGE_REPOSITORY};
