@@ -25,9 +25,9 @@ use tokio::time::Instant;
 use super::drift::{DriftPolicy, DriftReport, Holding};
 use super::fingerprint::{ObjectPrint, live_print, run_key};
 use super::http::{api_message, api_url, server_side_apply};
+use super::inspect::{Mode, Planning};
+use super::masking::redact;
 use super::plan::{Desired, Known, Outcome, Plan, Write, transport_kind};
-use super::planner::{Mode, Planning};
-use super::secret::redact;
 use super::stage::Stage;
 use super::{Action, Applier, ApplyError, ApplyRequest, ChangeSet, FailureKind, ObjectError};
 

@@ -4,7 +4,7 @@
 use kustomize::selector::{CompiledSelector, Namespacing, SelectorError};
 use serde_json::{Map, Value};
 
-use super::secret::mask_pair;
+use super::masking::mask_pair;
 use crate::api::kustomization::IgnoreRule;
 
 /// A `spec.ignore` rule that cannot be used.

@@ -3,7 +3,7 @@
 //! Objects are plain `serde_json::Value`s. Pure steps (staging, normalization, planning
 //! decisions, diff, inventory, prune planning, fingerprints) live in their own modules; the
 //! I/O is in `planner` (the per-object plan apply and preview share), `apply`, `preview`,
-//! `prune`, `wait` and `http` (the requests).
+//! `prune`, `settle` and `http` (the requests).
 //!
 //! Differences from Flux, on purpose (see the module docs for details):
 //! - every object is validated (server-side dry-run) before anything is written, so an invalid
@@ -33,17 +33,17 @@ mod drift;
 mod fingerprint;
 pub(crate) mod handover;
 mod http;
+mod inspect;
 pub mod inventory;
 mod managed;
+mod masking;
 mod normalize;
 mod plan;
-mod planner;
 mod policy;
 mod preview;
 mod prune;
-mod secret;
+mod settle;
 mod stage;
-mod wait;
 mod watch;
 
 use std::fmt;
@@ -57,7 +57,7 @@ pub use preview::ObjectDiff;
 pub use prune::PruneError;
 pub use watch::LiveWatches;
 
-pub(crate) use secret::mask;
+pub(crate) use masking::mask;
 
 use crate::api::conditions::reason;
 use crate::api::inventory::ObjectRef;

@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use super::Owner;
-use super::secret::is_secret;
+use super::masking::is_secret;
 use crate::api::conditions::keys;
 
 /// A manifest that cannot be applied as written.

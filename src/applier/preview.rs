@@ -2,8 +2,8 @@
 //! per-object plans an apply makes.
 
 use super::diff::diff_text;
+use super::inspect::Mode;
 use super::plan::{Desired, Known, Plan, Write};
-use super::planner::Mode;
 use super::{Action, Applier, ApplyError, ApplyRequest, ChangeSet, ObjectError};
 use crate::api::inventory::ObjectRef;
 

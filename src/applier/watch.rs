@@ -27,8 +27,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::fingerprint::live_digest;
+use super::inspect::Planning;
 use super::plan::Desired;
-use super::planner::Planning;
 use super::{Applier, Owner};
 use crate::api::conditions::keys;
 

@@ -4,20 +4,20 @@
 //! election, and a kube-runtime `Controller` over Kustomizations that also watches the source
 //! kinds and maps a new artifact revision to the Kustomizations reading it.
 
-pub mod dependencies;
-mod drift;
-pub mod events;
-pub mod finalize;
-pub mod gates;
-pub mod identity;
+pub(crate) mod dependencies;
+mod drift_mode;
+pub(crate) mod events;
+pub(crate) mod finalize;
+pub(crate) mod gates;
+pub(crate) mod identity;
 mod kubeconfig;
 pub mod options;
 mod pacing;
 mod parked;
-pub mod reconcile;
+pub(crate) mod reconcile;
 mod source_cache;
-pub mod status;
-mod vars;
+pub(crate) mod status;
+mod substitute_from;
 mod workload;
 
 use std::collections::HashMap;
@@ -500,7 +500,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
     if let Some(ended) = ctx.waits.triggers() {
         controller = controller.reconcile_on(ended);
     }
-    controller = controller.reconcile_on(drift::triggers(live_changes, reader.clone()));
+    controller = controller.reconcile_on(drift_mode::triggers(live_changes, reader.clone()));
 
     controller
         .graceful_shutdown_on(shutdown_signal())

@@ -231,7 +231,7 @@ async fn roll_out(
     let rollout = Rollout {
         built: revision,
         inventory,
-        drift: super::drift::ready_line(&applied.drifted),
+        drift: super::drift_mode::ready_line(&applied.drifted),
     };
     Ok(steps::check_health(pass, ctx, &tools, applied, rollout, exprs).await)
 }
@@ -284,7 +284,7 @@ async fn conclude(
     // status says something new, so a quiet interval emits nothing.
     emit_changes(ctx, &pass);
     // drift: warn: a new set of drifted objects left in place
-    if written && let Some(notice) = super::drift::notice(&pass.old, &status, pass.metadata()) {
+    if written && let Some(notice) = super::drift_mode::notice(&pass.old, &status, pass.metadata()) {
         ctx.notifier.emit(ks, &notice);
     }
     match ended {

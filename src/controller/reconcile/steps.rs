@@ -34,8 +34,8 @@ use crate::controller::identity::Tools;
 use crate::controller::pacing::build_within;
 use crate::controller::parked::{Settled, Waited};
 use crate::controller::status::{Applied, BuiltRevision, Failed, Progress};
-use crate::controller::vars::substitution_vars;
-use crate::controller::{Context, drift, object_key};
+use crate::controller::substitute_from::substitution_vars;
+use crate::controller::{Context, drift_mode, object_key};
 
 /// What the apply did.
 pub(crate) struct ApplyReport {
@@ -137,8 +137,7 @@ pub(super) async fn build(
         .await
         .map_err(|e| pass.fail(e))?;
     // SOPS keys from spec.decryption's Secret.
-    let age_secret =
-        (ctx.options.sops_age_secret.as_deref())
+    let age_secret = (ctx.options.sops_age_secret.as_deref())
         .map(|name| (ctx.options.runtime.runtime_namespace.as_str(), name));
     let keys = sops::secret::load_keys(&ctx.client, ks, age_secret)
         .await
@@ -198,7 +197,7 @@ pub(super) async fn apply(
         ignore: &ks.spec.ignore,
         revision: &revision.revision,
     };
-    let policy = drift::policy(&ks, &pass.old, &built.digest);
+    let policy = drift_mode::policy(&ks, &pass.old, &built.digest);
     let applied = tools.applier.apply_with(request, policy).await;
     pass.stamp.now = Timestamp::now();
     let (changes, drifted) = applied.map_err(|error| {

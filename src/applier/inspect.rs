@@ -20,13 +20,13 @@ use super::http::{
     api_message, api_url, dry_run_create, get, json_patch, list_objects, server_side_apply, status_of,
 };
 use super::managed::{cleanup_patch, migrate_api_version_patch};
+use super::masking::redact;
 use super::normalize::normalize;
 use super::plan::{
     Batch, Desired, DryRunFailure, Known, Outcome, Plan, Write, answers_stored, classify_dry_run,
     crd_serving, list_refused, proves_absent, transport_kind,
 };
 use super::policy::{SsaPolicy, excluded, force_enabled, ssa_policy};
-use super::secret::redact;
 use super::stage::{order_key, stage_of};
 use super::{Action, Applier, ApplyRequest, FailureKind, ObjectError, Owner};
 use crate::api::Kustomization;
