@@ -40,6 +40,7 @@ test: tools
 	@e2e/flux/build.sh >/dev/null
 	@e2e/fluxpeer/build.sh >/dev/null
 	@e2e/fluxirc/crds.sh >/dev/null
+	@e2e/fluxirc/build.sh >/dev/null
 	@$(CARGO) build --locked --workspace --all-targets
 	@# The image ships a static binary: prove it builds and runs without a Docker engine.
 	@$(MAKE) --no-print-directory static
@@ -52,9 +53,10 @@ test: tools
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
 	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
 	export E2E_FLUX_IRC_CRDS=$$(e2e/fluxirc/crds.sh); \
+	export E2E_FLUX_IRC_BIN=$$(e2e/fluxirc/build.sh); \
 	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
 	$(CARGO) test --locked -p kustomize-engine --test conformance || status=$$?; \
-	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server --test registry --test hostile || status=$$?; \
+	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server --test registry --test hostile --test flux_peer || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
