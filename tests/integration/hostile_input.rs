@@ -28,9 +28,13 @@ struct Measured {
     elapsed_seconds: f64,
 }
 
-/// Runs `kustomize-controller build <dir> --root <root>` under GNU time, which waits for it
-/// with wait4 and reports the child's ru_maxrss and elapsed time.
 fn measured_build(root: &Path, dir: &str) -> Measured {
+    measured_build_with(root, dir, &[])
+}
+
+/// Runs `kustomize-controller build <dir> --root <root> <args>` under GNU time, which waits
+/// for it with wait4 and reports the child's ru_maxrss and elapsed time.
+fn measured_build_with(root: &Path, dir: &str, args: &[&str]) -> Measured {
     let report = root.join("time-report");
     let output = Command::new("/usr/bin/time")
         .arg("-f")
@@ -43,6 +47,7 @@ fn measured_build(root: &Path, dir: &str) -> Measured {
         .arg(dir)
         .arg("--root")
         .arg(root)
+        .args(args)
         .output()
         .expect("GNU time (/usr/bin/time, Debian package `time`) runs the build");
     let report = std::fs::read_to_string(&report).expect("GNU time wrote its report");
@@ -70,17 +75,7 @@ fn measured_build(root: &Path, dir: &str) -> Measured {
 /// The build was refused (not killed, not crashed) within the bounds, with an error that
 /// mentions every one of `mentions`.
 fn assert_refused_within_bounds(m: &Measured, mentions: &[&str]) {
-    let figures = format!(
-        "{:?}, peak RSS {} KB, {:.2} s CPU, {:.2} s elapsed",
-        m.status, m.max_rss_kb, m.cpu_seconds, m.elapsed_seconds
-    );
-    eprintln!("build: {figures}");
-    assert_eq!(
-        m.status.code(),
-        Some(1),
-        "the build must fail with an error, not run away or crash ({figures}); stderr: {}",
-        m.stderr
-    );
+    assert_ended_within_bounds(m, 1, "fail with an error");
     for text in mentions {
         assert!(
             m.stderr.contains(text),
@@ -88,6 +83,21 @@ fn assert_refused_within_bounds(m: &Measured, mentions: &[&str]) {
             m.stderr
         );
     }
+}
+
+/// The build exited with `code` (what it `should` do), within the bounds.
+fn assert_ended_within_bounds(m: &Measured, code: i32, should: &str) {
+    let figures = format!(
+        "{:?}, peak RSS {} KB, {:.2} s CPU, {:.2} s elapsed",
+        m.status, m.max_rss_kb, m.cpu_seconds, m.elapsed_seconds
+    );
+    eprintln!("build: {figures}");
+    assert_eq!(
+        m.status.code(),
+        Some(code),
+        "the build must {should}, not run away or crash ({figures}); stderr: {}",
+        m.stderr
+    );
     assert!(
         m.max_rss_kb < MAX_RSS_KB,
         "peak RSS {} KB, bound {MAX_RSS_KB} KB",
@@ -277,6 +287,72 @@ fn a_pack_delta_announcing_an_exabyte_is_refused_naming_the_object() {
             "app/kustomization.yaml",
             &format!("checking out {url} at {commit}"),
             "pack object 2: delta target of 9223372036854775807 bytes exceeds the remaining budget",
+        ],
+    );
+}
+
+/// A tree with `app/cm.yaml` holding `data`, and `ks.yaml`: a Kustomization whose
+/// postBuild.substitute sets `v` and `big` to these values.
+fn substitution_tree(data: &str, v: &str, big: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("app")).unwrap();
+    let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n{data}");
+    std::fs::write(tmp.path().join("app/cm.yaml"), cm).unwrap();
+    let ks = format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: app\nspec:\n  postBuild:\n    substitute:\n      v: \"{v}\"\n      big: \"{big}\"\n"
+    );
+    std::fs::write(tmp.path().join("ks.yaml"), ks).unwrap();
+    tmp
+}
+
+fn measured_substitution(tmp: &tempfile::TempDir) -> Measured {
+    let ks = tmp.path().join("ks.yaml");
+    measured_build_with(tmp.path(), "app", &["--kustomization", ks.to_str().unwrap()])
+}
+
+#[test]
+fn a_variable_repeated_thirty_thousand_times_is_refused_naming_object_and_variable() {
+    // Before: the 210 KB ConfigMap below, with a 100 KB variable, expanded to 3 GB and the
+    // build aborted on memory.
+    let tmp = substitution_tree(
+        &format!("  a: {}\n", "${big}".repeat(30_000)),
+        "",
+        &"x".repeat(100_000),
+    );
+    assert_refused_within_bounds(
+        &measured_substitution(&tmp),
+        &[
+            "post build failed for 'ConfigMap.v1.[noGrp]/cm'",
+            "expanding ${big} makes the object larger than the limit of 16777216 bytes",
+        ],
+    );
+}
+
+#[test]
+fn trims_of_an_eighty_thousand_character_value_take_linear_time() {
+    // Before: each trim matched the pattern on every prefix of the value on its own, and
+    // one such trim of 80,000 characters took 9 s of CPU (release build).
+    let value = "x".repeat(80_000);
+    let tmp = substitution_tree("  a: ${v#*.}\n  b: ${v%.*}\n  c: ${v##*[.]}\n", &value, "");
+    let measured = measured_substitution(&tmp);
+    assert_ended_within_bounds(&measured, 0, "succeed");
+}
+
+#[test]
+fn trims_repeated_over_a_long_value_are_refused_naming_the_variable() {
+    // Before: each of these 100,000 trims (1.1 MB of text) scanned the whole
+    // 80,000-character value for its one `y` and wrote nothing, so the output limit alone
+    // did not stop them: minutes of CPU.
+    let tmp = substitution_tree(
+        &format!("  a: x{}\n", "${v##*[y]*}".repeat(100_000)),
+        &format!("{}y", "x".repeat(79_999)),
+        "",
+    );
+    assert_refused_within_bounds(
+        &measured_substitution(&tmp),
+        &[
+            "post build failed for 'ConfigMap.v1.[noGrp]/cm'",
+            "expanding ${v} reads more than 16777216 bytes of values and patterns",
         ],
     );
 }
