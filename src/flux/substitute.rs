@@ -21,6 +21,8 @@ pub(crate) struct SubstituteOptions {
     pub(crate) strict: bool,
     /// `substituteStrategy: Always`: substitute even when no variable is defined.
     pub(crate) always: bool,
+    /// How large an object's text may grow (the build's file limit).
+    pub(crate) max_bytes: usize,
 }
 
 impl Default for SubstituteOptions {
@@ -28,6 +30,7 @@ impl Default for SubstituteOptions {
         SubstituteOptions {
             strict: true,
             always: false,
+            max_bytes: crate::kustomize::DEFAULT_MAX_FILE_BYTES as usize,
         }
     }
 }
@@ -88,7 +91,7 @@ pub(crate) fn substitute(
     // Flux substitutes over kustomize's YAML text of the object and reads the result back
     // with sigs.k8s.io/yaml (YAML 1.1).
     let text = kustomize::to_yaml(std::slice::from_ref(object));
-    let expanded = envsubst::expand(&text, vars, options.strict)?;
+    let expanded = envsubst::expand(&text, vars, options.strict, options.max_bytes)?;
     let documents = kustomize::yaml::parse_documents_yaml11(&expanded, "substituted object")
         .map_err(|err| SubstituteError::Yaml(err.to_string()))?;
     match <[Value; 1]>::try_from(documents) {
@@ -191,7 +194,7 @@ mod tests {
         );
         let lenient = SubstituteOptions {
             strict: false,
-            always: false,
+            ..SubstituteOptions::default()
         };
         let result = substitute(&object, &vars(&[("env", "prod")]), lenient).unwrap();
         // `b: ${missing}` becomes `b: ` in the text, which YAML reads as null.
@@ -222,8 +225,8 @@ mod tests {
             "WithVariables and no variables: untouched"
         );
         let always = SubstituteOptions {
-            strict: true,
             always: true,
+            ..SubstituteOptions::default()
         };
         let result = substitute(&object, &BTreeMap::new(), always).unwrap();
         assert_eq!(result["data"], json!({"a": "eu", "b": "${kept}"}));

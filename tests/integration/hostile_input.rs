@@ -38,10 +38,14 @@ struct Measured {
     elapsed_seconds: f64,
 }
 
-/// Runs `kustomize-controller build <dir> --root <root>` under GNU time, which waits for it
-/// with wait4 and reports the child's ru_maxrss and elapsed time; the shell sets the limits
-/// and replaces itself with `timeout`, whose child the build is.
 fn measured_build(root: &Path, dir: &str) -> Measured {
+    measured_build_with(root, dir, &[])
+}
+
+/// Runs `kustomize-controller build <dir> --root <root> <args>` under GNU time, which waits
+/// for it with wait4 and reports the child's ru_maxrss and elapsed time; the shell sets the
+/// limits and replaces itself with `timeout`, whose child the build is.
+fn measured_build_with(root: &Path, dir: &str, args: &[&str]) -> Measured {
     let report = root.join("time-report");
     let limits = format!(
         "ulimit -t {CPU_LIMIT_SECONDS} && ulimit -v {ADDRESS_SPACE_KB} && exec timeout {STOP_AFTER} \"$@\""
@@ -57,6 +61,7 @@ fn measured_build(root: &Path, dir: &str) -> Measured {
         .arg(dir)
         .arg("--root")
         .arg(root)
+        .args(args)
         .output()
         .expect("GNU time (/usr/bin/time, Debian package `time`) runs the build");
     let report = std::fs::read_to_string(&report).expect("GNU time wrote its report");
@@ -445,5 +450,71 @@ fn twenty_thousand_ref_deltas_listed_before_their_bases_resolve_in_linear_time()
         measured.stdout.contains("name: chain-0") && measured.stdout.contains("step: \"4000\""),
         "the ConfigMap at the end of the chain: {}",
         measured.stdout
+    );
+}
+
+/// A tree with `app/cm.yaml` holding `data`, and `ks.yaml`: a Kustomization whose
+/// postBuild.substitute sets `v` and `big` to these values.
+fn substitution_tree(data: &str, v: &str, big: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("app")).unwrap();
+    let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n{data}");
+    std::fs::write(tmp.path().join("app/cm.yaml"), cm).unwrap();
+    let ks = format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: app\nspec:\n  postBuild:\n    substitute:\n      v: \"{v}\"\n      big: \"{big}\"\n"
+    );
+    std::fs::write(tmp.path().join("ks.yaml"), ks).unwrap();
+    tmp
+}
+
+fn measured_substitution(tmp: &tempfile::TempDir) -> Measured {
+    let ks = tmp.path().join("ks.yaml");
+    measured_build_with(tmp.path(), "app", &["--kustomization", ks.to_str().unwrap()])
+}
+
+#[test]
+fn a_variable_repeated_thirty_thousand_times_is_refused_naming_object_and_variable() {
+    // Before: the 210 KB ConfigMap below, with a 100 KB variable, expanded to 3 GB and the
+    // build aborted on memory.
+    let tmp = substitution_tree(
+        &format!("  a: {}\n", "${big}".repeat(30_000)),
+        "",
+        &"x".repeat(100_000),
+    );
+    assert_refused_within_bounds(
+        &measured_substitution(&tmp),
+        &[
+            "post build failed for 'ConfigMap.v1.[noGrp]/cm'",
+            "expanding ${big} makes the object larger than the limit of 16777216 bytes",
+        ],
+    );
+}
+
+#[test]
+fn trims_of_an_eighty_thousand_character_value_take_linear_time() {
+    // Before: each trim matched the pattern on every prefix of the value on its own, and
+    // one such trim of 80,000 characters took 9 s of CPU (release build).
+    let value = "x".repeat(80_000);
+    let tmp = substitution_tree("  a: ${v#*.}\n  b: ${v%.*}\n  c: ${v##*[.]}\n", &value, "");
+    let measured = measured_substitution(&tmp);
+    assert_exit_within_bounds(&measured, 0);
+}
+
+#[test]
+fn trims_repeated_over_a_long_value_are_refused_naming_the_variable() {
+    // Before: each of these 100,000 trims (1.1 MB of text) scanned the whole
+    // 80,000-character value for its one `y` and wrote nothing, so the output limit alone
+    // did not stop them: minutes of CPU.
+    let tmp = substitution_tree(
+        &format!("  a: x{}\n", "${v##*[y]*}".repeat(100_000)),
+        &format!("{}y", "x".repeat(79_999)),
+        "",
+    );
+    assert_refused_within_bounds(
+        &measured_substitution(&tmp),
+        &[
+            "post build failed for 'ConfigMap.v1.[noGrp]/cm'",
+            "expanding ${v} reads more than 16777216 bytes of values and patterns",
+        ],
     );
 }

@@ -7,6 +7,10 @@ use std::time::Duration;
 /// How long a clone may take when the URL does not say (`?timeout=`): kustomize's default.
 pub(crate) const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(27);
 
+/// Go's longest duration (2^63 - 1 ns, about 292 years): kustomize cannot read a longer
+/// `?timeout=` and uses its default instead, and so do we.
+const MAX_GIT_TIMEOUT: Duration = Duration::from_nanos(i64::MAX as u64);
+
 /// A Git repository, a ref in it and the kustomization directory inside it, parsed from a
 /// kustomize remote base such as `github.com/org/repo//path?ref=v1.2.3`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -84,7 +88,8 @@ fn exits_repo(path: &str) -> bool {
     false
 }
 
-/// `ref` (else `version`) and `timeout` from the query; bad values fall back to defaults.
+/// `ref` (else `version`) and `timeout` from the query; bad values, and timeouts longer than
+/// Go can hold, fall back to defaults.
 fn parse_query(query: &str) -> (String, Duration) {
     let value = |key: &str| {
         query
@@ -101,6 +106,7 @@ fn parse_query(query: &str) -> (String, Duration) {
             Ok(_) => None,
             Err(_) => go_duration(&t).filter(|d| !d.is_zero()),
         })
+        .filter(|t| *t <= MAX_GIT_TIMEOUT)
         .unwrap_or(DEFAULT_GIT_TIMEOUT);
     (git_ref, timeout)
 }
@@ -155,7 +161,8 @@ fn go_duration(text: &str) -> Option<Duration> {
         total += number * scale;
         rest = &rest[unit_len..];
     }
-    Some(Duration::from_secs_f64(total))
+    // A sum of many digits may be infinite, which no Duration holds.
+    Duration::try_from_secs_f64(total).ok()
 }
 
 /// Splits scheme, user and host from the rest, the way kustomize normalises them: a
@@ -363,6 +370,23 @@ mod tests {
         assert_eq!(timeout("timeout=500ms"), Duration::from_millis(500));
         assert_eq!(timeout("timeout=bad"), DEFAULT_GIT_TIMEOUT);
         assert_eq!(timeout("timeout=0"), DEFAULT_GIT_TIMEOUT);
+        // Longer than Go's longest duration: kustomize's parser fails and so its default
+        // applies. Before, the first panicked in Duration::from_secs_f64 (issue 28, 12).
+        for absurd in [
+            "100000000000000000000s",
+            &format!("{}h", "9".repeat(400)),
+            "18446744073709551615",
+            "9223372037",
+            "2562048h",
+        ] {
+            assert_eq!(
+                timeout(&format!("timeout={absurd}")),
+                DEFAULT_GIT_TIMEOUT,
+                "{absurd}"
+            );
+        }
+        // The longest one Go holds still counts.
+        assert_eq!(timeout("timeout=9223372036"), Duration::from_secs(9_223_372_036));
         assert_eq!(
             parse_repo_spec("github.com/o/r?ref=feature%2Fx").unwrap().git_ref,
             "feature/x"
