@@ -119,7 +119,7 @@ pub(crate) fn build_decrypting(
     let substitute_options = spec.post_build.as_ref().map(|post_build| SubstituteOptions {
         strict: strict_substitution,
         always: post_build.substitute_strategy == Some(SubstituteStrategy::Always),
-        max_bytes: usize::try_from(options.max_file_bytes).unwrap_or(usize::MAX),
+        max_bytes: usize::try_from(options.max_file_bytes()).unwrap_or(usize::MAX),
     });
     // One object is open at a time: substituted, digested as Flux digests the build
     // output, then dropped when Flux's decoding would drop it.

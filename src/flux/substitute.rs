@@ -30,7 +30,7 @@ impl Default for SubstituteOptions {
         SubstituteOptions {
             strict: true,
             always: false,
-            max_bytes: crate::kustomize::DEFAULT_MAX_FILE_BYTES as usize,
+            max_bytes: kustomize::DEFAULT_MAX_FILE_BYTES as usize,
         }
     }
 }

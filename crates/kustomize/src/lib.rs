@@ -42,7 +42,7 @@ pub mod yaml;
 pub(crate) mod yaml11;
 
 /// Default for [`BuildOptions::max_file_bytes`]: 16 MiB.
-pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Options of one build.
 #[derive(Clone, Debug)]

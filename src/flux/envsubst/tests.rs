@@ -4,7 +4,7 @@
 use super::*;
 
 /// The output limit of a build: 16 MiB.
-const LIMIT: usize = crate::kustomize::DEFAULT_MAX_FILE_BYTES as usize;
+const LIMIT: usize = kustomize::DEFAULT_MAX_FILE_BYTES as usize;
 
 /// [`super::expand`] within the build's limit.
 fn expand(text: &str, vars: &BTreeMap<String, String>, strict: bool) -> Result<String, EnvsubstError> {
