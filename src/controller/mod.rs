@@ -255,6 +255,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
             },
             applier_options(&options),
         )
+        .with_workload_policy(options.workload_policy())
         .with_live_watches(live),
         notifier: Notifier::new(
             client.clone(),
