@@ -31,6 +31,9 @@ pub struct RunOptions {
     /// Flux does).
     #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_remote_bases: bool,
+    /// `--no-remote-bases-include-http`, `--no-remote-local-addresses`, `--remote-denied-cidrs`.
+    #[command(flatten)]
+    pub remote_lockdown: crate::remote::RemoteLockdownArgs,
     /// Let a remote kubeconfig run its `user.exec` credential plugin on the controller's host.
     #[arg(long = "insecure-kubeconfig-exec", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub insecure_kubeconfig_exec: bool,
@@ -382,6 +385,44 @@ mod tests {
         // Flux turns the Broker on only for a non-empty endpoint; an empty one warns of nothing.
         let o = parse(&["--spiffe-broker-endpoint="]);
         assert!(o.without_effect.set().is_empty(), "{:?}", o.without_effect.set());
+    }
+
+    #[test]
+    fn remote_lockdown_flags_parse() {
+        let config = |o: &RunOptions| {
+            let allow_git = !o.no_remote_bases;
+            o.remote_lockdown.apply(crate::remote::RemoteConfig {
+                allow_git,
+                ..Default::default()
+            })
+        };
+        let open = config(&parse(&[]));
+        assert!(open.allow_git && open.allow_http_files);
+        assert_eq!(open.denied, crate::remote::DeniedNetworks::default());
+        // Alone, the HTTP flag changes nothing: it widens --no-remote-bases.
+        assert!(config(&parse(&["--no-remote-bases-include-http"])).allow_http_files);
+        let flux = config(&parse(&["--no-remote-bases=true"]));
+        assert!(
+            !flux.allow_git && flux.allow_http_files,
+            "Flux fetches HTTP files"
+        );
+        let closed = config(&parse(&[
+            "--no-remote-bases=true",
+            "--no-remote-bases-include-http=true",
+            "--no-remote-local-addresses",
+            "--remote-denied-cidrs=10.0.0.0/8,fd00::/8",
+        ]));
+        assert!(!closed.allow_git && !closed.allow_http_files);
+        let cidrs: Vec<_> = ["10.0.0.0/8", "fd00::/8"]
+            .iter()
+            .map(|c| crate::remote::Cidr::parse(c).unwrap())
+            .collect();
+        assert_eq!(closed.denied, crate::remote::DeniedNetworks::new(true, &cidrs));
+        let err = Cli::try_parse_from(["run", "--remote-denied-cidrs=10.0.0.0/40"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("'10.0.0.0/40' is not a CIDR"), "{err}");
     }
 
     #[test]
