@@ -105,17 +105,20 @@ pub struct RemoteArgs {
     /// Most bytes downloaded for one remote entry, and most bytes of a checked-out repository.
     #[arg(long = "remote-max-bytes", default_value_t = 64 << 20)]
     pub max_bytes: u64,
+    /// As the controller's: refuse HTTP files with --no-remote-bases, deny networks.
+    #[command(flatten)]
+    pub lockdown: crate::remote::RemoteLockdownArgs,
 }
 
 impl RemoteArgs {
     pub fn config(&self) -> RemoteConfig {
-        RemoteConfig {
+        self.lockdown.apply(RemoteConfig {
             allow_git: !self.no_remote_bases,
             file_timeout: self.timeout,
             max_download_bytes: self.max_bytes,
             max_tree_bytes: self.max_bytes,
             ..RemoteConfig::default()
-        }
+        })
     }
 }
 

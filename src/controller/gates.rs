@@ -15,6 +15,9 @@ pub struct FeatureGates {
     pub disable_config_watchers: bool,
     /// Rewrite managedFields API versions before the dry-run.
     pub migrate_api_version: bool,
+    /// Let `spec.kubeConfig.configMapRef` mint ServiceAccount tokens for remote clusters (off,
+    /// as in Flux: a tenant would otherwise get tokens of its namespace's accounts).
+    pub object_level_workload_identity: bool,
     /// Gates set to a non-default value that change nothing in this controller, with why.
     pub without_effect: Vec<(&'static str, &'static str)>,
 }
@@ -26,6 +29,7 @@ impl Default for FeatureGates {
             external_artifact: false,
             disable_config_watchers: false,
             migrate_api_version: false,
+            object_level_workload_identity: false,
             without_effect: Vec::new(),
         }
     }
@@ -49,6 +53,10 @@ const GATES: &[Gate<FeatureGates>] = &[
     Gate {
         name: "MigrateAPIVersion",
         effect: Effect::Sets(|gates, on| gates.migrate_api_version = on),
+    },
+    Gate {
+        name: "ObjectLevelWorkloadIdentity",
+        effect: Effect::Sets(|gates, on| gates.object_level_workload_identity = on),
     },
     Gate {
         name: "CacheSecretsAndConfigMaps",
@@ -99,13 +107,6 @@ const GATES: &[Gate<FeatureGates>] = &[
             why: "a running health check finishes before a new revision",
         },
     },
-    Gate {
-        name: "ObjectLevelWorkloadIdentity",
-        effect: Effect::Nothing {
-            default: false,
-            why: "decryption and kubeconfig workload identity are not supported",
-        },
-    },
 ];
 
 /// Parses `Name=bool,Name=bool` (the runtime's parser, over this controller's gates); an
@@ -128,6 +129,15 @@ mod tests {
                 .unwrap();
         assert!(gates.external_artifact && gates.disable_config_watchers);
         assert!(!gates.strict_post_build_substitutions && !gates.migrate_api_version);
+        assert!(
+            !gates.object_level_workload_identity,
+            "off unless asked, as in Flux"
+        );
+        assert!(
+            parse("ObjectLevelWorkloadIdentity=true")
+                .unwrap()
+                .object_level_workload_identity
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ use kube::{Client, Config, ResourceExt};
 use sha2::{Digest, Sha256};
 
 use super::kubeconfig::{self, KubeconfigPolicy, Refusal};
-use super::workload::{self, WorkloadCluster};
+use super::workload::{self, WorkloadCluster, WorkloadPolicy};
 use crate::api::Kustomization;
 use crate::api::conditions::reason;
 use crate::api::kustomization::given;
@@ -65,6 +65,12 @@ pub(crate) enum IdentityError {
     UnsupportedProvider(String, String),
     #[error("unable to create a token for ServiceAccount '{0}': {1}")]
     TokenRequest(String, #[source] kube::Error),
+    #[error(
+        "KubeConfig configmap '{0}' needs a ServiceAccount token: ObjectLevelWorkloadIdentity feature gate is not enabled"
+    )]
+    GateDisabled(String),
+    #[error("KubeConfig configmap '{0}' names {1} '{2}', which is not in {3}")]
+    NotAllowed(String, &'static str, String, &'static str),
     #[error("the token request for ServiceAccount '{0}' returned no token")]
     NoToken(String),
     #[error("{0}")]
@@ -97,7 +103,9 @@ impl StepError for IdentityError {
             | Self::InvalidKubeConfig(..)
             | Self::ConfigMapKey(..)
             | Self::ConfigMapValue(..)
-            | Self::UnsupportedProvider(..) => Retry::Terminal,
+            | Self::UnsupportedProvider(..)
+            | Self::GateDisabled(..)
+            | Self::NotAllowed(..) => Retry::Terminal,
             _ => Retry::RetryInterval,
         }
     }
@@ -114,7 +122,10 @@ enum Identity {
     ServiceAccount { user: String },
     /// A remote cluster (by the digest of its kubeconfig bytes or of its ConfigMap's settings,
     /// so an edited Secret or ConfigMap is a new identity), with the user to impersonate there.
+    /// The namespace is part of it: a ConfigMap's token is minted for a ServiceAccount of the
+    /// Kustomization's namespace, so equal ConfigMaps in two namespaces are two identities.
     Remote {
+        namespace: String,
         kubeconfig: String,
         user: Option<String>,
     },
@@ -184,6 +195,8 @@ pub(crate) struct Identities {
     /// `--default-service-account`, as given ("" is none).
     default_service_account: String,
     policy: KubeconfigPolicy,
+    /// What `configMapRef` may mint tokens for; nothing by default.
+    workload: WorkloadPolicy,
     cache: Mutex<HashMap<Identity, Cached>>,
     /// The controller's cluster's shared metadata watches: read for every identity there (with
     /// the controller's own permissions), never for a remote cluster.
@@ -207,9 +220,16 @@ impl Identities {
             counts,
             default_service_account: default_service_account.to_string(),
             policy,
+            workload: WorkloadPolicy::default(),
             cache: Mutex::default(),
             live: None,
         }
+    }
+
+    /// Lets `configMapRef` mint tokens as `policy` allows (the gate and the allow-lists).
+    pub(crate) fn with_workload_policy(mut self, policy: WorkloadPolicy) -> Self {
+        self.workload = policy;
+        self
     }
 
     /// Lets the fast path of every identity on the controller's cluster read `watches`.
@@ -235,13 +255,8 @@ impl Identities {
             .service_account(ks)
             .map(|sa| impersonated_user(&namespace, sa));
         let remote = self.remote(ks, &namespace).await?;
-        let identity = match (&remote, &user) {
-            (None, None) => return Ok(self.own.clone()),
-            (None, Some(user)) => Identity::ServiceAccount { user: user.clone() },
-            (Some(remote), user) => Identity::Remote {
-                kubeconfig: remote.digest(),
-                user: user.clone(),
-            },
+        let Some(identity) = identity(&namespace, remote.as_ref(), user.clone()) else {
+            return Ok(self.own.clone());
         };
         if let Some(tools) = self.cached(&identity) {
             return Ok(tools);
@@ -306,6 +321,7 @@ impl Identities {
             .data
             .unwrap_or_default();
         let cluster = workload::from_config_map(&config_map, &data)?;
+        self.workload.check(&config_map, &cluster)?;
         Ok(Some(Remote::Workload { config_map, cluster }))
     }
 
@@ -357,6 +373,19 @@ impl Identities {
     #[cfg(test)]
     fn cached_identities(&self) -> usize {
         self.cache.lock().expect("identity cache lock").len()
+    }
+}
+
+/// The cache key of who applies; `None` is the controller itself.
+fn identity(namespace: &str, remote: Option<&Remote>, user: Option<String>) -> Option<Identity> {
+    match (remote, user) {
+        (None, None) => None,
+        (None, Some(user)) => Some(Identity::ServiceAccount { user }),
+        (Some(remote), user) => Some(Identity::Remote {
+            namespace: namespace.to_string(),
+            kubeconfig: remote.digest(),
+            user,
+        }),
     }
 }
 
@@ -444,6 +473,37 @@ mod tests {
         );
     }
 
+    /// Finding 9 of issue 28: the cache key of a remote cluster was the digest of its settings
+    /// and the user, so tenant B's Kustomization with a ConfigMap equal to tenant A's got the
+    /// tools holding the token of A's ServiceAccount.
+    #[test]
+    fn equal_remote_settings_in_two_namespaces_are_two_identities() {
+        let data: std::collections::BTreeMap<String, String> = [
+            ("provider", "generic"),
+            ("address", "https://remote:6443"),
+            ("serviceAccountName", "deployer"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let remote = |namespace: &str| {
+            let config_map = format!("{namespace}/remote");
+            let cluster = workload::from_config_map(&config_map, &data).unwrap();
+            Remote::Workload { config_map, cluster }
+        };
+        let (a, b) = (remote("team-a"), remote("team-b"));
+        assert_eq!(a.digest(), b.digest(), "the same settings");
+        assert_ne!(
+            identity("team-a", Some(&a), None),
+            identity("team-b", Some(&b), None)
+        );
+        assert_eq!(
+            identity("team-a", Some(&a), None),
+            identity("team-a", Some(&a), None)
+        );
+        assert_eq!(identity("team-a", None, None), None);
+    }
+
     #[test]
     fn the_impersonated_user_is_the_service_accounts() {
         assert_eq!(
@@ -523,6 +583,7 @@ mod tests {
     async fn tools_with_an_expiring_token_are_dropped_when_it_expires() {
         let identities = identities("");
         let remote = |n: &str| Identity::Remote {
+            namespace: "team-a".into(),
             kubeconfig: n.into(),
             user: None,
         };

@@ -236,11 +236,12 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         retries: 0,
         ..FetcherConfig::default()
     })?;
-    let remote = crate::remote::RemoteFetcher::new(crate::remote::RemoteConfig {
-        allow_git: !options.no_remote_bases,
-        ..crate::remote::RemoteConfig::default()
-    })
-    .map_err(RunError::Remote)?;
+    let remote =
+        crate::remote::RemoteFetcher::new(options.remote_lockdown.apply(crate::remote::RemoteConfig {
+            allow_git: !options.no_remote_bases,
+            ..crate::remote::RemoteConfig::default()
+        }))
+        .map_err(RunError::Remote)?;
     let release_on_cancel = options.runtime.leader_election_release_on_cancel;
     let (live, live_changes) = LiveWatches::new(client.clone());
     let ctx = Arc::new(Context {
@@ -255,6 +256,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
             },
             applier_options(&options),
         )
+        .with_workload_policy(options.workload_policy())
         .with_live_watches(live),
         notifier: Notifier::new(
             client.clone(),

@@ -7,6 +7,7 @@ use flux_runtime::options::{RuntimeOptions, go_bool, go_duration};
 
 use super::IDENTITY;
 use super::gates::{self, FeatureGates};
+use super::workload::{WorkloadPolicy, normalized_address};
 
 /// Everything `run` can be told.
 #[derive(Clone, Debug, clap::Args)]
@@ -30,12 +31,23 @@ pub struct RunOptions {
     /// Flux does).
     #[arg(long = "no-remote-bases", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub no_remote_bases: bool,
+    /// `--no-remote-bases-include-http`, `--no-remote-local-addresses`, `--remote-denied-cidrs`.
+    #[command(flatten)]
+    pub remote_lockdown: crate::remote::RemoteLockdownArgs,
     /// Let a remote kubeconfig run its `user.exec` credential plugin on the controller's host.
     #[arg(long = "insecure-kubeconfig-exec", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub insecure_kubeconfig_exec: bool,
     /// Let a remote kubeconfig turn off TLS verification (`insecure-skip-tls-verify`).
     #[arg(long = "insecure-kubeconfig-tls", default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = go_bool, action = clap::ArgAction::Set)]
     pub insecure_kubeconfig_tls: bool,
+    /// With the ObjectLevelWorkloadIdentity gate on, the only API server addresses a
+    /// `kubeConfig.configMapRef` may name (comma-separated or repeated; empty: any).
+    #[arg(long = "workload-identity-allowed-addresses", value_delimiter = ',', value_parser = allowed_address)]
+    pub workload_identity_allowed_addresses: Vec<String>,
+    /// With the ObjectLevelWorkloadIdentity gate on, the only token audiences a
+    /// `kubeConfig.configMapRef` may ask for (comma-separated or repeated; empty: any).
+    #[arg(long = "workload-identity-allowed-audiences", value_delimiter = ',')]
+    pub workload_identity_allowed_audiences: Vec<String>,
     /// ServiceAccount impersonated by Kustomizations that name none.
     #[arg(long = "default-service-account", default_value = "")]
     pub default_service_account: String,
@@ -161,7 +173,21 @@ impl FlagsWithoutEffect {
     }
 }
 
+fn allowed_address(text: &str) -> Result<String, String> {
+    normalized_address(text).ok_or_else(|| format!("'{text}' is not an http(s) URL"))
+}
+
 impl RunOptions {
+    /// What `kubeConfig.configMapRef` may mint tokens for.
+    pub(crate) fn workload_policy(&self) -> WorkloadPolicy {
+        let given = |list: &[String]| list.iter().filter(|v| !v.is_empty()).cloned().collect();
+        WorkloadPolicy {
+            enabled: self.feature_gates.object_level_workload_identity,
+            allowed_addresses: given(&self.workload_identity_allowed_addresses),
+            allowed_audiences: given(&self.workload_identity_allowed_audiences),
+        }
+    }
+
     /// The custom stage kinds, without the empty entry an empty flag yields.
     pub(crate) fn custom_stage_kinds(&self) -> Vec<String> {
         self.custom_apply_stage_kinds
@@ -359,6 +385,68 @@ mod tests {
         // Flux turns the Broker on only for a non-empty endpoint; an empty one warns of nothing.
         let o = parse(&["--spiffe-broker-endpoint="]);
         assert!(o.without_effect.set().is_empty(), "{:?}", o.without_effect.set());
+    }
+
+    #[test]
+    fn remote_lockdown_flags_parse() {
+        let config = |o: &RunOptions| {
+            let allow_git = !o.no_remote_bases;
+            o.remote_lockdown.apply(crate::remote::RemoteConfig {
+                allow_git,
+                ..Default::default()
+            })
+        };
+        let open = config(&parse(&[]));
+        assert!(open.allow_git && open.allow_http_files);
+        assert_eq!(open.denied, crate::remote::DeniedNetworks::default());
+        // Alone, the HTTP flag changes nothing: it widens --no-remote-bases.
+        assert!(config(&parse(&["--no-remote-bases-include-http"])).allow_http_files);
+        let flux = config(&parse(&["--no-remote-bases=true"]));
+        assert!(
+            !flux.allow_git && flux.allow_http_files,
+            "Flux fetches HTTP files"
+        );
+        let closed = config(&parse(&[
+            "--no-remote-bases=true",
+            "--no-remote-bases-include-http=true",
+            "--no-remote-local-addresses",
+            "--remote-denied-cidrs=10.0.0.0/8,fd00::/8",
+        ]));
+        assert!(!closed.allow_git && !closed.allow_http_files);
+        let cidrs: Vec<_> = ["10.0.0.0/8", "fd00::/8"]
+            .iter()
+            .map(|c| crate::remote::Cidr::parse(c).unwrap())
+            .collect();
+        assert_eq!(closed.denied, crate::remote::DeniedNetworks::new(true, &cidrs));
+        let err = Cli::try_parse_from(["run", "--remote-denied-cidrs=10.0.0.0/40"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("'10.0.0.0/40' is not a CIDR"), "{err}");
+    }
+
+    #[test]
+    fn workload_identity_is_off_and_its_lists_parse() {
+        assert_eq!(parse(&[]).workload_policy(), WorkloadPolicy::default());
+        let o = parse(&[
+            "--feature-gates=ObjectLevelWorkloadIdentity=true",
+            "--workload-identity-allowed-addresses=https://A:6443/,https://b",
+            "--workload-identity-allowed-addresses=https://c:443",
+            "--workload-identity-allowed-audiences=remote",
+        ]);
+        assert_eq!(
+            o.workload_policy(),
+            WorkloadPolicy {
+                enabled: true,
+                allowed_addresses: vec!["https://a:6443".into(), "https://b".into(), "https://c".into()],
+                allowed_audiences: vec!["remote".into()],
+            }
+        );
+        let err = Cli::try_parse_from(["run", "--workload-identity-allowed-addresses=remote:6443"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("is not an http(s) URL"), "{err}");
     }
 
     #[test]

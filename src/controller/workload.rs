@@ -27,6 +27,58 @@ const TOKEN_REQUEST_PROVIDERS: [&str; 2] = ["generic", "kubernetes"];
 /// Lifetime asked for each token; the API server may grant a shorter one.
 const TOKEN_SECONDS: i64 = 3600;
 
+/// What the operator lets a `configMapRef` ask tokens for: nothing unless the
+/// `ObjectLevelWorkloadIdentity` gate is on (as in Flux, which mints such tokens only then);
+/// with it on, only the listed addresses and audiences when lists are given. Without the lists
+/// a tenant can send its namespace's tokens anywhere, for any audience, even this cluster's own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadPolicy {
+    pub enabled: bool,
+    /// Remote API server addresses, as [`normalized_address`] gives them; empty: any.
+    pub allowed_addresses: Vec<String>,
+    /// Token audiences; empty: any.
+    pub allowed_audiences: Vec<String>,
+}
+
+impl WorkloadPolicy {
+    /// Whether a token for `cluster` may be minted; the refusal names the ConfigMap and value.
+    pub(crate) fn check(&self, config_map: &str, cluster: &WorkloadCluster) -> Result<(), IdentityError> {
+        if !self.enabled {
+            return Err(IdentityError::GateDisabled(config_map.to_string()));
+        }
+        let listed = |list: &[String], value: &str| list.is_empty() || list.iter().any(|a| a == value);
+        let address = normalized_address(&cluster.address).unwrap_or_default();
+        if !listed(&self.allowed_addresses, &address) {
+            return Err(IdentityError::NotAllowed(
+                config_map.to_string(),
+                "address",
+                cluster.address.clone(),
+                "--workload-identity-allowed-addresses",
+            ));
+        }
+        if let Some(audience) = cluster
+            .audiences
+            .iter()
+            .find(|a| !listed(&self.allowed_audiences, a))
+        {
+            return Err(IdentityError::NotAllowed(
+                config_map.to_string(),
+                "audience",
+                audience.clone(),
+                "--workload-identity-allowed-audiences",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An address as compared with the allow-list: parsed as a URL (lower-case host, default port
+/// dropped), without a trailing `/`.
+pub fn normalized_address(text: &str) -> Option<String> {
+    let url = url::Url::parse(text.trim()).ok()?;
+    matches!(url.scheme(), "https" | "http").then(|| url.as_str().trim_end_matches('/').to_string())
+}
+
 /// One remote cluster as a ConfigMap describes it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct WorkloadCluster {
@@ -168,6 +220,80 @@ mod tests {
         .unwrap();
         assert_eq!(defaulted.audiences, ["https://remote:6443"]);
         assert_ne!(cluster.digest(), defaulted.digest());
+    }
+
+    fn cluster(address: &str, audiences: &[&str]) -> WorkloadCluster {
+        WorkloadCluster {
+            address: address.into(),
+            ca: None,
+            service_account: "deployer".into(),
+            audiences: audiences.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// Finding 9 of issue 28: any tenant's `configMapRef` got a token of any ServiceAccount of
+    /// its namespace, for any audience (this cluster's own API audience worked), sent to any
+    /// address, with no gate. Flux mints these tokens only with ObjectLevelWorkloadIdentity on.
+    #[test]
+    fn tokens_are_minted_only_behind_the_gate() {
+        let remote = cluster("https://remote:6443", &["https://remote:6443"]);
+        let err = WorkloadPolicy::default()
+            .check("team-a/remote", &remote)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "KubeConfig configmap 'team-a/remote' needs a ServiceAccount token: ObjectLevelWorkloadIdentity feature gate is not enabled"
+        );
+        assert_eq!(
+            crate::error::StepError::retry(&err),
+            crate::error::Retry::Terminal
+        );
+        let on = WorkloadPolicy {
+            enabled: true,
+            ..WorkloadPolicy::default()
+        };
+        assert!(on.check("team-a/remote", &remote).is_ok(), "no lists: anything");
+    }
+
+    #[test]
+    fn the_allow_lists_bound_addresses_and_audiences() {
+        let policy = WorkloadPolicy {
+            enabled: true,
+            allowed_addresses: vec!["https://remote:6443".into()],
+            allowed_audiences: vec!["remote".into()],
+        };
+        // The same address spelled otherwise is the same address.
+        assert!(
+            policy
+                .check("a/r", &cluster("https://REMOTE:6443/", &["remote"]))
+                .is_ok()
+        );
+        let err = policy
+            .check("a/r", &cluster("https://kubernetes.default.svc", &["remote"]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "KubeConfig configmap 'a/r' names address 'https://kubernetes.default.svc', which is not in --workload-identity-allowed-addresses"
+        );
+        let err = policy
+            .check(
+                "a/r",
+                &cluster(
+                    "https://remote:6443",
+                    &["remote", "https://kubernetes.default.svc"],
+                ),
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("audience 'https://kubernetes.default.svc', which is not in --workload-identity-allowed-audiences"),
+            "{err}"
+        );
+        assert_eq!(
+            normalized_address("https://Remote:443/"),
+            Some("https://remote".into())
+        );
+        assert_eq!(normalized_address("ftp://remote"), None);
     }
 
     #[test]

@@ -3,17 +3,24 @@
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode, header};
-use hyper_rustls::HttpsConnector;
+use std::net::IpAddr;
+use std::sync::Arc;
+
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use url::{Position, Url};
+use url::{Host, Position, Url};
+
+use super::Connector;
+use super::deny::DeniedNetworks;
 
 /// How many redirects a GET follows, as Go's HTTP client does (it allows ten).
 const MAX_REDIRECTS: usize = 10;
 
 pub(crate) struct Http {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<Connector, Full<Bytes>>,
+    /// Checked here for IP literals, which the connector does not resolve; the connector's
+    /// resolver checks names.
+    denied: Arc<DeniedNetworks>,
 }
 
 /// A request to send.
@@ -25,9 +32,10 @@ pub(crate) struct Call<'a> {
 }
 
 impl Http {
-    pub(crate) fn new(connector: HttpsConnector<HttpConnector>) -> Self {
+    pub(crate) fn new(connector: Connector, denied: Arc<DeniedNetworks>) -> Self {
         Http {
             client: Client::builder(TokioExecutor::new()).build(connector),
+            denied,
         }
     }
 
@@ -38,6 +46,7 @@ impl Http {
         max_bytes: u64,
     ) -> Result<(StatusCode, Vec<u8>), String> {
         for _ in 0..=MAX_REDIRECTS {
+            check_literal(&self.denied, &call.url)?;
             let mut request = Request::builder()
                 .method(call.method.clone())
                 .uri(&call.url)
@@ -76,6 +85,19 @@ impl Http {
         }
         Err(format!("more than {MAX_REDIRECTS} redirects"))
     }
+}
+
+/// Refuses a URL whose host is a denied IP address (redirect targets included).
+fn check_literal(denied: &DeniedNetworks, url: &str) -> Result<(), String> {
+    let Ok(url) = Url::parse(url) else {
+        return Ok(()); // the request fails on it
+    };
+    let ip = match url.host() {
+        Some(Host::Ipv4(ip)) => IpAddr::V4(ip),
+        Some(Host::Ipv6(ip)) => IpAddr::V6(ip),
+        _ => return Ok(()),
+    };
+    denied.check(url.host_str().unwrap_or_default(), ip)
 }
 
 /// An error with its causes, which hyper keeps in the source chain.

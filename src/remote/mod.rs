@@ -3,6 +3,7 @@
 //! files. Pure Rust, no `git` binary: the controller's image has none. Every fetch is
 //! bounded in time and size; SSH URLs are refused because no credentials are available.
 
+mod deny;
 mod git;
 mod http;
 mod pack;
@@ -11,7 +12,7 @@ mod tree;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper_rustls::HttpsConnector;
@@ -19,11 +20,21 @@ use hyper_util::client::legacy::connect::HttpConnector;
 
 use kustomize::remote::{RemoteResources, RepoSpec, parse_repo_spec};
 
+pub use deny::{Cidr, DeniedNetworks, RemoteLockdownArgs};
+
+/// The connector of every remote fetch: TLS over a resolver that refuses denied addresses.
+type Connector = HttpsConnector<HttpConnector<deny::GuardedResolver>>;
+
 /// Bounds and switches of remote fetching.
 #[derive(Clone, Debug)]
 pub struct RemoteConfig {
     /// Whether Git bases may be fetched (false: Flux's `--no-remote-bases=true`).
     pub allow_git: bool,
+    /// Whether HTTP file resources may be fetched (false: `--no-remote-bases=true` with
+    /// `--no-remote-bases-include-http=true`).
+    pub allow_http_files: bool,
+    /// Networks neither files nor Git bases may reach.
+    pub denied: DeniedNetworks,
     /// Time allowed for one HTTP file (Git bases use the URL's `?timeout=`, else 27 s).
     pub file_timeout: Duration,
     /// Most bytes downloaded for one file or one repository's pack.
@@ -47,6 +58,8 @@ impl Default for RemoteConfig {
     fn default() -> Self {
         RemoteConfig {
             allow_git: true,
+            allow_http_files: true,
+            denied: DeniedNetworks::default(),
             file_timeout: Duration::from_secs(60),
             max_download_bytes: 64 << 20,
             max_tree_bytes: 128 << 20,
@@ -62,7 +75,8 @@ impl Default for RemoteConfig {
 /// Fetches remote entries for the kustomize engine; see [`RemoteResources`].
 pub struct RemoteFetcher {
     config: RemoteConfig,
-    connector: HttpsConnector<HttpConnector>,
+    connector: Connector,
+    denied: Arc<DeniedNetworks>,
     cache_root: tempfile::TempDir,
     /// Checkouts by (repository URL, commit), oldest first.
     trees: Mutex<VecDeque<Checkout>>,
@@ -86,8 +100,15 @@ impl std::fmt::Debug for RemoteFetcher {
 
 impl RemoteFetcher {
     pub fn new(config: RemoteConfig) -> Result<Self, String> {
-        let connector = crate::source::fetch::https_connector(Duration::from_secs(10))
-            .map_err(|e| format!("TLS setup: {e}"))?;
+        let denied = Arc::new(config.denied.clone());
+        let resolver = deny::GuardedResolver {
+            denied: denied.clone(),
+        };
+        let connector = crate::source::fetch::tls_connector(
+            HttpConnector::new_with_resolver(resolver),
+            Duration::from_secs(10),
+        )
+        .map_err(|e| format!("TLS setup: {e}"))?;
         let cache_root = tempfile::Builder::new()
             .prefix("remote-bases-")
             .tempdir_in(&config.cache_dir)
@@ -95,6 +116,7 @@ impl RemoteFetcher {
         Ok(RemoteFetcher {
             config,
             connector,
+            denied,
             cache_root,
             trees: Mutex::default(),
         })
@@ -109,6 +131,7 @@ impl RemoteFetcher {
         work: impl AsyncFnOnce(&http::Http) -> Result<T, String> + Send,
     ) -> Result<T, String> {
         let connector = self.connector.clone();
+        let denied = self.denied.clone();
         std::thread::scope(|scope| {
             scope
                 .spawn(move || {
@@ -117,7 +140,7 @@ impl RemoteFetcher {
                         .build()
                         .map_err(|e| format!("async runtime: {e}"))?;
                     runtime.block_on(async move {
-                        let http = http::Http::new(connector);
+                        let http = http::Http::new(connector, denied);
                         tokio::time::timeout(timeout, work(&http))
                             .await
                             .unwrap_or_else(|_| Err(format!("timed out after {}", humantime(timeout))))
@@ -256,6 +279,12 @@ impl RemoteResources for RemoteFetcher {
     }
 
     fn file(&self, url: &str) -> Result<Vec<u8>, String> {
+        if !self.config.allow_http_files {
+            return Err(format!(
+                "HTTP resource '{url}' is refused: remote resources are disabled \
+                 (--no-remote-bases=true --no-remote-bases-include-http=true)"
+            ));
+        }
         let max = self.config.max_download_bytes;
         // A URL that may be a Git base is tried as a file first: its `?timeout=` bounds that too.
         let timeout = parse_repo_spec(url).map_or(self.config.file_timeout, |s| {

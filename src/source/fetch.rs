@@ -32,7 +32,14 @@ pub(crate) struct FetchInner {
 pub(crate) fn https_connector(
     connect_timeout: std::time::Duration,
 ) -> Result<HttpsConnector<HttpConnector>, rustls::Error> {
-    let mut http = HttpConnector::new();
+    tls_connector(HttpConnector::new(), connect_timeout)
+}
+
+/// `http` (with any resolver) wrapped in TLS with the system roots, HTTP/1.
+pub(crate) fn tls_connector<R>(
+    mut http: HttpConnector<R>,
+    connect_timeout: std::time::Duration,
+) -> Result<HttpsConnector<HttpConnector<R>>, rustls::Error> {
     http.set_connect_timeout(Some(connect_timeout));
     http.enforce_http(false);
     let provider = Arc::new(rustls::crypto::ring::default_provider());

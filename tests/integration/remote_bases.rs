@@ -305,7 +305,7 @@ fn a_remote_base_cannot_write_outside_its_checkout() {
 }
 
 /// A tiny HTTP server: `/cm.yaml` a ConfigMap, `/big.yaml` 200 kB, `/stall` never answers,
-/// anything else 404.
+/// `/to-127.0.0.2` redirects to `/cm.yaml` at 127.0.0.2 (same port), anything else 404.
 fn http_server() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -317,6 +317,14 @@ fn http_server() -> String {
                 let n = stream.read(&mut buf).unwrap_or(0);
                 let request = String::from_utf8_lossy(&buf[..n]).to_string();
                 let path = request.split(' ').nth(1).unwrap_or("/").to_string();
+                if path == "/to-127.0.0.2" {
+                    let location = format!("http://127.0.0.2:{}/cm.yaml", addr.port());
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    return;
+                }
                 let (status, body) = match path.as_str() {
                     "/cm.yaml" => ("200 OK", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-http\ndata:\n  value: http\n".to_string()),
                     "/big.yaml" => ("200 OK", "# padding\n".repeat(20_000)),
@@ -348,6 +356,67 @@ fn http_file_resources_are_fetched() {
     // Flux fetches HTTP files even with remote bases disabled.
     assert_eq!(
         config_maps(&build(root.path(), &["--no-remote-bases=true"])),
+        [("from-http".to_string(), "http".to_string())]
+    );
+}
+
+/// Finding 10 of issue 28: HTTP resources and Git bases reach any address (the cloud metadata
+/// service, the controller's own ports) and follow redirects anywhere. Flux does too, so that
+/// stays the default; `--no-remote-local-addresses` and `--remote-denied-cidrs` refuse such
+/// addresses, after DNS resolution and for redirect targets.
+#[test]
+fn denied_networks_refuse_files_git_bases_and_redirects() {
+    let base = http_server();
+    let port = base.rsplit(':').next().unwrap();
+    let file = format!("{base}/cm.yaml");
+    let from_http = [("from-http".to_string(), "http".to_string())];
+    assert_eq!(
+        config_maps(&build(app_with(&[&file]).path(), &[])),
+        from_http,
+        "Flux's default"
+    );
+    let local = ["--no-remote-local-addresses=true"];
+    let by_name = format!("http://localhost:{port}/cm.yaml");
+    let git = format!("{base}/repo.git//base?timeout=5s");
+    for entry in [&file, &by_name, &git] {
+        let err = failure(&build(app_with(&[entry]).path(), &local));
+        assert!(
+            err.contains(&format!("remote resource '{entry}'"))
+                && (err.contains("in the denied network 127.0.0.0/8")
+                    || err.contains("in the denied network ::1/128")),
+            "{err}"
+        );
+    }
+    // Operator networks: 127.0.0.2 alone is denied, so 127.0.0.1 is reached, but not a
+    // redirect from there to 127.0.0.2.
+    let cidr = ["--remote-denied-cidrs=127.0.0.2/32"];
+    assert_eq!(config_maps(&build(app_with(&[&file]).path(), &cidr)), from_http);
+    let redirect = format!("{base}/to-127.0.0.2");
+    let err = failure(&build(app_with(&[&redirect]).path(), &cidr));
+    assert!(
+        err.contains("host '127.0.0.2' is at 127.0.0.2, in the denied network 127.0.0.2/32"),
+        "{err}"
+    );
+}
+
+/// Finding 10 of issue 28: `--no-remote-bases=true` refused Git bases only; with
+/// `--no-remote-bases-include-http=true` it refuses HTTP files too (alone, that flag changes
+/// nothing).
+#[test]
+fn no_remote_bases_can_refuse_http_files_too() {
+    let base = http_server();
+    let file = format!("{base}/cm.yaml");
+    let root = app_with(&[&file]);
+    let strict = ["--no-remote-bases=true", "--no-remote-bases-include-http=true"];
+    let err = failure(&build(root.path(), &strict));
+    assert!(
+        err.contains(&format!(
+            "HTTP resource '{file}' is refused: remote resources are disabled"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        config_maps(&build(root.path(), &["--no-remote-bases-include-http=true"])),
         [("from-http".to_string(), "http".to_string())]
     );
 }
