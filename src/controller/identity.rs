@@ -25,7 +25,7 @@ use kube::{Client, Config, ResourceExt};
 use sha2::{Digest, Sha256};
 
 use super::kubeconfig::{self, KubeconfigPolicy, Refusal};
-use super::workload::{self, WorkloadCluster, WorkloadPolicy};
+use super::workload_identity::{self as workload, WorkloadCluster, WorkloadPolicy};
 use crate::api::Kustomization;
 use crate::api::conditions::reason;
 use crate::api::kustomization::given;
@@ -124,7 +124,7 @@ enum Identity {
     /// so an edited Secret or ConfigMap is a new identity), with the user to impersonate there.
     /// The namespace is part of it: a ConfigMap's token is minted for a ServiceAccount of the
     /// Kustomization's namespace, so equal ConfigMaps in two namespaces are two identities.
-    Remote {
+    TargetCluster {
         namespace: String,
         kubeconfig: String,
         user: Option<String>,
@@ -167,7 +167,7 @@ struct Cached {
 }
 
 /// Where a remote cluster's client comes from.
-enum Remote {
+enum TargetCluster {
     Kubeconfig {
         secret: String,
         bytes: Vec<u8>,
@@ -178,7 +178,7 @@ enum Remote {
     },
 }
 
-impl Remote {
+impl TargetCluster {
     fn digest(&self) -> String {
         match self {
             Self::Kubeconfig { bytes, .. } => hex::encode(Sha256::digest(bytes)),
@@ -254,7 +254,7 @@ impl Identities {
         let user = self
             .service_account(ks)
             .map(|sa| impersonated_user(&namespace, sa));
-        let remote = self.remote(ks, &namespace).await?;
+        let remote = self.target_cluster(ks, &namespace).await?;
         let Some(identity) = identity(&namespace, remote.as_ref(), user.clone()) else {
             return Ok(self.own.clone());
         };
@@ -262,10 +262,10 @@ impl Identities {
             return Ok(tools);
         }
         let (mut config, expires) = match &remote {
-            Some(Remote::Kubeconfig { secret, bytes }) => {
-                (remote_config(secret, bytes, self.policy).await?, None)
+            Some(TargetCluster::Kubeconfig { secret, bytes }) => {
+                (target_cluster_config(secret, bytes, self.policy).await?, None)
             }
-            Some(Remote::Workload { config_map, cluster }) => {
+            Some(TargetCluster::Workload { config_map, cluster }) => {
                 let (token, valid) = cluster.token(self.own.client(), &namespace).await?;
                 // Renewed well before it expires: a pass may run for a while with these tools.
                 let expires = Instant::now() + valid.mul_f32(0.75);
@@ -286,7 +286,11 @@ impl Identities {
     }
 
     /// The remote cluster `spec.kubeConfig` names, read with the controller's identity.
-    async fn remote(&self, ks: &Kustomization, namespace: &str) -> Result<Option<Remote>, IdentityError> {
+    async fn target_cluster(
+        &self,
+        ks: &Kustomization,
+        namespace: &str,
+    ) -> Result<Option<TargetCluster>, IdentityError> {
         let Some(kube_config) = ks.spec.kube_config.as_ref() else {
             return Ok(None);
         };
@@ -305,7 +309,7 @@ impl Identities {
                 .iter()
                 .find_map(|key| data.get(*key))
                 .ok_or_else(|| IdentityError::MissingKey(secret_name.clone(), keys[0].to_string()))?;
-            return Ok(Some(Remote::Kubeconfig {
+            return Ok(Some(TargetCluster::Kubeconfig {
                 secret: secret_name,
                 bytes: bytes.0.clone(),
             }));
@@ -322,7 +326,7 @@ impl Identities {
             .unwrap_or_default();
         let cluster = workload::from_config_map(&config_map, &data)?;
         self.workload.check(&config_map, &cluster)?;
-        Ok(Some(Remote::Workload { config_map, cluster }))
+        Ok(Some(TargetCluster::Workload { config_map, cluster }))
     }
 
     /// Whether the ServiceAccount this Kustomization impersonates exists. Deletion skips pruning
@@ -377,11 +381,11 @@ impl Identities {
 }
 
 /// The cache key of who applies; `None` is the controller itself.
-fn identity(namespace: &str, remote: Option<&Remote>, user: Option<String>) -> Option<Identity> {
+fn identity(namespace: &str, remote: Option<&TargetCluster>, user: Option<String>) -> Option<Identity> {
     match (remote, user) {
         (None, None) => None,
         (None, Some(user)) => Some(Identity::ServiceAccount { user }),
-        (Some(remote), user) => Some(Identity::Remote {
+        (Some(remote), user) => Some(Identity::TargetCluster {
             namespace: namespace.to_string(),
             kubeconfig: remote.digest(),
             user,
@@ -404,7 +408,7 @@ fn impersonated_user(namespace: &str, service_account: &str) -> String {
 }
 
 /// A remote cluster's config from a kubeconfig the tenant wrote; see [`kubeconfig::checked`].
-async fn remote_config(
+async fn target_cluster_config(
     secret_name: &str,
     bytes: &[u8],
     policy: KubeconfigPolicy,
@@ -489,7 +493,7 @@ mod tests {
         let remote = |namespace: &str| {
             let config_map = format!("{namespace}/remote");
             let cluster = workload::from_config_map(&config_map, &data).unwrap();
-            Remote::Workload { config_map, cluster }
+            TargetCluster::Workload { config_map, cluster }
         };
         let (a, b) = (remote("team-a"), remote("team-b"));
         assert_eq!(a.digest(), b.digest(), "the same settings");
@@ -582,7 +586,7 @@ mod tests {
     #[tokio::test]
     async fn tools_with_an_expiring_token_are_dropped_when_it_expires() {
         let identities = identities("");
-        let remote = |n: &str| Identity::Remote {
+        let remote = |n: &str| Identity::TargetCluster {
             namespace: "team-a".into(),
             kubeconfig: n.into(),
             user: None,
@@ -608,7 +612,7 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 "#;
         let strict = KubeconfigPolicy::default();
-        let err = remote_config("team-a/remote", exec.as_bytes(), strict)
+        let err = target_cluster_config("team-a/remote", exec.as_bytes(), strict)
             .await
             .unwrap_err();
         let message = err.to_string();
@@ -618,7 +622,7 @@ current-context: x
         );
         assert!(!message.contains("/bin/steal"), "{message}");
         assert_eq!(err.retry(), Retry::Terminal);
-        let err = remote_config("team-a/remote", b"{not yaml", strict)
+        let err = target_cluster_config("team-a/remote", b"{not yaml", strict)
             .await
             .unwrap_err();
         assert_eq!(
@@ -630,7 +634,7 @@ current-context: x
             ..strict
         };
         assert!(
-            remote_config("team-a/remote", exec.as_bytes(), allowed)
+            target_cluster_config("team-a/remote", exec.as_bytes(), allowed)
                 .await
                 .is_ok()
         );

@@ -18,7 +18,7 @@ pub(crate) mod reconcile;
 mod source_cache;
 pub(crate) mod status;
 mod substitute_from;
-mod workload;
+mod workload_identity;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};

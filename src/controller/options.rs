@@ -7,7 +7,7 @@ use flux_runtime::options::{RuntimeOptions, go_bool, go_duration};
 
 use super::IDENTITY;
 use super::gates::{self, FeatureGates};
-use super::workload::{WorkloadPolicy, normalized_address};
+use super::workload_identity::{WorkloadPolicy, normalized_address};
 
 /// Everything `run` can be told.
 #[derive(Clone, Debug, clap::Args)]

@@ -1,4 +1,4 @@
-//! Remote clusters from `spec.kubeConfig.configMapRef`: no kubeconfig, but the address of a
+//! Target clusters from `spec.kubeConfig.configMapRef`: no kubeconfig, but the address of a
 //! cluster that trusts this cluster's ServiceAccount tokens (an OIDC/JWT authenticator for
 //! this cluster's issuer). The controller asks its own cluster for a token of the ServiceAccount
 //! the ConfigMap names (a TokenRequest for the ConfigMap's audiences) and presents it there.
