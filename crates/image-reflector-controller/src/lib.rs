@@ -4,6 +4,7 @@
 //! shared with the Kustomization controller.
 
 pub mod api;
+pub mod controller;
 pub mod options;
 pub mod policy;
 pub mod registry;
