@@ -95,6 +95,17 @@ mod tests {
 
     const T0: i64 = 1_767_225_600;
 
+    /// (status, requested, canonical, exclusions, stored tags, now, expected)
+    type Case<'a> = (
+        Option<&'a ImageRepositoryStatus>,
+        Option<&'a str>,
+        &'a str,
+        &'a [String],
+        usize,
+        i64,
+        Due,
+    );
+
     fn at(second: i64) -> Timestamp {
         Timestamp::from_second(T0 + second).unwrap()
     }
@@ -124,16 +135,7 @@ mod tests {
         let never = ImageRepositoryStatus::default();
         let (s0, s100) = (scanned(0), scanned(100));
         let five_min = Duration::from_secs(300);
-        // (status, requested, canonical, exclusions, stored, now, expected)
-        let cases: Vec<(
-            Option<&ImageRepositoryStatus>,
-            Option<&str>,
-            &str,
-            &[String],
-            usize,
-            i64,
-            Due,
-        )> = vec![
+        let cases: Vec<Case<'_>> = vec![
             (
                 None,
                 None,
