@@ -62,7 +62,10 @@ fn help_names_the_commands_and_unknown_ones_are_refused() {
     let out = run(&["scan-everything"]);
     assert_eq!(out.status.code(), Some(2), "clap's usage error");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("unexpected argument 'scan-everything'"), "{stderr}");
+    assert!(
+        stderr.contains("unexpected argument 'scan-everything'"),
+        "{stderr}"
+    );
     let out = run(&["--no-such-flag"]);
     assert_eq!(out.status.code(), Some(2), "clap's usage error");
 }

@@ -1,7 +1,7 @@
 //! The controller binary against a real API server and a real registry: an ImageRepository
 //! becomes Ready with the registry's tags, a tag pushed later shows up after a
 //! `reconcile.fluxcd.io/requestedAt` request, credentials come from a docker-config Secret,
-//! and deletion removes the tag file and the finalizer.
+//! an image with a tag stalls, and deletion removes the tag file and the finalizer.
 //!
 //! Needs the e2e control plane (`KUBECONFIG`, and `E2E_BIN` for kubectl) and Debian's
 //! docker-registry: `make test` runs it.
