@@ -64,7 +64,12 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse_from(cli::with_default_subcommand(std::env::args_os(), &SUBCOMMANDS)).command {
+    match Cli::parse_from(flux_runtime::options::with_default_subcommand(
+        std::env::args_os(),
+        &SUBCOMMANDS,
+    ))
+    .command
+    {
         Command::Run(options) => {
             let Some(runtime) = runtime() else {
                 return ExitCode::FAILURE;

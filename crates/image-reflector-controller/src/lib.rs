@@ -4,7 +4,7 @@
 //! shared with the Kustomization controller.
 
 pub mod api;
-mod controller;
+pub mod controller;
 pub mod options;
 pub mod policy;
 pub mod registry;

@@ -57,8 +57,15 @@ fn help_names_the_commands_and_unknown_ones_are_refused() {
     let out = run(&["--help"]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    assert!(help.contains("crds"), "{help}");
+    assert!(help.contains("crds") && help.contains("run"), "{help}");
+    // Anything but a subcommand is an argument of `run` (Flux's Deployment passes flags alone).
     let out = run(&["scan-everything"]);
     assert_eq!(out.status.code(), Some(2), "clap's usage error");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized subcommand"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unexpected argument 'scan-everything'"),
+        "{stderr}"
+    );
+    let out = run(&["--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2), "clap's usage error");
 }

@@ -102,3 +102,46 @@ impl RuntimeOptions {
         format!("{base}-{}", &digest[..8])
     }
 }
+
+/// Inserts `run` after the program name unless a subcommand (or a top-level `--help`,
+/// `--version`) comes first: Flux starts its controller with flags alone.
+pub fn with_default_subcommand(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+    subcommands: &[&str],
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.into_iter().collect();
+    let first = args.get(1).and_then(|a| a.to_str());
+    let explicit = first.is_some_and(|first| {
+        subcommands.contains(&first) || ["-h", "--help", "-V", "--version"].contains(&first)
+    });
+    if !explicit {
+        args.insert(args.len().min(1), "run".into());
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_alone_mean_run() {
+        let with = |args: &[&str]| -> Vec<String> {
+            with_default_subcommand(
+                std::iter::once("kc").chain(args.iter().copied()).map(Into::into),
+                &["run", "build", "help"],
+            )
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+        };
+        assert_eq!(
+            with(&["--watch-all-namespaces", "--log-level=info"]),
+            ["kc", "run", "--watch-all-namespaces", "--log-level=info"]
+        );
+        assert_eq!(with(&[]), ["kc", "run"]);
+        assert_eq!(with(&["run", "--concurrent=2"]), ["kc", "run", "--concurrent=2"]);
+        assert_eq!(with(&["build", "."]), ["kc", "build", "."]);
+        assert_eq!(with(&["--help"]), ["kc", "--help"]);
+    }
+}

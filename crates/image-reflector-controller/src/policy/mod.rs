@@ -4,7 +4,7 @@
 
 mod constraint;
 mod filter;
-mod goregex;
+pub(crate) mod goregex;
 mod order;
 mod version;
 

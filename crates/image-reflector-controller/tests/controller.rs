@@ -1,0 +1,349 @@
+//! The controller binary against a real API server and a real registry: an ImageRepository
+//! becomes Ready with the registry's tags, a tag pushed later shows up after a
+//! `reconcile.fluxcd.io/requestedAt` request, credentials come from a docker-config Secret,
+//! an image with a tag stalls, and deletion removes the tag file and the finalizer.
+//!
+//! Needs the e2e control plane (`KUBECONFIG`, and `E2E_BIN` for kubectl) and Debian's
+//! docker-registry: `make test` runs it.
+
+mod support;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use support::{Options, Registry};
+
+fn kubectl_path() -> PathBuf {
+    let bin =
+        std::env::var_os("E2E_BIN").expect("E2E_BIN is not set: `make test` sets it (it holds kubectl)");
+    assert!(
+        std::env::var_os("KUBECONFIG").is_some(),
+        "KUBECONFIG is not set: `make test` points it at the e2e control plane"
+    );
+    Path::new(&bin).join("kubectl")
+}
+
+fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(kubectl_path())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kubectl");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().expect("kubectl runs")
+}
+
+fn ok(args: &[&str], stdin: Option<&str>) -> String {
+    let out = kubectl(args, stdin);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "kubectl {args:?} failed:\n{stdout}{stderr}");
+    stdout.into_owned()
+}
+
+fn install_crds() {
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../crds");
+    for plural in ["imagerepositories", "imagepolicies"] {
+        let file = format!("{crds}/image.toolkit.fluxcd.io_{plural}.yaml");
+        ok(
+            &["apply", "--server-side", "--force-conflicts", "-f", &file],
+            None,
+        );
+        ok(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &format!("crd/{plural}.image.toolkit.fluxcd.io"),
+            ],
+            None,
+        );
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A namespace of the test, with the controller binary watching only it; both go on drop.
+struct Harness {
+    namespace: String,
+    controller: Child,
+    storage: tempfile::TempDir,
+    health_port: u16,
+    log: PathBuf,
+}
+
+impl Harness {
+    fn start(name: &str) -> Self {
+        install_crds();
+        let namespace = format!("irc-repo-{name}-{}", std::process::id());
+        ok(&["create", "namespace", &namespace], None);
+        let storage = tempfile::tempdir().unwrap();
+        let health_port = free_port();
+        let log = storage.path().join("controller.log");
+        let controller = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"))
+            // Flags alone, as Flux's Deployment passes them.
+            .args([
+                "--watch-all-namespaces=false",
+                "--enable-leader-election",
+                "--log-encoding=console",
+                "--min-retry-delay=200ms",
+                "--max-retry-delay=2s",
+            ])
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .arg(format!(
+                "--storage-path={}",
+                storage.path().join("data").display()
+            ))
+            .env("RUNTIME_NAMESPACE", &namespace)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+            .spawn()
+            .expect("start image-reflector-controller");
+        Self {
+            namespace,
+            controller,
+            storage,
+            health_port,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn apply(&self, object: Value) {
+        ok(
+            &["apply", "-n", &self.namespace, "-f", "-"],
+            Some(&object.to_string()),
+        );
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Option<Value> {
+        let out = kubectl(&["get", "-n", &self.namespace, kind, name, "-o", "json"], None);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// Polls until `check` holds for the ImageRepository; fails with the object and the log.
+    fn wait_for(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let object = self.get("imagerepository", name);
+            if let Some(object) = &object
+                && check(object)
+            {
+                return object.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; object:\n{}\ncontroller log:\n{}",
+                serde_json::to_string_pretty(&object).unwrap(),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// The status code of a GET on the probe port.
+    fn http_status(&self, path: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.health_port)).expect("probe port");
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        let line = reply.lines().next().unwrap_or_default();
+        line.split(' ').nth(1).unwrap_or(line).to_string()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // While the controller runs: it removes the finalizers that would hold the namespace.
+        let _ = kubectl(
+            &[
+                "delete",
+                "imagerepositories",
+                "--all",
+                "-n",
+                &self.namespace,
+                "--timeout=30s",
+            ],
+            None,
+        );
+        let _ = self.controller.kill();
+        let _ = self.controller.wait();
+        let _ = kubectl(&["delete", "namespace", &self.namespace, "--wait=false"], None);
+    }
+}
+
+fn ready(object: &Value) -> Option<&Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+}
+
+fn ready_is(object: &Value, status: &str, reason: &str) -> bool {
+    ready(object).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
+
+/// FluxStorage's checksum: sha256 of the tags in descending order, one a line.
+fn checksum(tags: &[&str]) -> String {
+    let text: String = tags.iter().map(|t| format!("{t}\n")).collect();
+    format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
+}
+
+fn image_repository(name: &str, image: &str, extra: Value) -> Value {
+    let mut spec = json!({"image": image, "interval": "1h"});
+    spec.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    json!({
+        "apiVersion": "image.toolkit.fluxcd.io/v1", "kind": "ImageRepository",
+        "metadata": {"name": name}, "spec": spec,
+    })
+}
+
+#[test]
+fn scans_tags_and_rescans_on_request() {
+    let registry = Registry::start(Options::default());
+    registry.push("team/app", &["1.0.0", "1.1.0", "2.0.0", "sha256-x.sig"]);
+    let harness = Harness::start("scan");
+    let image = format!("{}/team/app", registry.host());
+    harness.apply(image_repository("app", &image, json!({})));
+
+    let repo = harness.wait_for("app", "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+    let want = ["2.0.0", "1.1.0", "1.0.0"];
+    assert_eq!(
+        ready(&repo).unwrap()["message"],
+        format!("successful scan: found 3 tags with checksum {}", checksum(&want))
+    );
+    let status = &repo["status"];
+    assert_eq!(status["lastScanResult"]["tagCount"], 3);
+    assert_eq!(status["lastScanResult"]["latestTags"], json!(want));
+    assert_eq!(status["canonicalImageName"], image);
+    assert_eq!(status["observedExclusionList"], json!([r"^.*\.sig$"]));
+    assert_eq!(status["observedGeneration"], 1);
+    assert_eq!(repo["metadata"]["finalizers"], json!(["finalizers.fluxcd.io"]));
+    assert_eq!(status["conditions"].as_array().unwrap().len(), 1, "{status}");
+    assert_eq!(harness.http_status("/healthz"), "200");
+    assert_eq!(harness.http_status("/readyz"), "200");
+    let lease = ok(
+        &[
+            "get",
+            "-n",
+            &harness.namespace,
+            "lease",
+            "image-reflector-controller-leader-election",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        None,
+    );
+    assert!(!lease.is_empty(), "the controller holds Flux's Lease");
+
+    // A new tag is not seen before the interval, but is after a reconcile request.
+    registry.push("team/app", &["3.0.0"]);
+    ok(
+        &[
+            "annotate",
+            "-n",
+            &harness.namespace,
+            "imagerepository/app",
+            "--overwrite",
+            "reconcile.fluxcd.io/requestedAt=first",
+        ],
+        None,
+    );
+    let repo = harness.wait_for("app", "the request handled", |o| {
+        o["status"]["lastHandledReconcileAt"] == "first"
+    });
+    let want = ["3.0.0", "2.0.0", "1.1.0", "1.0.0"];
+    assert_eq!(repo["status"]["lastScanResult"]["tagCount"], 4);
+    assert_eq!(repo["status"]["lastScanResult"]["latestTags"], json!(want));
+    assert_eq!(
+        ready(&repo).unwrap()["message"],
+        format!("successful scan: found 4 tags with checksum {}", checksum(&want))
+    );
+
+    // Deletion removes the tag file, then the finalizer lets the object go.
+    let uid = repo["metadata"]["uid"].as_str().unwrap().to_string();
+    let tag_dir = harness
+        .storage
+        .path()
+        .join("data/imagerepository")
+        .join(&harness.namespace)
+        .join("app")
+        .join(&uid);
+    assert!(tag_dir.exists(), "{} holds the tags", tag_dir.display());
+    ok(
+        &[
+            "delete",
+            "-n",
+            &harness.namespace,
+            "imagerepository/app",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    assert!(!tag_dir.exists(), "the tags of a deleted object are removed");
+}
+
+#[test]
+fn credentials_come_from_a_docker_config_secret() {
+    let registry = Registry::start(Options {
+        htpasswd: Some(("flux", "s3cret")),
+        ..Options::default()
+    });
+    registry.push("private/app", &["v1", "v2"]);
+    let harness = Harness::start("auth");
+    let image = format!("{}/private/app", registry.host());
+    harness.apply(image_repository(
+        "private",
+        &image,
+        json!({"secretRef": {"name": "creds"}}),
+    ));
+    let repo = harness.wait_for("private", "AuthenticationFailed", |o| {
+        ready_is(o, "False", "AuthenticationFailed")
+    });
+    assert_eq!(
+        ready(&repo).unwrap()["message"],
+        r#"failed to configure authentication options: secrets "creds" not found"#
+    );
+    assert_eq!(repo["status"]["conditions"][0]["type"], "Reconciling");
+    assert_eq!(repo["status"]["conditions"][0]["reason"], "ProgressingWithRetry");
+
+    let auth = base64::engine::general_purpose::STANDARD.encode("flux:s3cret");
+    let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
+    harness.apply(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": "creds"},
+        "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config)},
+    }));
+    // The retry with backoff finds the Secret.
+    let repo = harness.wait_for("private", "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+    assert_eq!(
+        repo["status"]["lastScanResult"]["latestTags"],
+        json!(["v2", "v1"])
+    );
+}
