@@ -75,6 +75,8 @@ pub(crate) struct Context {
     pub fetcher: Fetcher,
     /// Remote bases and HTTP files of kustomizations (Git refused with --no-remote-bases).
     pub remote: Arc<crate::remote::RemoteFetcher>,
+    /// Builds on the blocking pool, abandoned ones included: one per Kustomization at a time.
+    pub builds: Arc<pacing::Builds>,
     pub notifier: Notifier<Kustomization>,
     pub metrics: Arc<Metrics>,
     /// The source objects of the source watches, read instead of a GET.
@@ -264,6 +266,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         ),
         fetcher,
         remote: Arc::new(remote),
+        builds: Arc::default(),
         metrics,
         client,
         sources: source_cache::SourceCache::default(),

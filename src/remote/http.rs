@@ -7,13 +7,20 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
 use url::{Position, Url};
 
 /// How many redirects a GET follows, as Go's HTTP client does (it allows ten).
 const MAX_REDIRECTS: usize = 10;
 
+/// The longest a server may stay silent: for the response head, then between two pieces of
+/// its body. The whole exchange is bounded too, by the fetch's timeout.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub(crate) struct Http {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    read_timeout: Duration,
 }
 
 /// A request to send.
@@ -28,6 +35,7 @@ impl Http {
     pub(crate) fn new(connector: HttpsConnector<HttpConnector>) -> Self {
         Http {
             client: Client::builder(TokioExecutor::new()).build(connector),
+            read_timeout: READ_TIMEOUT,
         }
     }
 
@@ -48,7 +56,10 @@ impl Http {
             let request = request
                 .body(Full::new(Bytes::from(call.body.clone())))
                 .map_err(|e| format!("invalid URL: {e}"))?;
-            let response = self.client.request(request).await.map_err(|e| describe(&e))?;
+            let response = self
+                .read(self.client.request(request))
+                .await?
+                .map_err(|e| describe(&e))?;
             let status = response.status();
             if status.is_redirection() && call.method == Method::GET {
                 let location = response
@@ -61,7 +72,7 @@ impl Http {
             }
             let mut body = response.into_body();
             let mut out = Vec::new();
-            while let Some(frame) = body.frame().await {
+            while let Some(frame) = self.read(body.frame()).await? {
                 let frame = frame.map_err(|e| describe(&e))?;
                 if let Some(data) = frame.data_ref() {
                     if (out.len() + data.len()) as u64 > max_bytes {
@@ -75,6 +86,13 @@ impl Http {
             return Ok((status, out));
         }
         Err(format!("more than {MAX_REDIRECTS} redirects"))
+    }
+
+    /// `read` unless the server stays silent for longer than the read timeout.
+    async fn read<T>(&self, read: impl Future<Output = T>) -> Result<T, String> {
+        tokio::time::timeout(self.read_timeout, read)
+            .await
+            .map_err(|_| format!("the server sent nothing for {}s", self.read_timeout.as_secs_f64()))
     }
 }
 

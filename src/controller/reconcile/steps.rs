@@ -36,6 +36,7 @@ use crate::controller::parked::{Settled, Waited};
 use crate::controller::status::{Applied, BuiltRevision, Failed, Progress};
 use crate::controller::vars::substitution_vars;
 use crate::controller::{Context, drift, object_key};
+use crate::deadline::Deadline;
 
 /// What the apply did.
 pub(crate) struct ApplyReport {
@@ -137,20 +138,21 @@ pub(super) async fn build(
         .await
         .map_err(|e| pass.fail(e))?;
     // SOPS keys from spec.decryption's Secret.
-    let age_secret =
-        (ctx.options.sops_age_secret.as_deref())
+    let age_secret = (ctx.options.sops_age_secret.as_deref())
         .map(|name| (ctx.options.runtime.runtime_namespace.as_str(), name));
     let keys = sops::secret::load_keys(&ctx.client, ks, age_secret)
         .await
         .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
-    let remote = ctx.remote.clone();
+    // spec.timeout from the start of the pass bounds the build, its remote fetches included.
+    let deadline = Deadline::from(pass.started, spec.timeout());
+    let remote = ctx.remote.until(deadline);
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
-    let timeout = spec.timeout();
-    let budget = timeout.saturating_sub(pass.started.elapsed());
-    let built = build_within(budget, timeout, move || {
+    let key = object_key(ks);
+    let built = build_within(&ctx.builds, &key, deadline, move || {
         let options = BuildOptions::new().with_remote(remote);
-        flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys.as_ref())
+        let keys = keys.as_ref();
+        flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys, deadline)
     })
     .await
     .map_err(|e| pass.fail(e))?
