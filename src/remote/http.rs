@@ -208,6 +208,38 @@ mod tests {
         }
     }
 
+    /// Before, a server that sent its head and then nothing held the fetch until the whole
+    /// timeout (the tenant's `?timeout=`) ran out; now silence ends it after the read timeout.
+    #[tokio::test]
+    async fn a_silent_server_is_left_after_the_read_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut stream, _) = listener.accept().unwrap();
+            let _ = stream.read(&mut [0u8; 4096]);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0");
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        });
+        let connector = crate::source::fetch::https_connector(Duration::from_secs(5)).unwrap();
+        let http = Http {
+            read_timeout: Duration::from_millis(200),
+            ..Http::new(connector)
+        };
+        let call = Call {
+            method: Method::GET,
+            url,
+            headers: &[],
+            body: Vec::new(),
+        };
+        // The outer bound only turns a hang into a failure.
+        let sent = tokio::time::timeout(Duration::from_secs(30), http.send(call, 1 << 20)).await;
+        assert_eq!(
+            sent.expect("not left").unwrap_err(),
+            "the server sent nothing for 0.2s"
+        );
+    }
+
     #[test]
     fn locations_to_other_schemes_are_refused() {
         for location in ["file:///etc/passwd", "g:h", "ftp://a/b"] {
