@@ -5,6 +5,7 @@ pub mod api;
 pub mod applier;
 pub mod cli;
 pub mod controller;
+pub mod deadline;
 pub mod flux;
 pub mod health;
 pub mod kube_ext;

@@ -74,7 +74,11 @@ fn main() -> ExitCode {
             let Some(runtime) = runtime() else {
                 return ExitCode::FAILURE;
             };
-            match runtime.block_on(controller::run(*options)) {
+            let result = runtime.block_on(controller::run(*options));
+            // A build abandoned on a blocking thread must not hold the exit: dropping the
+            // runtime would wait for it.
+            runtime.shutdown_background();
+            match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     tracing::error!(%error, "controller stopped");
@@ -93,7 +97,14 @@ fn main() -> ExitCode {
             kustomization,
             vars,
             remote,
-        } => match cli::flux_build(&root, &dir, kustomization, vars, remote.config()) {
+        } => match cli::flux_build(
+            &root,
+            &dir,
+            kustomization,
+            vars,
+            remote.config(),
+            remote.build_timeout,
+        ) {
             Ok(built) => {
                 for warning in &built.warnings {
                     eprintln!("warning: {warning}");

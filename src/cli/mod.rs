@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::api::Api;
 use kustomize::packed::{self, Packed};
@@ -11,6 +12,7 @@ use serde_json::Value;
 
 use crate::api::{Kustomization, KustomizationSpec};
 use crate::applier::{Action, Applier, ApplierOptions, ApplyRequest, Owner};
+use crate::deadline::Deadline;
 use crate::flux;
 use crate::kube_ext::ResourceResolver;
 use crate::remote::{RemoteConfig, RemoteFetcher};
@@ -55,12 +57,14 @@ fn build_objects(
     spec: &KustomizationSpec,
     vars: Vec<(String, String)>,
     remote: RemoteConfig,
+    timeout: Option<Duration>,
 ) -> Result<flux::Built, String> {
     let inline = spec.post_build.as_ref().and_then(|p| p.substitute.as_ref());
     let vars: BTreeMap<String, String> = flux::merge_vars(vec![vars.into_iter().collect()], inline);
-    let remote = RemoteFetcher::new(remote)?;
-    let options = kustomize::BuildOptions::new().with_remote(Arc::new(remote));
-    flux::build(root, dir, spec, &vars, &options).map_err(|e| e.to_string())
+    let deadline = Deadline::after(timeout.unwrap_or_else(|| spec.timeout()));
+    let remote = Arc::new(RemoteFetcher::new(remote)?);
+    let options = kustomize::BuildOptions::new().with_remote(remote.until(deadline));
+    flux::build_until(root, dir, spec, &vars, &options, deadline).map_err(|e| e.to_string())
 }
 
 /// Builds `dir` through Flux's layer with the spec of the Kustomization file, if any.
@@ -70,10 +74,11 @@ pub fn flux_build(
     kustomization: Option<PathBuf>,
     vars: Vec<(String, String)>,
     remote: RemoteConfig,
+    timeout: Option<Duration>,
 ) -> Result<flux::Built, String> {
     let object = kustomization.as_deref().map(read_object).transpose()?;
     let spec = offline_spec(object.as_ref().and_then(|o| o.get("spec")), !vars.is_empty())?;
-    build_objects(root, dir, &spec, vars, remote)
+    build_objects(root, dir, &spec, vars, remote, timeout)
 }
 
 /// Flags of `build` for remote bases and HTTP files.
@@ -91,6 +96,10 @@ pub struct RemoteArgs {
     /// As the controller's: refuse HTTP files with --no-remote-bases, deny networks.
     #[command(flatten)]
     pub lockdown: crate::remote::RemoteLockdownArgs,
+    /// Time the whole build may take, remote fetches included, as spec.timeout bounds the
+    /// controller's (default: the Kustomization's spec.timeout).
+    #[arg(long = "timeout", value_parser = parse_duration)]
+    pub build_timeout: Option<Duration>,
 }
 
 impl RemoteArgs {
@@ -174,7 +183,15 @@ pub async fn diff(args: DiffArgs) -> Result<DiffReport, String> {
     );
     let spec = offline_spec(object.get("spec"), !args.vars.is_empty())?;
     let objects = packed::values(
-        &build_objects(&args.root, &args.dir, &spec, args.vars, RemoteConfig::default())?.objects,
+        &build_objects(
+            &args.root,
+            &args.dir,
+            &spec,
+            args.vars,
+            RemoteConfig::default(),
+            None,
+        )?
+        .objects,
     );
 
     let applier = Applier::new(ResourceResolver::new(client), ApplierOptions::default());

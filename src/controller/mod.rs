@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use flux_runtime::ControllerIdentity;
 use flux_runtime::client::counting_client;
-use flux_runtime::controller::{instance_name, shutdown_signal};
+use flux_runtime::controller::{GRACEFUL_SHUTDOWN, Stopped, instance_name, run_with_grace, shutdown_signal};
 use flux_runtime::events::Notifier;
 use flux_runtime::leader::{LeaderElector, LeaseTimings};
 use flux_runtime::probes::{Readiness, ServeError, serve_http};
@@ -75,6 +75,8 @@ pub(crate) struct Context {
     pub fetcher: Fetcher,
     /// Remote bases and HTTP files of kustomizations (Git refused with --no-remote-bases).
     pub remote: Arc<crate::remote::RemoteFetcher>,
+    /// Builds on the blocking pool, abandoned ones included: one per Kustomization at a time.
+    pub builds: Arc<pacing::Builds>,
     pub notifier: Notifier<Kustomization>,
     pub metrics: Arc<Metrics>,
     /// The source objects of the source watches, read instead of a GET.
@@ -266,6 +268,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         ),
         fetcher,
         remote: Arc::new(remote),
+        builds: Arc::default(),
         metrics,
         client,
         sources: source_cache::SourceCache::default(),
@@ -504,15 +507,19 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
     }
     controller = controller.reconcile_on(drift_mode::triggers(live_changes, reader.clone()));
 
-    controller
-        .graceful_shutdown_on(shutdown_signal())
-        .run(reconcile::reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "controller event");
-            }
-        })
-        .await;
+    let run = |stopping| {
+        controller
+            .graceful_shutdown_on(stopping)
+            .run(reconcile::reconcile, error_policy, ctx)
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "controller event");
+                }
+            })
+    };
+    if run_with_grace(shutdown_signal(), GRACEFUL_SHUTDOWN, run).await == Stopped::GracePeriodOver {
+        tracing::warn!("graceful shutdown period over: exiting with reconciles still running");
+    }
 }
 
 /// Errors that reach here were not turned into a requeue by the driver: terminal ones wait

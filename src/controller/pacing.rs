@@ -1,10 +1,13 @@
 //! How long the steps of a pass may take, and when its progress is worth telling.
 
+use std::collections::HashSet;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::api::conditions::reason;
 use crate::api::duration;
+use crate::deadline::Deadline;
 use crate::error::StepError;
 
 /// How long new work runs before its progress is written. A pass that parks or concludes
@@ -45,6 +48,9 @@ pub(crate) enum BuildStopped {
     /// requests): the build is not started, and not blamed.
     #[error("spec.timeout ({}) ran out before the build began", duration::format(*.0))]
     NoTimeLeft(Duration),
+    /// An earlier build of this Kustomization, abandoned at its deadline, has not returned.
+    #[error("the previous build, abandoned at spec.timeout, is still running: no second one is started")]
+    StillRunning,
 }
 
 impl StepError for BuildStopped {
@@ -53,21 +59,56 @@ impl StepError for BuildStopped {
     }
 }
 
-/// Runs `build` on the blocking pool (it is CPU-bound) for at most `budget`, what is left of
-/// `timeout`. A blocking thread cannot be stopped, so one that runs over finishes unobserved
-/// (its input is bounded by the engine's limits) while the pass fails before anything is
-/// applied or pruned.
+/// The Kustomizations (by key) with a build on the blocking pool, abandoned or not.
+#[derive(Debug, Default)]
+pub(crate) struct Builds(Mutex<HashSet<String>>);
+
+/// One Kustomization's build running: its key is released when the build returns.
+struct Running {
+    builds: Arc<Builds>,
+    key: String,
+}
+
+impl Builds {
+    fn start(self: &Arc<Self>, key: &str) -> Option<Running> {
+        let mut running = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        running.insert(key.to_string()).then(|| Running {
+            builds: self.clone(),
+            key: key.to_string(),
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = self.builds.0.lock().unwrap_or_else(|e| e.into_inner());
+        running.remove(&self.key);
+    }
+}
+
+/// Runs `build` of the Kustomization `key` on the blocking pool (it is CPU-bound) until
+/// `deadline`. A blocking thread cannot be stopped from outside: the pass fails at the
+/// deadline before anything is applied or pruned, and the build, which checks the same
+/// deadline in its loops, stops soon after. Until it has, no other build of `key` starts:
+/// retries must not pile up threads behind a build that ignores its deadline.
 pub(crate) async fn build_within<T: Send + 'static>(
-    budget: Duration,
-    timeout: Duration,
+    builds: &Arc<Builds>,
+    key: &str,
+    deadline: Deadline,
     build: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, BuildStopped> {
+    let budget = deadline.remaining();
     if budget.is_zero() {
-        return Err(BuildStopped::NoTimeLeft(timeout));
+        return Err(BuildStopped::NoTimeLeft(deadline.timeout()));
     }
+    let running = builds.start(key).ok_or(BuildStopped::StillRunning)?;
+    let build = move || {
+        let _running = running;
+        build()
+    };
     match tokio::time::timeout(budget, tokio::task::spawn_blocking(build)).await {
         Ok(joined) => Ok(joined?),
-        Err(_) => Err(BuildStopped::TimedOut(timeout)),
+        Err(_) => Err(BuildStopped::TimedOut(deadline.timeout())),
     }
 }
 
@@ -119,10 +160,17 @@ mod tests {
         assert_eq!((done, written), (7, None));
     }
 
+    fn deadline(timeout: Duration) -> Deadline {
+        Deadline::after(timeout)
+    }
+
     #[tokio::test]
-    async fn a_build_past_its_budget_is_abandoned_with_the_timeout_named() {
+    async fn a_build_past_its_deadline_is_abandoned_with_the_timeout_named() {
+        let builds = Arc::new(Builds::default());
         let started = std::time::Instant::now();
-        let slow = build_within(Duration::from_millis(50), Duration::from_secs(30), || {
+        // spec.timeout 30s, of which 50 ms are left.
+        let nearly_over = Deadline::from(started - Duration::from_millis(29_950), Duration::from_secs(30));
+        let slow = build_within(&builds, "a/slow", nearly_over, || {
             std::thread::sleep(Duration::from_secs(1));
         });
         let err = slow.await.unwrap_err();
@@ -134,13 +182,51 @@ mod tests {
             "build timed out: not finished within spec.timeout (30s)"
         );
 
-        let late = build_within(Duration::ZERO, Duration::from_secs(30), || 7);
+        let passed = Deadline::from(
+            std::time::Instant::now() - Duration::from_secs(31),
+            Duration::from_secs(30),
+        );
+        let late = build_within(&builds, "a/late", passed, || 7);
         assert_eq!(
             late.await.unwrap_err().to_string(),
             "spec.timeout (30s) ran out before the build began"
         );
 
-        let quick = build_within(Duration::from_secs(5), Duration::from_secs(30), || 7);
+        let quick = build_within(&builds, "a/quick", deadline(Duration::from_secs(5)), || 7);
         assert_eq!(quick.await.unwrap(), 7);
+    }
+
+    /// Before, each retry after a build abandoned at spec.timeout started another one beside
+    /// it (threads 5 -> 7 in 90 s); now the Kustomization waits for its abandoned build.
+    #[tokio::test]
+    async fn no_second_build_of_a_kustomization_starts_while_one_runs() {
+        let builds = Arc::new(Builds::default());
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let (returned, done) = std::sync::mpsc::channel::<()>();
+        let held = build_within(&builds, "a/app", deadline(Duration::from_millis(20)), move || {
+            let _ = hold.recv();
+            let _ = returned.send(());
+        });
+        assert!(matches!(held.await, Err(BuildStopped::TimedOut(_))));
+
+        let again = build_within(&builds, "a/app", deadline(Duration::from_secs(5)), || 7);
+        let err = again.await.unwrap_err();
+        assert!(matches!(err, BuildStopped::StillRunning), "{err}");
+        assert_eq!(err.retry(), crate::error::Retry::RetryInterval);
+        let other = build_within(&builds, "a/other", deadline(Duration::from_secs(5)), || 8);
+        assert_eq!(other.await.unwrap(), 8, "other Kustomizations still build");
+
+        release.send(()).unwrap();
+        done.recv_timeout(Duration::from_secs(30)).unwrap();
+        // The abandoned build returned on its thread: its key is released right after.
+        let mut left = 100;
+        let built = loop {
+            match build_within(&builds, "a/app", deadline(Duration::from_secs(5)), || 7).await {
+                Err(BuildStopped::StillRunning) if left > 0 => left -= 1,
+                other => break other,
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(built.unwrap(), 7);
     }
 }

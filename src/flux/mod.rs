@@ -24,6 +24,7 @@ pub(crate) use substitute::{SubstituteOptions, merge_vars};
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
+use crate::deadline::{Deadline, OutOfTime};
 use crate::error::{Retry, StepError};
 use crate::sops;
 
@@ -51,6 +52,8 @@ pub enum FluxBuildError {
     Build(#[from] BuildError),
     #[error("post build failed for '{id}': envsubst error: {source}")]
     PostBuild { id: String, source: SubstituteError },
+    #[error(transparent)]
+    OutOfTime(#[from] OutOfTime),
     #[error("error decrypting sources: {0}")]
     Sources(#[from] sops::sources::SourceError),
     #[error("decryption failed for '{id}': failed to decrypt and format {object} data: {source}")]
@@ -89,13 +92,27 @@ pub fn build(
     vars: &BTreeMap<String, String>,
     options: &BuildOptions,
 ) -> Result<Built, FluxBuildError> {
-    build_decrypting(root, dir, spec, vars, options, true, None)
+    build_until(root, dir, spec, vars, options, Deadline::after(spec.timeout()))
+}
+
+/// [`build`] within `deadline` (remote entries are bounded by `options`' fetcher).
+pub fn build_until(
+    root: &Path,
+    dir: &Path,
+    spec: &KustomizationSpec,
+    vars: &BTreeMap<String, String>,
+    options: &BuildOptions,
+    deadline: Deadline,
+) -> Result<Built, FluxBuildError> {
+    build_decrypting(root, dir, spec, vars, options, true, None, deadline)
 }
 
 /// [`build`] with the `StrictPostBuildSubstitutions` feature gate given (when off, an unset
 /// variable expands to "" instead of failing), decrypting SOPS documents with `keys` (given
 /// exactly when `spec.decryption` is set): first the generator sources, in a private copy
-/// of the tree, then each built object.
+/// of the tree, then each built object. Each object checks `deadline` first: a build
+/// abandoned at spec.timeout stops instead of running on.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn build_decrypting(
     root: &Path,
     dir: &Path,
@@ -104,6 +121,7 @@ pub(crate) fn build_decrypting(
     options: &BuildOptions,
     strict_substitution: bool,
     keys: Option<&sops::Keys>,
+    deadline: Deadline,
 ) -> Result<Built, FluxBuildError> {
     let workspace = sops::sources::Workspace::new(root, dir, keys)?;
     let (root, dir) = (workspace.root.as_path(), workspace.dir.as_path());
@@ -127,6 +145,7 @@ pub(crate) fn build_decrypting(
     let mut applicable = Vec::with_capacity(objects.len());
     let mut masks = workspace.secrets.clone();
     for (i, packed) in objects.into_iter().enumerate() {
+        deadline.check()?;
         let mut object = packed.to_value();
         let mut changed = false;
         if let Some(keys) = keys.filter(|_| !sops::is_disabled(&object)) {

@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use kustomize::loader::Loader;
 use kustomize::packed;
@@ -425,9 +426,27 @@ fn post_build_errors_name_the_object_and_nothing_runs_without_post_build() {
         &BuildOptions::default(),
         false,
         None,
+        Deadline::after(Duration::from_secs(60)),
     )
     .unwrap();
     assert_eq!(packed::values(&lenient.objects)[0]["data"]["a"], Value::Null);
+}
+
+/// Before, a build abandoned at spec.timeout substituted every object to the end on its
+/// blocking thread; now each object checks the deadline first.
+#[test]
+fn substitution_stops_at_the_deadline() {
+    let tmp = tree(&[("app/cm.yaml", CONFIG_MAP)]);
+    let mut spec = spec();
+    spec.post_build = Some(PostBuild::default());
+    let vars: BTreeMap<String, String> = [("a".to_string(), "x".to_string())].into();
+    let options = BuildOptions::default();
+    let passed = Deadline::from(Instant::now() - Duration::from_secs(61), Duration::from_secs(60));
+    let err = build_until(tmp.path(), Path::new("app"), &spec, &vars, &options, passed).unwrap_err();
+    assert_eq!(err.to_string(), "the build ran out of time (spec.timeout 1m0s)");
+    assert_eq!((err.reason(), err.retry()), ("BuildFailed", Retry::RetryInterval));
+    let fresh = Deadline::after(Duration::from_secs(60));
+    assert!(build_until(tmp.path(), Path::new("app"), &spec, &vars, &options, fresh).is_ok());
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
 use url::{Host, Position, Url};
 
 use super::Connector;
@@ -16,11 +17,16 @@ use super::deny::DeniedNetworks;
 /// How many redirects a GET follows, as Go's HTTP client does (it allows ten).
 const MAX_REDIRECTS: usize = 10;
 
+/// The longest a server may stay silent: for the response head, then between two pieces of
+/// its body. The whole exchange is bounded too, by the fetch's timeout.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub(crate) struct Http {
     client: Client<Connector, Full<Bytes>>,
     /// Checked here for IP literals, which the connector does not resolve; the connector's
     /// resolver checks names.
     denied: Arc<DeniedNetworks>,
+    read_timeout: Duration,
 }
 
 /// A request to send.
@@ -36,6 +42,7 @@ impl Http {
         Http {
             client: Client::builder(TokioExecutor::new()).build(connector),
             denied,
+            read_timeout: READ_TIMEOUT,
         }
     }
 
@@ -57,7 +64,10 @@ impl Http {
             let request = request
                 .body(Full::new(Bytes::from(call.body.clone())))
                 .map_err(|e| format!("invalid URL: {e}"))?;
-            let response = self.client.request(request).await.map_err(|e| describe(&e))?;
+            let response = self
+                .read(self.client.request(request))
+                .await?
+                .map_err(|e| describe(&e))?;
             let status = response.status();
             if status.is_redirection() && call.method == Method::GET {
                 let location = response
@@ -70,7 +80,7 @@ impl Http {
             }
             let mut body = response.into_body();
             let mut out = Vec::new();
-            while let Some(frame) = body.frame().await {
+            while let Some(frame) = self.read(body.frame()).await? {
                 let frame = frame.map_err(|e| describe(&e))?;
                 if let Some(data) = frame.data_ref() {
                     if (out.len() + data.len()) as u64 > max_bytes {
@@ -84,6 +94,13 @@ impl Http {
             return Ok((status, out));
         }
         Err(format!("more than {MAX_REDIRECTS} redirects"))
+    }
+
+    /// `read` unless the server stays silent for longer than the read timeout.
+    async fn read<T>(&self, read: impl Future<Output = T>) -> Result<T, String> {
+        tokio::time::timeout(self.read_timeout, read)
+            .await
+            .map_err(|_| format!("the server sent nothing for {}s", self.read_timeout.as_secs_f64()))
     }
 }
 
@@ -210,6 +227,46 @@ mod tests {
                 "{base} + {location:?}"
             );
         }
+    }
+
+    /// Before, a server that sent its head and then nothing held the fetch until the whole
+    /// timeout (the tenant's `?timeout=`) ran out; now silence ends it after the read timeout.
+    #[tokio::test]
+    async fn a_silent_server_is_left_after_the_read_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut stream, _) = listener.accept().unwrap();
+            let _ = stream.read(&mut [0u8; 4096]);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0");
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        });
+        let denied = Arc::new(DeniedNetworks::default());
+        let resolver = super::super::deny::GuardedResolver {
+            denied: denied.clone(),
+        };
+        let connector = crate::source::fetch::tls_connector(
+            hyper_util::client::legacy::connect::HttpConnector::new_with_resolver(resolver),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let http = Http {
+            read_timeout: Duration::from_millis(200),
+            ..Http::new(connector, denied)
+        };
+        let call = Call {
+            method: Method::GET,
+            url,
+            headers: &[],
+            body: Vec::new(),
+        };
+        // The outer bound only turns a hang into a failure.
+        let sent = tokio::time::timeout(Duration::from_secs(30), http.send(call, 1 << 20)).await;
+        assert_eq!(
+            sent.expect("not left").unwrap_err(),
+            "the server sent nothing for 0.2s"
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 
 use kustomize::remote::{RemoteResources, RepoSpec, parse_repo_spec};
 
+use crate::deadline::Deadline;
+
 pub use deny::{Cidr, DeniedNetworks, RemoteLockdownArgs};
 
 /// The connector of every remote fetch: TLS over a resolver that refuses denied addresses.
@@ -35,7 +37,8 @@ pub struct RemoteConfig {
     pub allow_http_files: bool,
     /// Networks neither files nor Git bases may reach.
     pub denied: DeniedNetworks,
-    /// Time allowed for one HTTP file (Git bases use the URL's `?timeout=`, else 27 s).
+    /// Time allowed for one HTTP file (Git bases use the URL's `?timeout=`, else 27 s); both
+    /// are cut to what is left of the build's deadline.
     pub file_timeout: Duration,
     /// Most bytes downloaded for one file or one repository's pack.
     pub max_download_bytes: u64,
@@ -122,14 +125,35 @@ impl RemoteFetcher {
         })
     }
 
-    /// Runs `work` on a private single-threaded runtime within `timeout`. The engine calls
-    /// in from synchronous code that may itself sit inside another runtime, so the work gets
-    /// a thread of its own.
+    /// The fetcher as one build sees it: every fetch and checkout within `deadline`.
+    pub fn until(self: &Arc<Self>, deadline: Deadline) -> Arc<dyn RemoteResources> {
+        Arc::new(BuildRemote {
+            fetcher: self.clone(),
+            deadline,
+        })
+    }
+
+    /// Runs `work` on a private single-threaded runtime within `wanted`, cut to what is left
+    /// of `deadline`. The engine calls in from synchronous code that may itself sit inside
+    /// another runtime, so the work gets a thread of its own.
     fn run<T: Send>(
         &self,
-        timeout: Duration,
+        wanted: Duration,
+        deadline: &Deadline,
         work: impl AsyncFnOnce(&http::Http) -> Result<T, String> + Send,
     ) -> Result<T, String> {
+        let (timeout, cut) = deadline.cap(wanted);
+        let timed_out = if cut {
+            format!(
+                "timed out after {}: the rest of the build's deadline",
+                humantime(timeout)
+            )
+        } else {
+            format!("timed out after {}", humantime(timeout))
+        };
+        if timeout.is_zero() {
+            return Err(timed_out);
+        }
         let connector = self.connector.clone();
         let denied = self.denied.clone();
         std::thread::scope(|scope| {
@@ -143,7 +167,7 @@ impl RemoteFetcher {
                         let http = http::Http::new(connector, denied);
                         tokio::time::timeout(timeout, work(&http))
                             .await
-                            .unwrap_or_else(|_| Err(format!("timed out after {}", humantime(timeout))))
+                            .unwrap_or_else(|_| Err(timed_out))
                     })
                 })
                 .join()
@@ -175,10 +199,17 @@ impl RemoteFetcher {
     }
 
     /// Checks `commit` of `url` out from `pack` into a fresh cache directory.
-    fn check_out(&self, url: &str, commit: [u8; 20], pack: &[u8]) -> Result<PathBuf, String> {
+    fn check_out(
+        &self,
+        url: &str,
+        commit: [u8; 20],
+        pack: &[u8],
+        deadline: Deadline,
+    ) -> Result<PathBuf, String> {
         let limits = pack::PackLimits {
             max_bytes: self.config.max_tree_bytes,
             max_objects: self.config.max_pack_objects,
+            deadline,
         };
         let objects = pack::parse(pack, limits)?;
         let tree = tree::commit_tree(&objects, &commit)?;
@@ -192,6 +223,7 @@ impl RemoteFetcher {
         let limits = tree::TreeLimits {
             max_bytes: self.config.max_tree_bytes,
             max_entries: self.config.max_tree_entries,
+            deadline,
         };
         let bytes = tree::checkout(&objects, &tree, dest.path(), limits)?;
         let path = dest.keep();
@@ -234,9 +266,17 @@ fn humantime(d: Duration) -> String {
     }
 }
 
-impl RemoteResources for RemoteFetcher {
+/// The remote fetcher of one build, bounded by its deadline.
+#[derive(Debug)]
+struct BuildRemote {
+    fetcher: Arc<RemoteFetcher>,
+    deadline: Deadline,
+}
+
+impl RemoteResources for BuildRemote {
     fn repository(&self, spec: &RepoSpec) -> Result<PathBuf, String> {
-        if !self.config.allow_git {
+        let (fetcher, deadline) = (&self.fetcher, self.deadline);
+        if !fetcher.config.allow_git {
             return Err(refused_by_no_remote_bases(spec));
         }
         if spec.is_ssh() {
@@ -253,44 +293,45 @@ impl RemoteResources for RemoteFetcher {
         }
         let url = http_url(spec);
         if let Some(commit) = git::full_commit_id(&spec.git_ref)
-            && let Some(path) = self.cached(&url, &commit)
+            && let Some(path) = fetcher.cached(&url, &commit)
         {
             return Ok(path);
         }
-        let max = self.config.max_download_bytes;
-        let (commit, pack) = self
-            .run(spec.timeout, async |http| {
+        let max = fetcher.config.max_download_bytes;
+        let (commit, pack) = fetcher
+            .run(spec.timeout, &deadline, async |http| {
                 let repository = git::Repository {
                     http,
                     url: url.clone(),
                 };
-                let cached = |commit: &[u8; 20]| self.cached(&url, commit).is_some();
+                let cached = |commit: &[u8; 20]| fetcher.cached(&url, commit).is_some();
                 repository.fetch(&spec.git_ref, cached, max).await
             })
             .map_err(|e| format!("fetching {url}: {e}"))?;
         match pack {
-            None => self
+            None => fetcher
                 .cached(&url, &commit)
                 .ok_or_else(|| format!("{url}: the cached checkout disappeared")),
-            Some(pack) => self
-                .check_out(&url, commit, &pack)
+            Some(pack) => fetcher
+                .check_out(&url, commit, &pack, deadline)
                 .map_err(|e| format!("checking out {url} at {}: {e}", hex::encode(commit))),
         }
     }
 
     fn file(&self, url: &str) -> Result<Vec<u8>, String> {
-        if !self.config.allow_http_files {
+        let fetcher = &self.fetcher;
+        if !fetcher.config.allow_http_files {
             return Err(format!(
                 "HTTP resource '{url}' is refused: remote resources are disabled \
                  (--no-remote-bases=true --no-remote-bases-include-http=true)"
             ));
         }
-        let max = self.config.max_download_bytes;
+        let max = fetcher.config.max_download_bytes;
         // A URL that may be a Git base is tried as a file first: its `?timeout=` bounds that too.
-        let timeout = parse_repo_spec(url).map_or(self.config.file_timeout, |s| {
-            s.timeout.min(self.config.file_timeout)
+        let timeout = parse_repo_spec(url).map_or(fetcher.config.file_timeout, |s| {
+            s.timeout.min(fetcher.config.file_timeout)
         });
-        let (status, body) = self.run(timeout, async move |http| {
+        let (status, body) = fetcher.run(timeout, &self.deadline, async move |http| {
             let call = http::Call {
                 method: hyper::Method::GET,
                 url: url.to_string(),

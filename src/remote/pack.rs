@@ -7,6 +7,8 @@ use std::collections::{HashMap, hash_map};
 use flate2::{Decompress, FlushDecompress, Status};
 use sha1::{Digest, Sha1};
 
+use crate::deadline::Deadline;
+
 /// A Git object id.
 pub(crate) type Oid = [u8; 20];
 
@@ -114,6 +116,8 @@ pub(crate) struct PackLimits {
     pub max_bytes: u64,
     /// Objects it may announce in its header.
     pub max_objects: u32,
+    /// The build's: checked with every charge, so an abandoned build stops parsing.
+    pub deadline: Deadline,
 }
 
 /// The memory a pack may still take. Every allocation the pack's bytes ask for is charged
@@ -122,10 +126,12 @@ pub(crate) struct PackLimits {
 struct Budget {
     left: u64,
     limit: u64,
+    deadline: Deadline,
 }
 
 impl Budget {
     fn charge(&mut self, what: &str, bytes: u64) -> Result<(), String> {
+        self.deadline.check().map_err(|e| e.to_string())?;
         self.left = self.left.checked_sub(bytes).ok_or_else(|| {
             format!(
                 "{what} of {bytes} bytes exceeds the remaining budget of {} bytes \
@@ -160,6 +166,7 @@ pub(crate) fn parse(pack: &[u8], limits: PackLimits) -> Result<Objects, String> 
     let mut budget = Budget {
         left: limits.max_bytes,
         limit: limits.max_bytes,
+        deadline: limits.deadline,
     };
     // No more entries than the budget can pay for: the count is the server's word.
     let affordable = usize::try_from(limits.max_bytes / OBJECT_OVERHEAD).unwrap_or(usize::MAX);
@@ -505,12 +512,14 @@ fn apply_delta(base: &[u8], delta: &[u8], budget: &mut Budget) -> Result<Vec<u8>
 mod tests {
     use super::*;
     use std::process::Command;
+    use std::time::{Duration, Instant};
 
     /// A budget no test delta comes near.
     fn roomy() -> Budget {
         Budget {
             left: 1 << 20,
             limit: 1 << 20,
+            deadline: Deadline::after(Duration::from_secs(3600)),
         }
     }
 
@@ -519,7 +528,26 @@ mod tests {
         PackLimits {
             max_bytes,
             max_objects: 1 << 20,
+            deadline: Deadline::after(Duration::from_secs(3600)),
         }
+    }
+
+    /// Before, a build abandoned at spec.timeout parsed its pack to the end on the blocking
+    /// thread; now every object's charge checks the build's deadline.
+    #[test]
+    fn a_pack_is_not_parsed_past_the_deadline() {
+        let blob = entry(3, &[], b"x");
+        let pack = sealed(3, &blob.repeat(3));
+        assert!(parse(&pack, within(1 << 20)).is_ok());
+        let passed = Deadline::from(Instant::now() - Duration::from_secs(31), Duration::from_secs(30));
+        let limits = PackLimits {
+            deadline: passed,
+            ..within(1 << 20)
+        };
+        assert_eq!(
+            parse(&pack, limits).unwrap_err(),
+            "pack object 1: the build ran out of time (spec.timeout 30s)"
+        );
     }
 
     #[test]
@@ -720,8 +748,8 @@ mod tests {
         let blob = entry(3, &[], b"");
         let pack = sealed(1001, &blob.repeat(1001));
         let limits = PackLimits {
-            max_bytes: 64 << 20,
             max_objects: 1000,
+            ..within(64 << 20)
         };
         assert_eq!(
             parse(&pack, limits).unwrap_err(),

@@ -11,6 +11,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::pack::{Kind, Objects, Oid};
+use crate::deadline::Deadline;
 use crate::source::symlinks::{self, Symlink, SymlinkError};
 
 /// Bounds of one checkout.
@@ -18,6 +19,8 @@ use crate::source::symlinks::{self, Symlink, SymlinkError};
 pub(crate) struct TreeLimits {
     pub max_bytes: u64,
     pub max_entries: u64,
+    /// The build's: checked per entry, so an abandoned build stops writing.
+    pub deadline: Deadline,
 }
 
 /// The tree id of the commit `id` (following annotated tags).
@@ -99,6 +102,7 @@ impl<'a> Walk<'a> {
             return Err(format!("{} is not a tree", hex::encode(id)));
         }
         for entry in entries(data, rel)? {
+            self.limits.deadline.check().map_err(|e| e.to_string())?;
             self.entries += 1;
             if self.entries > self.limits.max_entries {
                 return Err(format!(
@@ -243,17 +247,20 @@ mod tests {
         objects.insert(Kind::Blob, text.as_bytes().to_vec())
     }
 
-    const LIMITS: TreeLimits = TreeLimits {
-        max_bytes: 1 << 20,
-        max_entries: 1000,
-    };
+    fn limits() -> TreeLimits {
+        TreeLimits {
+            max_bytes: 1 << 20,
+            max_entries: 1000,
+            deadline: Deadline::after(std::time::Duration::from_secs(3600)),
+        }
+    }
 
     /// Checks `root` out into `<fresh parent>/tree`; the parent shows what leaked out.
     fn check_out(objects: &Objects, root: &Oid) -> (tempfile::TempDir, Result<u64, String>) {
         let parent = tempfile::tempdir().unwrap();
         let dest = parent.path().join("tree");
         std::fs::create_dir(&dest).unwrap();
-        let result = checkout(objects, root, &dest, LIMITS);
+        let result = checkout(objects, root, &dest, limits());
         (parent, result)
     }
 
@@ -268,6 +275,26 @@ mod tests {
         let place = parent.path().to_str().unwrap();
         assert!(!message.contains(place), "the checkout's place leaks: {message}");
         message
+    }
+
+    /// Before, a build abandoned at spec.timeout wrote its checkout to the end on the
+    /// blocking thread; now each entry checks the build's deadline.
+    #[test]
+    fn nothing_is_written_past_the_deadline() {
+        let mut objects = Objects::default();
+        let cm = blob(&mut objects, "kind: ConfigMap\n");
+        let root = tree(&mut objects, &[(FILE, "cm.yaml", cm)]);
+        let dest = tempfile::tempdir().unwrap();
+        let passed = std::time::Instant::now() - std::time::Duration::from_secs(31);
+        let limits = TreeLimits {
+            deadline: Deadline::from(passed, std::time::Duration::from_secs(30)),
+            ..limits()
+        };
+        assert_eq!(
+            checkout(&objects, &root, dest.path(), limits).unwrap_err(),
+            "the build ran out of time (spec.timeout 30s)"
+        );
+        assert!(std::fs::read_dir(dest.path()).unwrap().next().is_none());
     }
 
     #[test]

@@ -518,3 +518,45 @@ fn trims_repeated_over_a_long_value_are_refused_naming_the_variable() {
         ],
     );
 }
+
+/// An HTTP server on 127.0.0.1 that answers every request with a head announcing a large body,
+/// then trickles the body one byte a second, until the client goes away; returns its URL.
+fn trickling_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/repo.git", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || -> Option<()> {
+                read_request(&mut stream)?;
+                stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                    .ok()?;
+                loop {
+                    stream.write_all(b"0").ok()?;
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Before, a tenant's `?timeout=1h` had no cap: a server trickling a byte a second (never
+/// silent long enough for any read timeout) held the build for 60 s as an HTTP file, then for
+/// the hour as a Git base, far past spec.timeout (reproduced at 15bcfc7 with one byte every
+/// 5 s: over 200 s). Now every fetch gets at most what is left of the build's deadline, here
+/// `--timeout 3s`. Without the cap, the wall-clock stop (120 s) kills the build instead.
+#[test]
+fn a_trickling_server_cannot_hold_a_build_past_its_deadline() {
+    let url = trickling_server();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("app")).unwrap();
+    std::fs::write(
+        tmp.path().join("app/kustomization.yaml"),
+        format!("resources: [\"{url}//base?ref=main&timeout=1h\"]\n"),
+    )
+    .unwrap();
+    let measured = measured_build_with(tmp.path(), "app", &["--timeout", "3s"]);
+    assert_refused_within_bounds(&measured, &[&url, "timed out", "deadline"]);
+}

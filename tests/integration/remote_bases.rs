@@ -521,12 +521,14 @@ async fn the_controller_builds_a_remote_base_and_no_remote_bases_changes_nothing
 
 #[tokio::test]
 async fn checkouts_are_cached_by_repository_and_commit() {
-    use kustomize::remote::{RemoteResources, parse_repo_spec};
+    use kustomize::remote::parse_repo_spec;
+    use kustomize_controller::deadline::Deadline;
     use kustomize_controller::remote::{RemoteConfig, RemoteFetcher};
     let server = GitServer::start().await;
     let repo = server.repository("bases");
     let first = two_commits(&repo);
-    let fetcher = RemoteFetcher::new(RemoteConfig::default()).unwrap();
+    let deadline = Deadline::after(std::time::Duration::from_secs(300));
+    let fetcher = std::sync::Arc::new(RemoteFetcher::new(RemoteConfig::default()).unwrap()).until(deadline);
     let checkout = |entry: String| {
         let spec = parse_repo_spec(&entry).unwrap();
         fetcher
@@ -547,11 +549,14 @@ async fn checkouts_are_cached_by_repository_and_commit() {
     let by_main = checkout(format!("{}?ref=main", repo.url));
     assert_ne!(by_main, by_tag);
     // The cache is bounded: with room for one checkout, the older one is removed.
-    let small = RemoteFetcher::new(RemoteConfig {
-        max_cached_trees: 1,
-        ..RemoteConfig::default()
-    })
-    .unwrap();
+    let small = std::sync::Arc::new(
+        RemoteFetcher::new(RemoteConfig {
+            max_cached_trees: 1,
+            ..RemoteConfig::default()
+        })
+        .unwrap(),
+    )
+    .until(deadline);
     let old = small
         .repository(&parse_repo_spec(&format!("{}?ref=v1.0.0", repo.url)).unwrap())
         .unwrap();

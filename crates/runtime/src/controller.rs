@@ -1,4 +1,8 @@
-//! What runs a controller beside its reconciles: its instance name and its shutdown.
+//! What runs a controller beside its reconciles: its instance name and its bounded shutdown.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
 
 use crate::identity::ControllerIdentity;
 
@@ -21,5 +25,90 @@ pub async fn shutdown_signal() {
         _ = terminate.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
-    tracing::info!("shutting down: waiting for running reconciles to finish");
+    tracing::info!(
+        "shutting down: waiting for running reconciles to finish, at most {}s",
+        GRACEFUL_SHUTDOWN.as_secs()
+    );
+}
+
+/// How long running reconciles get after SIGTERM: controller-runtime's default graceful
+/// shutdown timeout, which Flux's controllers keep (their Deployments allow 60 s).
+pub const GRACEFUL_SHUTDOWN: Duration = Duration::from_secs(30);
+
+/// How a controller's run ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// It finished, its running reconciles done.
+    Finished,
+    /// The graceful period after the signal ran out with reconciles still running.
+    GracePeriodOver,
+}
+
+/// A future that resolves once shutdown has begun: a controller's graceful-shutdown trigger.
+pub type Stopping = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
+/// Runs the controller `run` makes, handing it the trigger that fires on `signal`; from then
+/// on it has `grace` to finish. A reconcile waiting for an API server that went away, or a
+/// build on a blocking thread, must not keep the process alive past its graceful period.
+pub async fn run_with_grace<R: Future<Output = ()>>(
+    signal: impl Future<Output = ()>,
+    grace: Duration,
+    run: impl FnOnce(Stopping) -> R,
+) -> Stopped {
+    let (stop, mut stopping) = tokio::sync::watch::channel(false);
+    let run = run(Box::pin(async move {
+        // A dropped sender also means stop.
+        let _ = stopping.wait_for(|stop| *stop).await;
+    }));
+    tokio::pin!(run, signal);
+    tokio::select! {
+        () = &mut run => return Stopped::Finished,
+        () = &mut signal => {}
+    }
+    let _ = stop.send(true);
+    tokio::select! {
+        () = run => Stopped::Finished,
+        () = tokio::time::sleep(grace) => Stopped::GracePeriodOver,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Before, SIGTERM waited for running reconciles forever: a controller whose API server
+    /// was gone was still alive 10 minutes later. A reconcile that never ends is left after
+    /// the graceful period (the outer bound only turns a hang into a failure, in paused time).
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_that_never_ends_is_left_after_the_graceful_period() {
+        let started = tokio::time::Instant::now();
+        let signal = tokio::time::sleep(Duration::from_secs(5));
+        let run = |stopping: Stopping| async move {
+            stopping.await;
+            std::future::pending::<()>().await
+        };
+        let bounded = tokio::time::timeout(
+            Duration::from_secs(3600),
+            run_with_grace(signal, Duration::from_secs(30), run),
+        );
+        assert_eq!(bounded.await, Ok(Stopped::GracePeriodOver));
+        assert_eq!(started.elapsed(), Duration::from_secs(35));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconciles_finishing_within_the_period_are_waited_for() {
+        let started = tokio::time::Instant::now();
+        let signal = tokio::time::sleep(Duration::from_secs(5));
+        let run = |stopping: Stopping| async move {
+            stopping.await;
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        };
+        let stopped = run_with_grace(signal, Duration::from_secs(30), run).await;
+        assert_eq!(stopped, Stopped::Finished);
+        assert_eq!(started.elapsed(), Duration::from_secs(15));
+        // Without a signal, the run is not stopped.
+        let run = |_: Stopping| tokio::time::sleep(Duration::from_secs(1));
+        let stopped = run_with_grace(std::future::pending(), Duration::ZERO, run).await;
+        assert_eq!(stopped, Stopped::Finished);
+    }
 }

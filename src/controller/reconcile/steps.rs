@@ -36,6 +36,7 @@ use crate::controller::parked::{Settled, Waited};
 use crate::controller::status::{Applied, BuiltRevision, Failed, Progress};
 use crate::controller::substitute_from::substitution_vars;
 use crate::controller::{Context, drift_mode, object_key};
+use crate::deadline::Deadline;
 
 /// What the apply did.
 pub(crate) struct ApplyReport {
@@ -143,13 +144,15 @@ pub(super) async fn build(
         .await
         .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
-    let remote = ctx.remote.clone();
+    // spec.timeout from the start of the pass bounds the build, its remote fetches included.
+    let deadline = Deadline::from(pass.started, spec.timeout());
+    let remote = ctx.remote.until(deadline);
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
-    let timeout = spec.timeout();
-    let budget = timeout.saturating_sub(pass.started.elapsed());
-    let built = build_within(budget, timeout, move || {
+    let key = object_key(ks);
+    let built = build_within(&ctx.builds, &key, deadline, move || {
         let options = BuildOptions::new().with_remote(remote);
-        flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys.as_ref())
+        let keys = keys.as_ref();
+        flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys, deadline)
     })
     .await
     .map_err(|e| pass.fail(e))?
