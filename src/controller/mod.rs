@@ -26,11 +26,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_runtime::ControllerIdentity;
-use flux_runtime::client::counting_client;
-use flux_runtime::controller::{GRACEFUL_SHUTDOWN, Stopped, instance_name, run_with_grace, shutdown_signal};
+use flux_runtime::controller::{
+    GRACEFUL_SHUTDOWN, StartError, Started, Stopped, run_with_grace, shutdown_signal, start,
+};
 use flux_runtime::events::Notifier;
-use flux_runtime::leader::{LeaderElector, LeaseTimings};
-use flux_runtime::probes::{Readiness, ServeError, serve_http};
 use flux_runtime::status_writes::{OwnWrites, StatusWriteError};
 use flux_runtime::telemetry::{self, Metrics};
 use flux_runtime::watch_retry;
@@ -160,11 +159,9 @@ fn count_consecutive(counts: &Mutex<HashMap<String, u32>>, key: &str, failed: bo
 pub enum RunError {
     #[error("unable to load the kube config: {0}")]
     Config(#[from] kube::config::InferConfigError),
-    #[error("unable to build the kube client: {0}")]
-    Client(#[source] kube::Error),
-    /// The probe or metrics server could not listen.
+    /// The client, probes, metrics or leader election could not start.
     #[error(transparent)]
-    Serve(#[from] ServeError),
+    Start(#[from] StartError),
     #[error("unable to prepare the artifact cache: {0}")]
     Fetcher(#[from] crate::source::SourceError),
     #[error("unable to prepare the remote bases cache: {0}")]
@@ -193,44 +190,16 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         Err(error) => tracing::warn!(%error, "cannot look for decrypted sources left by ended processes"),
     }
     let config = kube::Config::infer().await?;
-    let (client, counts) = counting_client(config.clone()).map_err(RunError::Client)?;
-
-    let mut metrics = Metrics::new(&IDENTITY);
-    metrics.register_api_requests(counts.clone());
-    metrics.runtime.set_max_concurrent(options.runtime.concurrent);
-    let metrics = Arc::new(metrics);
-    let readiness = Readiness::default();
-    serve_http(
-        &options.runtime.metrics_addr,
-        Some(metrics.clone()),
-        readiness.clone(),
-    )
-    .await?;
-    serve_http(&options.runtime.health_addr, None, readiness.clone()).await?;
-
-    let identity = instance_name(&IDENTITY);
-    let elector = options.runtime.enable_leader_election.then(|| {
-        LeaderElector::new(
-            client.clone(),
-            &options.runtime.runtime_namespace,
-            options.lease_name(),
-            identity.clone(),
-            LeaseTimings {
-                lease_duration: options.runtime.leader_election_lease_duration,
-                renew_deadline: options.runtime.leader_election_renew_deadline,
-                retry_period: options.runtime.leader_election_retry_period,
-            },
-            counts.write_fence(),
-        )
-    });
-    // Ready means "able to serve": a standby replica is ready too, as with Flux.
-    readiness.set(true);
-    if let Some(elector) = &elector {
-        tokio::select! {
-            () = elector.acquire() => {}
-            () = shutdown_signal() => return Ok(()),
-        }
-    }
+    let Some(Started {
+        client,
+        counts,
+        metrics,
+        elector,
+        instance: identity,
+    }) = start(config.clone(), &IDENTITY, &options.runtime).await?
+    else {
+        return Ok(());
+    };
 
     let fetcher = Fetcher::new(FetcherConfig {
         max_artifact_bytes: options.max_artifact_size,

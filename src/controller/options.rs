@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use flux_runtime::options::{RuntimeOptions, go_bool, go_duration};
 
-use super::IDENTITY;
 use super::gates::{self, FeatureGates};
 use super::workload_identity::{WorkloadPolicy, normalized_address};
 
@@ -196,11 +195,6 @@ impl RunOptions {
             .cloned()
             .collect()
     }
-
-    /// The Lease name: Flux's, suffixed by a hash of the shard selector so shards elect apart.
-    pub(crate) fn lease_name(&self) -> String {
-        self.runtime.lease_name(&IDENTITY)
-    }
 }
 
 #[cfg(test)]
@@ -239,7 +233,10 @@ mod tests {
         assert_eq!(o.runtime.leader_election_lease_duration, Duration::from_secs(35));
         assert_eq!(o.runtime.log_encoding, LogEncoding::Json);
         assert!(o.custom_stage_kinds().is_empty());
-        assert_eq!(o.lease_name(), "kustomize-controller-leader-election");
+        assert_eq!(
+            o.runtime.lease_name(&crate::controller::IDENTITY),
+            "kustomize-controller-leader-election"
+        );
     }
 
     #[test]
@@ -261,7 +258,7 @@ mod tests {
         // The lease name is Flux's plus the first 8 hex digits of sha256(selector).
         let expected = &hex::encode(sha2::Sha256::digest(b"sharding.fluxcd.io/key=shard1"))[..8];
         assert_eq!(
-            o.lease_name(),
+            o.runtime.lease_name(&crate::controller::IDENTITY),
             format!("kustomize-controller-leader-election-{expected}")
         );
     }

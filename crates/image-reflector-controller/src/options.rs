@@ -175,11 +175,6 @@ impl RunOptions {
         Ok(())
     }
 
-    /// The Lease name: Flux's, suffixed by a hash of the shard selector so shards elect apart.
-    pub fn lease_name(&self) -> String {
-        self.runtime.lease_name(&IMAGE_REPOSITORY)
-    }
-
     /// `--storage-compression-threshold` in bytes.
     pub fn storage_compression_threshold(&self) -> u64 {
         self.storage_compression_threshold_kib.saturating_mul(1024)
@@ -257,7 +252,10 @@ mod tests {
         assert!(!o.no_cross_namespace_refs);
         assert_eq!(o.default_service_account, "");
         assert_eq!(o.feature_gates, FeatureGates::default());
-        assert_eq!(o.lease_name(), "image-reflector-controller-leader-election");
+        assert_eq!(
+            o.runtime.lease_name(&IMAGE_REPOSITORY),
+            "image-reflector-controller-leader-election"
+        );
     }
 
     #[test]
@@ -324,7 +322,8 @@ mod tests {
         );
         assert_eq!(o.validate(), Ok(()));
         assert!(
-            o.lease_name()
+            o.runtime
+                .lease_name(&IMAGE_REPOSITORY)
                 .starts_with("image-reflector-controller-leader-election-")
         );
     }

@@ -1,10 +1,87 @@
-//! What runs a controller beside its reconciles: its instance name and its bounded shutdown.
+//! What runs a controller beside its reconciles: its start-up (client, metrics, probes,
+//! leadership), its instance name and its bounded shutdown.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use crate::client::{RequestCounts, counting_client};
 use crate::identity::ControllerIdentity;
+use crate::leader::{LeaderElector, LeaseTimings};
+use crate::options::RuntimeOptions;
+use crate::probes::{Readiness, ServeError, serve_http};
+use crate::telemetry::Metrics;
+
+/// What a controller process holds once it may reconcile.
+pub struct Started {
+    pub client: kube::Client,
+    pub counts: RequestCounts,
+    pub metrics: Arc<Metrics>,
+    /// Present with `--enable-leader-election`; this process leads.
+    pub elector: Option<LeaderElector>,
+    /// The pod (or host) name events and the Lease carry.
+    pub instance: String,
+}
+
+/// Why a controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("unable to build the kube client: {0}")]
+    Client(#[source] kube::Error),
+    /// The probe or metrics server could not listen.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// Builds the counting client, serves metrics and probes, and with leader election waits
+/// until this process leads. `None`: a shutdown signal came first.
+pub async fn start(
+    config: kube::Config,
+    identity: &ControllerIdentity,
+    runtime: &RuntimeOptions,
+) -> Result<Option<Started>, StartError> {
+    let (client, counts) = counting_client(config).map_err(StartError::Client)?;
+    let mut metrics = Metrics::new(identity);
+    metrics.register_api_requests(counts.clone());
+    metrics.runtime.set_max_concurrent(runtime.concurrent);
+    let metrics = Arc::new(metrics);
+    let readiness = Readiness::default();
+    serve_http(&runtime.metrics_addr, Some(metrics.clone()), readiness.clone()).await?;
+    serve_http(&runtime.health_addr, None, readiness.clone()).await?;
+
+    let instance = instance_name(identity);
+    let elector = runtime.enable_leader_election.then(|| {
+        LeaderElector::new(
+            client.clone(),
+            &runtime.runtime_namespace,
+            runtime.lease_name(identity),
+            instance.clone(),
+            LeaseTimings {
+                lease_duration: runtime.leader_election_lease_duration,
+                renew_deadline: runtime.leader_election_renew_deadline,
+                retry_period: runtime.leader_election_retry_period,
+            },
+            counts.write_fence(),
+        )
+    });
+    // Ready means "able to serve": a standby replica is ready too, as with Flux.
+    readiness.set(true);
+    if let Some(elector) = &elector {
+        tokio::select! {
+            () = elector.acquire() => {}
+            () = shutdown_signal() => return Ok(None),
+        }
+    }
+    Ok(Some(Started {
+        client,
+        counts,
+        metrics,
+        elector,
+        instance,
+    }))
+}
 
 /// The pod name when running in a cluster, else the host name; events and the Lease carry it.
 pub fn instance_name(identity: &ControllerIdentity) -> String {

@@ -10,7 +10,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use flux_runtime::client::counting_client;
-use flux_runtime::controller::{instance_name, shutdown_signal};
+use flux_runtime::controller::{StartError, Started, instance_name, shutdown_signal, start};
 use flux_runtime::events::Notifier;
 use flux_runtime::leader::{LeaderElector, LeaseTimings};
 use flux_runtime::probes::{Readiness, ServeError, serve_http};
@@ -86,11 +86,9 @@ pub enum RunError {
     Options(#[from] InvalidOptions),
     #[error("unable to load the kube config: {0}")]
     Config(#[from] kube::config::InferConfigError),
-    #[error("unable to build the kube client: {0}")]
-    Client(#[source] kube::Error),
-    /// The probe or metrics server could not listen.
+    /// The client, probes, metrics or leader election could not start.
     #[error(transparent)]
-    Serve(#[from] ServeError),
+    Start(#[from] StartError),
     #[error("unable to open the tag store: {0}")]
     Store(#[from] StoreError),
     #[error("leader election lost")]
@@ -112,43 +110,16 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     let store = Arc::new(TagStore::new(&options.storage_path, threshold_kib)?);
 
     let config = kube::Config::infer().await?;
-    let (client, counts) = counting_client(config).map_err(RunError::Client)?;
-    let mut metrics = Metrics::new(&IMAGE_REPOSITORY);
-    metrics.register_api_requests(counts.clone());
-    metrics.runtime.set_max_concurrent(options.runtime.concurrent);
-    let metrics = Arc::new(metrics);
-    let readiness = Readiness::default();
-    serve_http(
-        &options.runtime.metrics_addr,
-        Some(metrics.clone()),
-        readiness.clone(),
-    )
-    .await?;
-    serve_http(&options.runtime.health_addr, None, readiness.clone()).await?;
-
-    let identity = instance_name(&IMAGE_REPOSITORY);
-    let elector = options.runtime.enable_leader_election.then(|| {
-        LeaderElector::new(
-            client.clone(),
-            &options.runtime.runtime_namespace,
-            options.lease_name(),
-            identity.clone(),
-            LeaseTimings {
-                lease_duration: options.runtime.leader_election_lease_duration,
-                renew_deadline: options.runtime.leader_election_renew_deadline,
-                retry_period: options.runtime.leader_election_retry_period,
-            },
-            counts.write_fence(),
-        )
-    });
-    // Ready means "able to serve": a standby replica is ready too, as with Flux.
-    readiness.set(true);
-    if let Some(elector) = &elector {
-        tokio::select! {
-            () = elector.acquire() => {}
-            () = shutdown_signal() => return Ok(()),
-        }
-    }
+    let Some(Started {
+        client,
+        counts,
+        metrics,
+        elector,
+        instance: identity,
+    }) = start(config, &IMAGE_REPOSITORY, &options.runtime).await?
+    else {
+        return Ok(());
+    };
 
     let release_on_cancel = options.runtime.leader_election_release_on_cancel;
     let ctx = Arc::new(Context {
