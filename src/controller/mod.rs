@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use flux_runtime::ControllerIdentity;
 use flux_runtime::controller::{
-    GRACEFUL_SHUTDOWN, StartError, Started, Stopped, run_with_grace, shutdown_signal, start,
+    GRACEFUL_SHUTDOWN, StartError, Started, Stopped, lead_while, run_with_grace, shutdown_signal, start,
 };
 use flux_runtime::events::Notifier;
 use flux_runtime::status_writes::{OwnWrites, StatusWriteError};
@@ -249,22 +249,9 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     });
 
     let stopped = run_controller(ctx, live_changes);
-    match &elector {
-        Some(elector) => {
-            tokio::select! {
-                () = stopped => {
-                    if release_on_cancel {
-                        elector.release().await;
-                    }
-                    Ok(())
-                }
-                () = elector.hold() => Err(RunError::LeadershipLost),
-            }
-        }
-        None => {
-            stopped.await;
-            Ok(())
-        }
+    match lead_while(elector.as_ref(), release_on_cancel, stopped).await {
+        true => Ok(()),
+        false => Err(RunError::LeadershipLost),
     }
 }
 

@@ -83,6 +83,29 @@ pub async fn start(
     }))
 }
 
+/// Runs `work` (the controllers) to its end, while this process keeps its leadership when
+/// elected; `false`: leadership was lost first. With `release_on_cancel`, a leader that
+/// finishes gives its Lease up at once instead of letting it expire.
+pub async fn lead_while(
+    elector: Option<&LeaderElector>,
+    release_on_cancel: bool,
+    work: impl Future<Output = ()>,
+) -> bool {
+    let Some(elector) = elector else {
+        work.await;
+        return true;
+    };
+    tokio::select! {
+        () = work => {
+            if release_on_cancel {
+                elector.release().await;
+            }
+            true
+        }
+        () = elector.hold() => false,
+    }
+}
+
 /// The pod name when running in a cluster, else the host name; events and the Lease carry it.
 pub fn instance_name(identity: &ControllerIdentity) -> String {
     std::env::var("POD_NAME")

@@ -10,7 +10,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use flux_runtime::client::counting_client;
-use flux_runtime::controller::{StartError, Started, instance_name, shutdown_signal, start};
+use flux_runtime::controller::{StartError, Started, instance_name, lead_while, shutdown_signal, start};
 use flux_runtime::events::Notifier;
 use flux_runtime::leader::{LeaderElector, LeaseTimings};
 use flux_runtime::probes::{Readiness, ServeError, serve_http};
@@ -138,22 +138,9 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         options,
     });
     let stopped = run_repositories(ctx);
-    match &elector {
-        Some(elector) => {
-            tokio::select! {
-                () = stopped => {
-                    if release_on_cancel {
-                        elector.release().await;
-                    }
-                    Ok(())
-                }
-                () = elector.hold() => Err(RunError::LeadershipLost),
-            }
-        }
-        None => {
-            stopped.await;
-            Ok(())
-        }
+    match lead_while(elector.as_ref(), release_on_cancel, stopped).await {
+        true => Ok(()),
+        false => Err(RunError::LeadershipLost),
     }
 }
 
