@@ -9,11 +9,8 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use flux_runtime::client::counting_client;
-use flux_runtime::controller::{StartError, Started, instance_name, lead_while, shutdown_signal, start};
+use flux_runtime::controller::{StartError, Started, lead_while, shutdown_signal, start};
 use flux_runtime::events::Notifier;
-use flux_runtime::leader::{LeaderElector, LeaseTimings};
-use flux_runtime::probes::{Readiness, ServeError, serve_http};
 use flux_runtime::status_writes::{OwnWrites, StatusWriteError, object_key};
 use flux_runtime::telemetry::{self, Metrics};
 use flux_runtime::watch_retry;
@@ -112,7 +109,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     let config = kube::Config::infer().await?;
     let Some(Started {
         client,
-        counts,
+        counts: _,
         metrics,
         elector,
         instance: identity,
