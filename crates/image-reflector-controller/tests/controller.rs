@@ -347,3 +347,135 @@ fn credentials_come_from_a_docker_config_secret() {
         json!(["v2", "v1"])
     );
 }
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+fn message(object: &Value) -> String {
+    ready(object).unwrap()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn scans_through_the_proxy_of_proxy_secret_ref() {
+    let registry = Registry::start(Options::default());
+    registry.push("behind/app", &["1.0.0", "1.2.0"]);
+    let proxy = support::proxy::Proxy::start(Some(("tor", "onion")));
+    let harness = Harness::start("proxy");
+    let ns = harness.namespace.clone();
+    let image = format!("{}/behind/app", registry.host());
+    harness.apply(image_repository(
+        "app",
+        &image,
+        json!({"proxySecretRef": {"name": "proxy"}}),
+    ));
+    let repo = harness.wait_for("app", "the missing Secret named", |o| {
+        ready_is(o, "False", "AuthenticationFailed")
+    });
+    assert_eq!(
+        message(&repo),
+        format!("failed to configure authentication options: secret '{ns}/proxy' not found")
+    );
+
+    let secret = |data: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "proxy"}, "data": data});
+    harness.apply(secret(json!({"username": b64("tor")})));
+    harness.wait_for("app", "the missing key named", |o| {
+        message(o)
+            == format!(
+                "failed to configure authentication options: secret '{ns}/proxy': key 'address' not found"
+            )
+    });
+    harness.apply(secret(json!({"address": b64("ftp://127.0.0.1:21")})));
+    harness.wait_for("app", "the bad scheme named", |o| {
+        message(o)
+            .ends_with("proxy URL must use one of the supported schemes (http, https, socks5), got 'ftp'")
+    });
+    assert!(proxy.tunnels().is_empty(), "{:?}", proxy.tunnels());
+
+    harness.apply(secret(json!({
+        "address": b64(&format!("socks5://127.0.0.1:{}", proxy.port)),
+        "username": b64("tor"),
+        "password": b64("onion"),
+    })));
+    let repo = harness.wait_for("app", "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+    assert_eq!(
+        repo["status"]["lastScanResult"]["latestTags"],
+        json!(["1.2.0", "1.0.0"])
+    );
+    let through = format!("SOCKS5 {}", registry.host());
+    assert!(proxy.tunnels().contains(&through), "{:?}", proxy.tunnels());
+}
+
+#[test]
+fn credentials_come_from_the_service_accounts_image_pull_secrets() {
+    let registry = Registry::start(Options {
+        htpasswd: Some(("robot", "b33p")),
+        ..Options::default()
+    });
+    registry.push("fleet/app", &["7", "8"]);
+    let harness = Harness::start("sa");
+    let ns = harness.namespace.clone();
+    let image = format!("{}/fleet/app", registry.host());
+    harness.apply(image_repository(
+        "app",
+        &image,
+        json!({"serviceAccountName": "puller"}),
+    ));
+    harness.wait_for("app", "the missing ServiceAccount named", |o| {
+        message(o)
+            == format!("failed to configure authentication options: serviceaccount '{ns}/puller' not found")
+    });
+    harness.apply(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "puller"},
+        "imagePullSecrets": [{"name": "other"}, {"name": "pull"}],
+    }));
+    harness.wait_for("app", "the missing pull secret named", |o| {
+        message(o)
+            == format!(
+                "failed to configure authentication options: failed to get image pull secret \
+                 for serviceaccount '{ns}/puller': secret '{ns}/other' not found"
+            )
+    });
+    let docker_secret = |name: &str, host: &str, user_password: &str| {
+        let config = json!({"auths": {host: {"auth": b64(user_password)}}}).to_string();
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": name}, "data": {".dockerconfigjson": b64(&config)},
+        })
+    };
+    // The first pull secret is for another registry; the keyring picks the second's entry.
+    harness.apply(docker_secret("other", "ghcr.io", "someone:else"));
+    harness.apply(docker_secret("pull", &registry.host(), "robot:b33p"));
+    let repo = harness.wait_for("app", "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+    assert_eq!(repo["status"]["lastScanResult"]["latestTags"], json!(["8", "7"]));
+}
+
+#[test]
+fn a_cloud_provider_stalls_naming_it() {
+    let harness = Harness::start("provider");
+    harness.apply(image_repository(
+        "ecr",
+        "012345678901.dkr.ecr.eu-west-1.amazonaws.com/app",
+        json!({"provider": "aws"}),
+    ));
+    let repo = harness.wait_for("ecr", "Stalled", |o| {
+        ready_is(o, "False", "InvalidProviderConfiguration")
+    });
+    let conditions = repo["status"]["conditions"].as_array().unwrap();
+    let stalled = conditions.iter().find(|c| c["type"] == "Stalled").unwrap();
+    assert_eq!(stalled["status"], "True");
+    assert_eq!(stalled["reason"], "InvalidProviderConfiguration");
+    assert!(
+        message(&repo).starts_with("spec.provider 'aws' is not supported"),
+        "{}",
+        message(&repo)
+    );
+    assert_eq!(repo["status"]["observedGeneration"], 1);
+    assert!(
+        conditions.iter().all(|c| c["type"] != "Reconciling"),
+        "a stalled object is not reconciling: {conditions:?}"
+    );
+}
