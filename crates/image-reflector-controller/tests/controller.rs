@@ -92,28 +92,48 @@ struct Harness {
 
 impl Harness {
     fn start(name: &str) -> Self {
+        Self::start_with(name, None, &[])
+    }
+
+    /// The controller in a namespace of the test with `--watch-all-namespaces=false` (its own
+    /// Lease there), or, given `as_flux` (a kubeconfig and extra args), with Flux's args,
+    /// `RUNTIME_NAMESPACE=flux-system` and that kubeconfig.
+    fn start_with(name: &str, kubeconfig: Option<&Path>, extra: &[String]) -> Self {
         install_crds();
         let namespace = format!("irc-repo-{name}-{}", std::process::id());
         ok(&["create", "namespace", &namespace], None);
         let storage = tempfile::tempdir().unwrap();
         let health_port = free_port();
         let log = storage.path().join("controller.log");
-        let controller = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"));
+        match kubeconfig {
             // Flags alone, as Flux's Deployment passes them.
-            .args([
-                "--watch-all-namespaces=false",
-                "--enable-leader-election",
-                "--log-encoding=console",
-                "--min-retry-delay=200ms",
-                "--max-retry-delay=2s",
-            ])
+            None => command
+                .args([
+                    "--watch-all-namespaces=false",
+                    "--enable-leader-election",
+                    "--log-encoding=console",
+                ])
+                .env("RUNTIME_NAMESPACE", &namespace),
+            Some(path) => command
+                .args([
+                    "--watch-all-namespaces",
+                    "--log-level=info",
+                    "--log-encoding=json",
+                    "--enable-leader-election",
+                ])
+                .env("RUNTIME_NAMESPACE", "flux-system")
+                .env("KUBECONFIG", path),
+        };
+        let controller = command
+            .args(["--min-retry-delay=200ms", "--max-retry-delay=2s"])
+            .args(extra)
             .arg(format!("--health-addr=127.0.0.1:{health_port}"))
             .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
             .arg(format!(
                 "--storage-path={}",
                 storage.path().join("data").display()
             ))
-            .env("RUNTIME_NAMESPACE", &namespace)
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::options().append(true).open(&log).unwrap())
             .spawn()
@@ -477,5 +497,86 @@ fn a_cloud_provider_stalls_naming_it() {
     assert!(
         conditions.iter().all(|c| c["type"] != "Reconciling"),
         "a stalled object is not reconciling: {conditions:?}"
+    );
+}
+
+/// `config/image-reflector/` applied for real (by kubectl's kustomize), and the controller run
+/// as its ServiceAccount with Flux's args: the shipped RBAC is enough to scan with a
+/// docker-config Secret and a ServiceAccount's pull secrets, write status, finalizer, events
+/// and hold its Lease in flux-system.
+#[test]
+fn the_shipped_rbac_is_enough_to_scan_as_the_service_account() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/image-reflector");
+    let _ = kubectl(&["create", "namespace", "flux-system"], None);
+    // Everything but the Deployment (`app` label), which nothing here could run;
+    // tests/integration/ship.rs validates it with the whole install.
+    ok(&["apply", "-n", "flux-system", "-k", config, "-l", "!app"], None);
+    // The admin's kubeconfig, acting as the shipped ServiceAccount.
+    let raw = ok(&["config", "view", "--raw", "--minify"], None);
+    let mut kubeconfig: Value = serde_yaml::from_str(&raw).unwrap();
+    kubeconfig["users"][0]["user"]["as"] =
+        json!("system:serviceaccount:flux-system:image-reflector-controller");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("controller.kubeconfig");
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+
+    let registry = Registry::start(Options {
+        htpasswd: Some(("ship", "it")),
+        ..Options::default()
+    });
+    registry.push("shipped/app", &["1.0.0", "1.0.1"]);
+    // Flux's args watch every namespace: a label keeps this controller to this test's objects.
+    let selector = format!("irc-install-test={}", std::process::id());
+    let harness = Harness::start_with(
+        "ship",
+        Some(&path),
+        &[format!("--watch-label-selector={selector}")],
+    );
+    let config = json!({"auths": {registry.host(): {"auth": b64("ship:it")}}}).to_string();
+    harness.apply(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": "pull"}, "data": {".dockerconfigjson": b64(&config)},
+    }));
+    harness.apply(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "puller"},
+        "imagePullSecrets": [{"name": "pull"}],
+    }));
+    let (key, value) = selector.split_once('=').unwrap();
+    for (name, extra) in [
+        ("by-secret", json!({"secretRef": {"name": "pull"}})),
+        ("by-sa", json!({"serviceAccountName": "puller"})),
+    ] {
+        let mut object = image_repository(name, &format!("{}/shipped/app", registry.host()), extra);
+        object["metadata"]["labels"] = json!({ key: value });
+        harness.apply(object);
+    }
+    for name in ["by-secret", "by-sa"] {
+        let repo = harness.wait_for(name, "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+        assert_eq!(
+            repo["status"]["lastScanResult"]["latestTags"],
+            json!(["1.0.1", "1.0.0"])
+        );
+    }
+    let events = ok(
+        &[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &harness.namespace,
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(events.contains("successful scan"), "{events}");
+    let leases = ok(&["get", "leases", "-n", "flux-system", "-o", "name"], None);
+    assert!(
+        leases.contains("image-reflector-controller-leader-election"),
+        "{leases}"
+    );
+    assert!(
+        !harness.log().contains("forbidden"),
+        "the controller was refused something:\n{}",
+        harness.log()
     );
 }
