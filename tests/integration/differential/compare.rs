@@ -44,8 +44,8 @@ fn walk(path: &str, flux: &Value, ours: &Value, out: &mut Vec<Difference>) {
                 walk(&child, f.get(key).unwrap_or(&Value::Null), o.get(key).unwrap_or(&Value::Null), out);
             }
         }
-        (Value::Array(f), Value::Array(o)) if path.ends_with("events") => sequence(path, f, o, |v| v.to_string(), out),
-        (Value::Array(f), Value::Array(o)) if path.ends_with("notifications") => sequence(
+        (Value::Array(f), Value::Array(o)) if path.starts_with("events.") => sequence(path, f, o, |v| v.to_string(), out),
+        (Value::Array(f), Value::Array(o)) if path.starts_with("notifications.") => sequence(
             path,
             f,
             o,
@@ -244,15 +244,15 @@ mod tests {
 
     #[test]
     fn events_align_on_a_common_subsequence_and_conditions_by_type() {
-        let flux = json!({"events": ["a", "b", "c"], "c": [{"type": "Ready", "m": 1}, {"type": "Healthy", "m": 2}]});
-        let ours = json!({"events": ["a", "c", "d"], "c": [{"type": "Healthy", "m": 2}, {"type": "Ready", "m": 3}]});
+        let flux = json!({"events": {"k": ["a", "b", "c"]}, "c": [{"type": "Ready", "m": 1}, {"type": "Healthy", "m": 2}]});
+        let ours = json!({"events": {"k": ["a", "c", "d"]}, "c": [{"type": "Healthy", "m": 2}, {"type": "Ready", "m": 3}]});
         let found: Vec<String> = diff(&flux, &ours).iter().map(|d| format!("{} {:?} {:?}", d.path, d.flux, d.ours)).collect();
         assert_eq!(
             found,
             [
                 r#"c[Ready].m Some("1") Some("3")"#,
-                r#"events[1] Some("\"b\"") None"#,
-                r#"events[+2] None Some("\"d\"")"#,
+                r#"events.k[1] Some("\"b\"") None"#,
+                r#"events.k[+2] None Some("\"d\"")"#,
             ]
         );
     }

@@ -2,6 +2,7 @@
 //! Flux's controller and ours (each with an event receiver), a watch on Kubernetes events,
 //! and per scenario two namespaces driven through the same steps.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -20,8 +21,10 @@ use crate::support::{TestNamespace, client, kustomization_crd, unique_suffix};
 
 /// How long one wait of a step may take before the snapshot is taken anyway (and shows it).
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+/// How long source-controller may take to fetch a commit, all scenarios' at once.
+const FETCH_LIMIT: Duration = Duration::from_secs(180);
 /// The label each controller selects its Kustomizations by.
-const CONTROLLER_LABEL: &str = "e2e.diff/controller";
+pub(super) const CONTROLLER_LABEL: &str = "e2e.diff/controller";
 /// The label source-controller selects the suite's sources by.
 const RUN_LABEL: &str = "e2e.diff/run";
 
@@ -60,6 +63,11 @@ struct Peer {
 #[derive(Clone)]
 struct SeenEvent {
     namespace: String,
+    /// The Kustomization it is about.
+    object: String,
+    /// When the controller says it happened (events.k8s.io's microsecond `eventTime`); Flux's
+    /// core/v1 events have none and keep the order the API server created them in.
+    time: i128,
     text: String,
 }
 
@@ -145,7 +153,12 @@ impl Suite {
         let git = GitServer::start().await;
         let source = SourceController::start_with_args(
             &namespace.name,
-            &["--watch-all-namespaces=true".into(), format!("--watch-label-selector={RUN_LABEL}={id}")],
+            &[
+                "--watch-all-namespaces=true".into(),
+                format!("--watch-label-selector={RUN_LABEL}={id}"),
+                // Two sources per scenario, all at once.
+                "--concurrent=10".into(),
+            ],
         );
         let events = Arc::new(Mutex::new(Vec::new()));
         watch_events(&client, &format!("kcd-{id}-"), events.clone()).await;
@@ -243,14 +256,23 @@ impl Suite {
         let sides = [(&self.flux, &run.namespaces[0], 0), (&self.ours, &run.namespaces[1], 1)];
         let [flux, ours] = sides.map(|(peer, ns, i)| {
             let steps: Vec<Value> = run.snapshots.iter().map(|pair| pair[i].clone()).collect();
-            let events: Vec<Value> =
-                events.iter().filter(|e| &e.namespace == ns).map(|e| json!(e.text)).collect();
-            let notifications: Vec<Value> = peer
-                .receiver
-                .accepted()
-                .into_iter()
-                .filter(|n| n["involvedObject"]["namespace"] == ns.as_str())
-                .collect();
+            // Per Kustomization (those of a scenario run concurrently), in the order the
+            // controller emitted them: ours writes events from several tasks at once, so
+            // creation order is not emission order, but its eventTime is.
+            let mut mine: Vec<&SeenEvent> = events.iter().filter(|e| &e.namespace == ns).collect();
+            mine.sort_by_key(|e| e.time);
+            let mut by_object: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+            for e in mine {
+                by_object.entry(e.object.clone()).or_default().push(json!(e.text));
+            }
+            let mut notifications: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+            for n in peer.receiver.accepted() {
+                if n["involvedObject"]["namespace"] == ns.as_str() {
+                    let name = n["involvedObject"]["name"].as_str().unwrap_or_default().to_string();
+                    notifications.entry(name).or_default().push(n);
+                }
+            }
+            let events = by_object;
             let raw = json!({"steps": steps, "events": events, "notifications": notifications});
             super::mask::mask(raw, ns)
         });
@@ -296,7 +318,7 @@ impl Suite {
             let labels = json!({"metadata": {"labels": {RUN_LABEL: self.id}}});
             api.patch("repo", &PatchParams::default(), &Patch::Merge(labels)).await.unwrap();
         }
-        let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
+        let deadline = tokio::time::Instant::now() + FETCH_LIMIT;
         loop {
             let source = api.get("repo").await.unwrap();
             if source.data["status"]["artifact"]["revision"] == head {
@@ -306,7 +328,7 @@ impl Suite {
                 tokio::time::Instant::now() < deadline,
                 "GitRepository {ns}/repo never reached {head}: {}\nsource-controller log:\n{}",
                 source.data["status"],
-                self.source.logs()
+                tail(&self.source.logs(), 30)
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -435,13 +457,14 @@ async fn watch_events(client: &Client, prefix: &str, seen: Arc<Mutex<Vec<SeenEve
                         let kind = e.regarding.as_ref().and_then(|r| r.kind.clone()).unwrap_or_default();
                         if namespace.starts_with(&prefix) && kind == "Kustomization" {
                             let name = e.regarding.as_ref().and_then(|r| r.name.clone()).unwrap_or_default();
+                            let time = e.event_time.as_ref().map_or(0, |t| t.0.as_nanosecond());
                             let text = format!(
-                                "{} {} {name}: {}",
+                                "{} {}: {}",
                                 e.type_.unwrap_or_default(),
                                 e.reason.unwrap_or_default(),
                                 e.note.unwrap_or_default()
                             );
-                            seen.lock().unwrap().push(SeenEvent { namespace, text });
+                            seen.lock().unwrap().push(SeenEvent { namespace, object: name, time, text });
                         }
                     }
                     WatchEvent::Modified(e) | WatchEvent::Deleted(e) => {
@@ -453,6 +476,12 @@ async fn watch_events(client: &Client, prefix: &str, seen: Arc<Mutex<Vec<SeenEve
             }
         }
     });
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn as_refs(files: &Files) -> Vec<(&str, &str)> {

@@ -75,8 +75,13 @@ fn kept_metadata(metadata: &Value) -> Value {
         .filter(|m| !CONTROL_PLANE_MANAGERS.contains(&m["manager"].as_str().unwrap_or_default()))
         .cloned()
         .collect();
+    let mut labels = metadata["labels"].clone();
+    if let Some(labels) = labels.as_object_mut() {
+        // Each controller's selector: different by design.
+        labels.remove(super::harness::CONTROLLER_LABEL);
+    }
     json!({
-        "labels": metadata["labels"], "annotations": metadata["annotations"],
+        "labels": labels, "annotations": metadata["annotations"],
         "finalizers": metadata["finalizers"], "deletionTimestamp": metadata["deletionTimestamp"],
         "managedFields": managers,
     })

@@ -79,8 +79,10 @@ fn config_map(name: &str, value: &str) -> String {
 /// A Deployment the fake kubelet runs; `behavior` steers its pods (`fail`, `never-ready`).
 fn deployment(name: &str, behavior: Option<&str>) -> String {
     let annotations = behavior.map_or(String::new(), |b| format!("\n      annotations: {{fake-kubelet.e2e/behavior: {b}}}"));
+    // Failing pods fail the rollout soon; healthy ones get time on a loaded machine.
+    let deadline = if behavior == Some("fail") { 3 } else { 120 };
     format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3\n  \
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  progressDeadlineSeconds: {deadline}\n  \
          selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}{annotations}\n    \
          spec:\n      containers:\n      - {{name: app, image: \"registry.invalid/app:1\"}}\n"
     )
