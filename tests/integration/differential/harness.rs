@@ -370,13 +370,8 @@ impl Suite {
 
     /// Deletes every namespace of the suite (controllers stopped first: nothing finalizes).
     pub(super) async fn delete(self, runs: &[RunResult]) {
-        for run in runs {
-            for ns in &run.namespaces {
-                for name in [ns.clone(), format!("{ns}-t")] {
-                    TestNamespace::existing(&self.client, &name).delete().await;
-                }
-            }
-        }
+        let names = runs.iter().flat_map(|run| run.namespaces.iter()).flat_map(|ns| [ns.clone(), format!("{ns}-t")]);
+        futures::future::join_all(names.map(|name| TestNamespace::existing(&self.client, &name).delete())).await;
         self.namespace.delete().await;
     }
 }
