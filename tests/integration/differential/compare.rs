@@ -19,7 +19,13 @@ pub(super) struct Difference {
 impl std::fmt::Display for Difference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
-        write!(f, "{}\n      flux: {}\n      ours: {}", self.path, show(&self.flux), show(&self.ours))
+        write!(
+            f,
+            "{}\n      flux: {}\n      ours: {}",
+            self.path,
+            show(&self.flux),
+            show(&self.ours)
+        )
     }
 }
 
@@ -41,10 +47,17 @@ fn walk(path: &str, flux: &Value, ours: &Value, out: &mut Vec<Difference>) {
             let keys: BTreeSet<&String> = f.keys().chain(o.keys()).collect();
             for key in keys {
                 let child = join(path, key);
-                walk(&child, f.get(key).unwrap_or(&Value::Null), o.get(key).unwrap_or(&Value::Null), out);
+                walk(
+                    &child,
+                    f.get(key).unwrap_or(&Value::Null),
+                    o.get(key).unwrap_or(&Value::Null),
+                    out,
+                );
             }
         }
-        (Value::Array(f), Value::Array(o)) if path.starts_with("events.") => sequence(path, f, o, |v| v.to_string(), out),
+        (Value::Array(f), Value::Array(o)) if path.starts_with("events.") => {
+            sequence(path, f, o, |v| v.to_string(), out)
+        }
         (Value::Array(f), Value::Array(o)) if path.starts_with("notifications.") => sequence(
             path,
             f,
@@ -59,7 +72,12 @@ fn walk(path: &str, flux: &Value, ours: &Value, out: &mut Vec<Difference>) {
             let (fi, oi) = (index(f), index(o));
             let keys: BTreeSet<&String> = fi.keys().chain(oi.keys()).collect();
             for key in keys {
-                walk(&format!("{path}[{key}]"), fi.get(key).unwrap_or(&Value::Null), oi.get(key).unwrap_or(&Value::Null), out);
+                walk(
+                    &format!("{path}[{key}]"),
+                    fi.get(key).unwrap_or(&Value::Null),
+                    oi.get(key).unwrap_or(&Value::Null),
+                    out,
+                );
             }
         }
         (Value::Array(f), Value::Array(o)) if f.len() == o.len() => {
@@ -76,7 +94,11 @@ fn walk(path: &str, flux: &Value, ours: &Value, out: &mut Vec<Difference>) {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn shown(v: &Value) -> Option<String> {
@@ -85,7 +107,10 @@ fn shown(v: &Value) -> Option<String> {
 
 /// Lists whose items name themselves: conditions (`type`), field managers (`manager`).
 fn keyed(items: &[Value]) -> bool {
-    !items.is_empty() && items.iter().all(|v| v.get("type").is_some_and(Value::is_string) || v.get("manager").is_some())
+    !items.is_empty()
+        && items
+            .iter()
+            .all(|v| v.get("type").is_some_and(Value::is_string) || v.get("manager").is_some())
 }
 
 fn item_key(v: &Value) -> String {
@@ -94,7 +119,10 @@ fn item_key(v: &Value) -> String {
             "{} {}{}",
             manager.as_str().unwrap_or_default(),
             v["operation"].as_str().unwrap_or_default(),
-            v["subresource"].as_str().map(|s| format!(" {s}")).unwrap_or_default()
+            v["subresource"]
+                .as_str()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default()
         ),
         None => v["type"].as_str().unwrap_or_default().to_string(),
     }
@@ -108,7 +136,11 @@ fn sequence(path: &str, f: &[Value], o: &[Value], key: impl Fn(&Value) -> String
     let mut lcs = vec![vec![0usize; ok.len() + 1]; fk.len() + 1];
     for i in (0..fk.len()).rev() {
         for j in (0..ok.len()).rev() {
-            lcs[i][j] = if fk[i] == ok[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+            lcs[i][j] = if fk[i] == ok[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
         }
     }
     let (mut i, mut j) = (0, 0);
@@ -118,10 +150,18 @@ fn sequence(path: &str, f: &[Value], o: &[Value], key: impl Fn(&Value) -> String
             i += 1;
             j += 1;
         } else if j == ok.len() || (i < fk.len() && lcs[i + 1][j] >= lcs[i][j + 1]) {
-            out.push(Difference { path: format!("{path}[{i}]"), flux: shown(&f[i]), ours: None });
+            out.push(Difference {
+                path: format!("{path}[{i}]"),
+                flux: shown(&f[i]),
+                ours: None,
+            });
             i += 1;
         } else {
-            out.push(Difference { path: format!("{path}[+{j}]"), flux: None, ours: shown(&o[j]) });
+            out.push(Difference {
+                path: format!("{path}[+{j}]"),
+                flux: None,
+                ours: shown(&o[j]),
+            });
             j += 1;
         }
     }
@@ -136,7 +176,9 @@ pub(super) fn glob(pattern: &str, text: &str) -> bool {
     let mut rest = text;
     for (i, part) in parts.iter().enumerate() {
         if i == 0 {
-            let Some(r) = rest.strip_prefix(part) else { return false };
+            let Some(r) = rest.strip_prefix(part) else {
+                return false;
+            };
             rest = r;
         } else if i == parts.len() - 1 {
             return rest.ends_with(part);
@@ -154,8 +196,12 @@ fn glob_any(patterns: &str, text: &str) -> bool {
 }
 
 fn matches(entry: &Entry, scenario: &str, d: &Difference) -> bool {
-    let side = |pattern: &str, value: &Option<String>| glob_any(pattern, value.as_deref().unwrap_or("(absent)"));
-    glob_any(entry.scenario, scenario) && glob_any(entry.path, &d.path) && side(entry.flux, &d.flux) && side(entry.ours, &d.ours)
+    let side =
+        |pattern: &str, value: &Option<String>| glob_any(pattern, value.as_deref().unwrap_or("(absent)"));
+    glob_any(entry.scenario, scenario)
+        && glob_any(entry.path, &d.path)
+        && side(entry.flux, &d.flux)
+        && side(entry.ours, &d.ours)
 }
 
 /// The differences of every scenario, each with the table entry that explains it (if any).
@@ -184,8 +230,17 @@ impl Verdict {
                 (name.to_string(), judged)
             })
             .collect();
-        let unused = table.iter().enumerate().filter(|(i, _)| !used.contains(i)).map(|(_, e)| e).collect();
-        Self { scenarios, unused, table }
+        let unused = table
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !used.contains(i))
+            .map(|(_, e)| e)
+            .collect();
+        Self {
+            scenarios,
+            unused,
+            table,
+        }
     }
 
     /// Scenarios by outcome: identical, only intended differences, some pending fixes, some
@@ -197,9 +252,15 @@ impl Verdict {
                 0
             } else if diffs.iter().any(|(_, e)| e.is_none()) {
                 4
-            } else if diffs.iter().any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Found))) {
+            } else if diffs
+                .iter()
+                .any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Found)))
+            {
                 3
-            } else if diffs.iter().any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Pending(_)))) {
+            } else if diffs
+                .iter()
+                .any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Pending(_))))
+            {
                 2
             } else {
                 1
@@ -229,9 +290,21 @@ impl Verdict {
                 let _ = writeln!(out, "  {name} {why} {d}");
             }
         }
-        let _ = writeln!(out, "the table of intended differences (tests/integration/differential/intended.rs):");
+        let _ = writeln!(
+            out,
+            "the table of intended differences (tests/integration/differential/intended.rs):"
+        );
         for e in self.table {
-            let _ = writeln!(out, "  {} [{}]: {}", e.id, e.status, e.reason);
+            let scenarios = self
+                .scenarios
+                .iter()
+                .filter(|(_, diffs)| diffs.iter().any(|(_, m)| m.is_some_and(|m| std::ptr::eq(m, e))))
+                .count();
+            let _ = writeln!(
+                out,
+                "  {} [{}] ({scenarios} scenarios): {}",
+                e.id, e.status, e.reason
+            );
         }
         out
     }
@@ -244,9 +317,15 @@ impl Verdict {
             }
         }
         for e in &self.unused {
-            let _ = writeln!(out, "table entry {} matched no difference: remove it (or the scenario that shows it is gone)", e.id);
+            let _ = writeln!(
+                out,
+                "table entry {} matched no difference: remove it (or the scenario that shows it is gone)",
+                e.id
+            );
         }
-        format!("the controllers differ where the table of intended differences does not say so:\n{out}{logs}")
+        format!(
+            "the controllers differ where the table of intended differences does not say so:\n{out}{logs}"
+        )
     }
 }
 
@@ -259,7 +338,10 @@ mod tests {
     fn events_align_on_a_common_subsequence_and_conditions_by_type() {
         let flux = json!({"events": {"k": ["a", "b", "c"]}, "c": [{"type": "Ready", "m": 1}, {"type": "Healthy", "m": 2}]});
         let ours = json!({"events": {"k": ["a", "c", "d"]}, "c": [{"type": "Healthy", "m": 2}, {"type": "Ready", "m": 3}]});
-        let found: Vec<String> = diff(&flux, &ours).iter().map(|d| format!("{} {:?} {:?}", d.path, d.flux, d.ours)).collect();
+        let found: Vec<String> = diff(&flux, &ours)
+            .iter()
+            .map(|d| format!("{} {:?} {:?}", d.path, d.flux, d.ours))
+            .collect();
         assert_eq!(
             found,
             [
@@ -272,7 +354,10 @@ mod tests {
 
     #[test]
     fn glob_matches_runs() {
-        assert!(glob("steps[*].status.conditions[Ready].message", "steps[0].status.conditions[Ready].message"));
+        assert!(glob(
+            "steps[*].status.conditions[Ready].message",
+            "steps[0].status.conditions[Ready].message"
+        ));
         assert!(glob("*drift*", "x drift y"));
         assert!(!glob("a*b", "ac"));
         assert!(glob("(absent)", "(absent)"));

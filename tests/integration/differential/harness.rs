@@ -10,12 +10,17 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    WatchEvent, WatchParams,
+};
 use serde_json::{Value, json};
 
 use super::scenarios::{Action, Expect, Files, Scenario};
 use crate::support::controller::{ControllerProcess, free_port};
-use crate::support::flux::{GitRepo, GitServer, SourceController, apply_git_repository, main_revision, source_controller_crds};
+use crate::support::flux::{
+    GitRepo, GitServer, SourceController, apply_git_repository, main_revision, source_controller_crds,
+};
 use crate::support::receiver::EventReceiver;
 use crate::support::{TestNamespace, client, kustomization_crd, unique_suffix};
 
@@ -94,7 +99,12 @@ impl Keys {
             .find_map(|l| l.strip_prefix("# public key: "))
             .expect("age-keygen wrote a public key")
             .to_string();
-        Self { dir, identity, stranger, recipient }
+        Self {
+            dir,
+            identity,
+            stranger,
+            recipient,
+        }
     }
 
     /// `plain` encrypted by the real sops for the suite's age key, its data fields only.
@@ -107,7 +117,13 @@ impl Keys {
             .env_remove("SOPS_AGE_KEY_FILE")
             .arg("--config")
             .arg(&config)
-            .args(["encrypt", "--age", &self.recipient, "--encrypted-regex", "^(data|stringData)$"])
+            .args([
+                "encrypt",
+                "--age",
+                &self.recipient,
+                "--encrypted-regex",
+                "^(data|stringData)$",
+            ])
             .arg(&file))
     }
 }
@@ -118,7 +134,11 @@ fn sops_dir() -> PathBuf {
 
 fn run(command: &mut Command) -> String {
     let out = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    assert!(out.status.success(), "{command:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -194,14 +214,23 @@ impl Suite {
                 apply_object(&self.client, &template(object, ns)).await;
             }
         }
-        futures::future::join_all(namespaces.iter().map(|ns| self.source_at(ns, &repo, &head, false))).await;
+        futures::future::join_all(
+            namespaces
+                .iter()
+                .map(|ns| self.source_at(ns, &repo, &head, false)),
+        )
+        .await;
 
         let mut snapshots = Vec::new();
         for step in &scenario.steps {
             match &step.action {
                 Action::Apply(list) => {
                     for ns in &namespaces {
-                        let side = if ns.ends_with("-f") { Side::Flux } else { Side::Ours };
+                        let side = if ns.ends_with("-f") {
+                            Side::Flux
+                        } else {
+                            Side::Ours
+                        };
                         for (name, spec) in list {
                             self.apply_kustomization(ns, side, name, spec).await;
                         }
@@ -209,11 +238,17 @@ impl Suite {
                 }
                 Action::Commit(files) => {
                     head = main_revision(&repo.commit(&as_refs(files)));
-                    futures::future::join_all(namespaces.iter().map(|ns| self.source_at(ns, &repo, &head, true))).await;
+                    futures::future::join_all(
+                        namespaces.iter().map(|ns| self.source_at(ns, &repo, &head, true)),
+                    )
+                    .await;
                 }
                 Action::Delete(name) => {
                     for ns in &namespaces {
-                        let _ = self.kustomizations(ns).delete(name, &DeleteParams::background()).await;
+                        let _ = self
+                            .kustomizations(ns)
+                            .delete(name, &DeleteParams::background())
+                            .await;
                     }
                 }
                 Action::Objects(objects) => {
@@ -227,7 +262,10 @@ impl Suite {
             let waits = namespaces.iter().map(|ns| async {
                 let mut settled = serde_json::Map::new();
                 for (name, expect) in &step.wait {
-                    settled.insert(name.to_string(), json!(self.settle(ns, name, expect, &head).await));
+                    settled.insert(
+                        name.to_string(),
+                        json!(self.settle(ns, name, expect, &head).await),
+                    );
                 }
                 settled
             });
@@ -253,7 +291,10 @@ impl Suite {
     /// whole run.
     pub(super) fn observed(&self, run: &RunResult) -> (Value, Value) {
         let events = self.events.lock().unwrap().clone();
-        let sides = [(&self.flux, &run.namespaces[0], 0), (&self.ours, &run.namespaces[1], 1)];
+        let sides = [
+            (&self.flux, &run.namespaces[0], 0),
+            (&self.ours, &run.namespaces[1], 1),
+        ];
         let [flux, ours] = sides.map(|(peer, ns, i)| {
             let steps: Vec<Value> = run.snapshots.iter().map(|pair| pair[i].clone()).collect();
             // Per Kustomization (those of a scenario run concurrently), in the order the
@@ -268,7 +309,10 @@ impl Suite {
             let mut notifications: BTreeMap<String, Vec<Value>> = BTreeMap::new();
             for n in peer.receiver.accepted() {
                 if n["involvedObject"]["namespace"] == ns.as_str() {
-                    let name = n["involvedObject"]["name"].as_str().unwrap_or_default().to_string();
+                    let name = n["involvedObject"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
                     notifications.entry(name).or_default().push(n);
                 }
             }
@@ -301,7 +345,11 @@ impl Suite {
             "spec": spec,
         });
         self.kustomizations(ns)
-            .patch(name, &PatchParams::apply("e2e-diff").force(), &Patch::Apply(object))
+            .patch(
+                name,
+                &PatchParams::apply("e2e-diff").force(),
+                &Patch::Apply(object),
+            )
             .await
             .unwrap_or_else(|e| panic!("apply Kustomization {ns}/{name}: {e}"));
     }
@@ -309,14 +357,19 @@ impl Suite {
     /// Creates GitRepository `repo` in `ns` (or asks it to fetch again) and waits until its
     /// artifact is `head`.
     async fn source_at(&self, ns: &str, repo: &GitRepo, head: &str, refetch: bool) {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &git_repository_resource());
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &git_repository_resource());
         if refetch {
             let patch = json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": head}}});
-            api.patch("repo", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+            api.patch("repo", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
         } else {
             apply_git_repository(&self.client, ns, "repo", &repo.url, "1h").await;
             let labels = json!({"metadata": {"labels": {RUN_LABEL: self.id}}});
-            api.patch("repo", &PatchParams::default(), &Patch::Merge(labels)).await.unwrap();
+            api.patch("repo", &PatchParams::default(), &Patch::Merge(labels))
+                .await
+                .unwrap();
         }
         let deadline = tokio::time::Instant::now() + FETCH_LIMIT;
         loop {
@@ -345,7 +398,12 @@ impl Suite {
         let api = self.kustomizations(ns);
         while tokio::time::Instant::now() < deadline {
             let ks = api.get_opt(name).await.unwrap();
-            if settled(ks.as_ref().map(|k| &k.data), k_generation(ks.as_ref()), expect, head) {
+            if settled(
+                ks.as_ref().map(|k| &k.data),
+                k_generation(ks.as_ref()),
+                expect,
+                head,
+            ) {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -370,8 +428,12 @@ impl Suite {
 
     /// Deletes every namespace of the suite (controllers stopped first: nothing finalizes).
     pub(super) async fn delete(self, runs: &[RunResult]) {
-        let names = runs.iter().flat_map(|run| run.namespaces.iter()).flat_map(|ns| [ns.clone(), format!("{ns}-t")]);
-        futures::future::join_all(names.map(|name| TestNamespace::existing(&self.client, &name).delete())).await;
+        let names = runs
+            .iter()
+            .flat_map(|run| run.namespaces.iter())
+            .flat_map(|ns| [ns.clone(), format!("{ns}-t")]);
+        futures::future::join_all(names.map(|name| TestNamespace::existing(&self.client, &name).delete()))
+            .await;
         self.namespace.delete().await;
     }
 }
@@ -420,7 +482,12 @@ fn start_peer(side: Side, id: &str, runtime_namespace: &str, dir: &std::path::Pa
         ])
         .env("RUNTIME_NAMESPACE", runtime_namespace)
         .env_remove("RUST_LOG");
-    let process = ControllerProcess::spawn(command, &format!("{runtime_namespace}-{}", side.name()), metrics, health);
+    let process = ControllerProcess::spawn(
+        command,
+        &format!("{runtime_namespace}-{}", side.name()),
+        metrics,
+        health,
+    );
     Peer {
         side,
         log: process.log.clone(),
@@ -434,7 +501,13 @@ fn start_peer(side: Side, id: &str, runtime_namespace: &str, dir: &std::path::Pa
 /// is not a new event).
 async fn watch_events(client: &Client, prefix: &str, seen: Arc<Mutex<Vec<SeenEvent>>>) {
     let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    let version = api.list_metadata(&ListParams::default().limit(1)).await.unwrap().metadata.resource_version.unwrap_or_default();
+    let version = api
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap_or_default();
     let prefix = prefix.to_string();
     tokio::spawn(async move {
         let mut version = version;
@@ -449,9 +522,17 @@ async fn watch_events(client: &Client, prefix: &str, seen: Arc<Mutex<Vec<SeenEve
                     WatchEvent::Added(e) => {
                         version = e.metadata.resource_version.clone().unwrap_or(version);
                         let namespace = e.metadata.namespace.clone().unwrap_or_default();
-                        let kind = e.regarding.as_ref().and_then(|r| r.kind.clone()).unwrap_or_default();
+                        let kind = e
+                            .regarding
+                            .as_ref()
+                            .and_then(|r| r.kind.clone())
+                            .unwrap_or_default();
                         if namespace.starts_with(&prefix) && kind == "Kustomization" {
-                            let name = e.regarding.as_ref().and_then(|r| r.name.clone()).unwrap_or_default();
+                            let name = e
+                                .regarding
+                                .as_ref()
+                                .and_then(|r| r.name.clone())
+                                .unwrap_or_default();
                             let time = e.event_time.as_ref().map_or(0, |t| t.0.as_nanosecond());
                             let text = format!(
                                 "{} {}: {}",
@@ -459,7 +540,12 @@ async fn watch_events(client: &Client, prefix: &str, seen: Arc<Mutex<Vec<SeenEve
                                 e.reason.unwrap_or_default(),
                                 e.note.unwrap_or_default()
                             );
-                            seen.lock().unwrap().push(SeenEvent { namespace, object: name, time, text });
+                            seen.lock().unwrap().push(SeenEvent {
+                                namespace,
+                                object: name,
+                                time,
+                                text,
+                            });
                         }
                     }
                     WatchEvent::Modified(e) | WatchEvent::Deleted(e) => {
@@ -505,11 +591,17 @@ fn merge(target: &mut Value, patch: &Value) {
 }
 
 pub(super) fn kustomization_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"), "kustomizations")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"),
+        "kustomizations",
+    )
 }
 
 fn git_repository_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "GitRepository"), "gitrepositories")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("source.toolkit.fluxcd.io", "v1", "GitRepository"),
+        "gitrepositories",
+    )
 }
 
 /// The kinds the scenarios create or apply: their resource and whether they are namespaced.
@@ -521,7 +613,13 @@ pub(super) const KINDS: &[(&str, &str, &str, &str, bool)] = &[
     ("", "v1", "Service", "services", true),
     ("apps", "v1", "Deployment", "deployments", true),
     ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
-    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", true),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        true,
+    ),
 ];
 
 pub(super) fn resource_of(kind: &str) -> (ApiResource, bool) {
@@ -529,7 +627,10 @@ pub(super) fn resource_of(kind: &str) -> (ApiResource, bool) {
         .iter()
         .find(|k| k.2 == kind)
         .unwrap_or_else(|| panic!("the suite does not know kind {kind}"));
-    (ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural), *namespaced)
+    (
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural),
+        *namespaced,
+    )
 }
 
 /// Server-side applies `object` (one of [`KINDS`]) as the suite.
@@ -537,11 +638,19 @@ async fn apply_object(client: &Client, object: &Value) {
     let (resource, namespaced) = resource_of(object["kind"].as_str().unwrap());
     let name = object["metadata"]["name"].as_str().unwrap();
     let api: Api<DynamicObject> = if namespaced {
-        Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &resource)
+        Api::namespaced_with(
+            client.clone(),
+            object["metadata"]["namespace"].as_str().unwrap(),
+            &resource,
+        )
     } else {
         Api::all_with(client.clone(), &resource)
     };
-    api.patch(name, &PatchParams::apply("e2e-diff").force(), &Patch::Apply(object))
-        .await
-        .unwrap_or_else(|e| panic!("apply {} {name}: {e}", object["kind"]));
+    api.patch(
+        name,
+        &PatchParams::apply("e2e-diff").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply {} {name}: {e}", object["kind"]));
 }

@@ -42,7 +42,9 @@ pub(super) async fn snapshot(client: &Client, ns: &str) -> Value {
             };
             for object in list.items {
                 let name = object.metadata.name.clone().unwrap_or_default();
-                if (*kind == "ConfigMap" && name == "kube-root-ca.crt") || (*kind == "ServiceAccount" && name == "default") {
+                if (*kind == "ConfigMap" && name == "kube-root-ca.crt")
+                    || (*kind == "ServiceAccount" && name == "default")
+                {
                     continue;
                 }
                 let mut value = serde_json::to_value(&object).unwrap();
@@ -53,7 +55,10 @@ pub(super) async fn snapshot(client: &Client, ns: &str) -> Value {
                 if let Some(spec) = body.get_mut("spec").and_then(Value::as_object_mut) {
                     // Addresses the API server allocates.
                     for key in ["clusterIP", "clusterIPs"] {
-                        if spec.get(key).is_some_and(|v| v != "None" && v != &json!(["None"])) {
+                        if spec
+                            .get(key)
+                            .is_some_and(|v| v != "None" && v != &json!(["None"]))
+                        {
                             spec.insert(key.into(), json!("<allocated>"));
                         }
                     }
@@ -118,7 +123,12 @@ fn mask_value(value: Value, ns: &str, digests: &mut Vec<String>, key: Option<&st
             }
             _ => json!(mask_text(&s, ns)),
         },
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| mask_value(v, ns, digests, key)).collect()),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| mask_value(v, ns, digests, key))
+                .collect(),
+        ),
         Value::Object(map) => Value::Object(
             map.into_iter()
                 .map(|(k, v)| {
@@ -152,11 +162,22 @@ mod tests {
             "resourceVersion": "123",
         });
         let masked = mask(raw, "kcd-1-x-f");
-        assert_eq!(masked["a"], "<ns>_cm_ConfigMap in <ns>-t after <duration>, timeout 30s");
+        assert_eq!(
+            masked["a"],
+            "<ns>_cm_ConfigMap in <ns>-t after <duration>, timeout 30s"
+        );
         assert_eq!(masked["uid"], "<uid>");
         assert_eq!(masked["t"], "<time>");
         assert_eq!(masked["resourceVersion"], "<rv>");
-        let digests: Vec<&Value> = masked["history"].as_array().unwrap().iter().map(|h| &h["digest"]).collect();
-        assert_eq!(digests, [&json!("<digest 1>"), &json!("<digest 2>"), &json!("<digest 1>")]);
+        let digests: Vec<&Value> = masked["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| &h["digest"])
+            .collect();
+        assert_eq!(
+            digests,
+            [&json!("<digest 1>"), &json!("<digest 2>"), &json!("<digest 1>")]
+        );
     }
 }

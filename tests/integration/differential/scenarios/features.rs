@@ -29,7 +29,10 @@ fn sops(keys: &Keys) -> Vec<Scenario> {
         "secret.yaml",
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  token: t0ken-from-sops\n",
     );
-    let tree = files(&[("kustomization.yaml", "resources: [secret.yaml]\n"), ("secret.yaml", &encrypted)]);
+    let tree = files(&[
+        ("kustomization.yaml", "resources: [secret.yaml]\n"),
+        ("secret.yaml", &encrypted),
+    ]);
     let decryption = json!({"decryption": {"provider": "sops", "secretRef": {"name": "sops-keys"}}});
     vec![
         Scenario {
@@ -110,7 +113,9 @@ fn health() -> Vec<Scenario> {
 }
 
 fn immutable(value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: frozen\nimmutable: true\ndata:\n  value: \"{value}\"\n")
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: frozen\nimmutable: true\ndata:\n  value: \"{value}\"\n"
+    )
 }
 
 fn ssa(name: &str, mode: &str, value: &str) -> String {
@@ -128,7 +133,10 @@ fn apply_modes() -> Vec<Scenario> {
             setup: vec![],
             steps: vec![
                 apply("app", json!({"force": force})),
-                step(Action::Commit(tree(&[immutable("two")])), vec![("app", Expect::Revision)]),
+                step(
+                    Action::Commit(tree(&[immutable("two")])),
+                    vec![("app", Expect::Revision)],
+                ),
             ],
         })
         .collect();
@@ -139,12 +147,27 @@ fn apply_modes() -> Vec<Scenario> {
     };
     all.push(Scenario {
         name: "ssa-annotations",
-        files: tree(&[ssa("merge", "Merge", "one"), ssa("ignore", "Ignore", "one"), ssa("if-not-present", "IfNotPresent", "one"), ssa("override", "Override", "one")]),
-        setup: vec![existing("merge"), existing("ignore"), existing("if-not-present"), existing("override")],
+        files: tree(&[
+            ssa("merge", "Merge", "one"),
+            ssa("ignore", "Ignore", "one"),
+            ssa("if-not-present", "IfNotPresent", "one"),
+            ssa("override", "Override", "one"),
+        ]),
+        setup: vec![
+            existing("merge"),
+            existing("ignore"),
+            existing("if-not-present"),
+            existing("override"),
+        ],
         steps: vec![
             apply("app", json!({})),
             step(
-                Action::Commit(tree(&[ssa("merge", "Merge", "two"), ssa("ignore", "Ignore", "two"), ssa("if-not-present", "IfNotPresent", "two"), ssa("override", "Override", "two")])),
+                Action::Commit(tree(&[
+                    ssa("merge", "Merge", "two"),
+                    ssa("ignore", "Ignore", "two"),
+                    ssa("if-not-present", "IfNotPresent", "two"),
+                    ssa("override", "Override", "two"),
+                ])),
                 vec![("app", Expect::Revision)],
             ),
         ],
@@ -201,11 +224,17 @@ fn transformers() -> Vec<Scenario> {
             files: files(&[
                 ("base/kustomization.yaml", "resources: [objects.yaml]\n"),
                 ("base/objects.yaml", &config_map("a", "one")),
-                ("extra/kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [more.yaml]\n"),
+                (
+                    "extra/kustomization.yaml",
+                    "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [more.yaml]\n",
+                ),
                 ("extra/more.yaml", &config_map("from-component", "one")),
             ]),
             setup: vec![],
-            steps: vec![apply("app", json!({"path": "./base", "components": ["../extra"]}))],
+            steps: vec![apply(
+                "app",
+                json!({"path": "./base", "components": ["../extra"]}),
+            )],
         },
         Scenario {
             name: "common-metadata",

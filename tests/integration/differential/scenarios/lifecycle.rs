@@ -146,17 +146,29 @@ pub(super) fn scenarios() -> Vec<Scenario> {
 fn deletion() -> Vec<Scenario> {
     [
         ("deleted-kustomization", json!({})),
-        ("deletion-policy-delete", json!({"prune": false, "deletionPolicy": "Delete"})),
+        (
+            "deletion-policy-delete",
+            json!({"prune": false, "deletionPolicy": "Delete"}),
+        ),
         ("deletion-policy-orphan", json!({"deletionPolicy": "Orphan"})),
-        ("deletion-policy-mirror-prune", json!({"prune": false, "deletionPolicy": "MirrorPrune"})),
-        ("deletion-policy-wait", json!({"deletionPolicy": "WaitForTermination"})),
+        (
+            "deletion-policy-mirror-prune",
+            json!({"prune": false, "deletionPolicy": "MirrorPrune"}),
+        ),
+        (
+            "deletion-policy-wait",
+            json!({"deletionPolicy": "WaitForTermination"}),
+        ),
     ]
     .into_iter()
     .map(|(name, spec)| Scenario {
         name,
         files: tree(&[config_map("a", "one"), deployment("web", None)]),
         setup: vec![],
-        steps: vec![apply("app", spec), step(Action::Delete("app"), vec![("app", Expect::Gone)])],
+        steps: vec![
+            apply("app", spec),
+            step(Action::Delete("app"), vec![("app", Expect::Gone)]),
+        ],
     })
     .collect()
 }
@@ -185,7 +197,10 @@ fn dependencies() -> Vec<Scenario> {
             steps: vec![
                 apply("dep", json!({"path": "./nothing-here"})),
                 step(
-                    Action::Apply(vec![("app", json!({"path": "./app", "dependsOn": [{"name": "dep"}]}))]),
+                    Action::Apply(vec![(
+                        "app",
+                        json!({"path": "./app", "dependsOn": [{"name": "dep"}]}),
+                    )]),
                     vec![("app", Expect::Done)],
                 ),
             ],

@@ -69,7 +69,10 @@ fn files(list: &[(&str, &str)]) -> Files {
 
 /// A tree of `kustomization.yaml` listing `objects.yaml`, which holds `objects`.
 fn tree(objects: &[String]) -> Files {
-    files(&[("kustomization.yaml", "resources: [objects.yaml]\n"), ("objects.yaml", &objects.join("---\n"))])
+    files(&[
+        ("kustomization.yaml", "resources: [objects.yaml]\n"),
+        ("objects.yaml", &objects.join("---\n")),
+    ])
 }
 
 fn config_map(name: &str, value: &str) -> String {
@@ -78,7 +81,9 @@ fn config_map(name: &str, value: &str) -> String {
 
 /// A Deployment the fake kubelet runs; `behavior` steers its pods (`fail`, `never-ready`).
 fn deployment(name: &str, behavior: Option<&str>) -> String {
-    let annotations = behavior.map_or(String::new(), |b| format!("\n      annotations: {{fake-kubelet.e2e/behavior: {b}}}"));
+    let annotations = behavior.map_or(String::new(), |b| {
+        format!("\n      annotations: {{fake-kubelet.e2e/behavior: {b}}}")
+    });
     // Failing pods fail the rollout soon; healthy ones get time on a loaded machine.
     let deadline = if behavior == Some("fail") { 3 } else { 120 };
     format!(
