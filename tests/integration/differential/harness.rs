@@ -25,7 +25,7 @@ use crate::support::receiver::EventReceiver;
 use crate::support::{TestNamespace, client, kustomization_crd, unique_suffix};
 
 /// How long one wait of a step may take before the snapshot is taken anyway (and shows it).
-const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+const SETTLE_LIMIT: Duration = Duration::from_secs(90);
 /// How long source-controller may take to fetch a commit, all scenarios' at once.
 const FETCH_LIMIT: Duration = Duration::from_secs(180);
 /// The label each controller selects its Kustomizations by.
@@ -469,7 +469,7 @@ fn start_peer(side: Side, id: &str, runtime_namespace: &str, dir: &std::path::Pa
         Side::Ours => Command::new(env!("CARGO_BIN_EXE_kustomize-controller")),
     };
     // The same flags for both: every namespace, this suite's label, one attempt per
-    // dependency wait within the suite's time.
+    // dependency wait within the suite's time, workers for all scenarios at once.
     command
         .args([
             "--watch-all-namespaces=true".to_string(),
@@ -477,6 +477,9 @@ fn start_peer(side: Side, id: &str, runtime_namespace: &str, dir: &std::path::Pa
             "--enable-leader-election=false".into(),
             format!("--events-addr={}", receiver.addr),
             "--requeue-dependency=10m".into(),
+            // Flux waits for health in its workers: enough of them that the suite's waits
+            // do not queue behind each other.
+            "--concurrent=10".into(),
             format!("--metrics-addr=127.0.0.1:{metrics}"),
             format!("--health-addr=127.0.0.1:{health}"),
         ])
