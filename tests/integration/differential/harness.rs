@@ -452,7 +452,12 @@ fn settled(ks: Option<&Value>, generation: i64, expect: &Expect, head: &str) -> 
         .into_iter()
         .flatten()
         .find(|c| c["type"] == "Ready");
-    let done = ready.is_some_and(|c| c["status"] != "Unknown" && c["observedGeneration"] == generation);
+    // Flux writes the conditions and the rest of the status in two patches: a success is
+    // whole once status.observedGeneration follows.
+    let done = ready.is_some_and(|c| {
+        c["observedGeneration"] == generation
+            && (c["status"] == "False" || (c["status"] == "True" && ks["status"]["observedGeneration"] == generation))
+    });
     match expect {
         Expect::Revision => done && ks["status"]["lastAttemptedRevision"] == head,
         Expect::Done => done,

@@ -232,7 +232,7 @@ pub(super) const TABLE: &[Entry] = &[
         "suspended-observed-generation",
         FOUND,
         "suspend-resume|moved-object",
-        "steps[1].kustomizations.*.status.observedGeneration",
+        "steps[*].kustomizations.*.status.observedGeneration",
         "1",
         "2",
         "suspending updates status.observedGeneration; Flux leaves the status of a suspended Kustomization alone",
