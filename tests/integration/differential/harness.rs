@@ -456,7 +456,8 @@ fn settled(ks: Option<&Value>, generation: i64, expect: &Expect, head: &str) -> 
     // whole once status.observedGeneration follows.
     let done = ready.is_some_and(|c| {
         c["observedGeneration"] == generation
-            && (c["status"] == "False" || (c["status"] == "True" && ks["status"]["observedGeneration"] == generation))
+            && (c["status"] == "False"
+                || (c["status"] == "True" && ks["status"]["observedGeneration"] == generation))
     });
     match expect {
         Expect::Revision => done && ks["status"]["lastAttemptedRevision"] == head,
