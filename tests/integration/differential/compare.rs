@@ -204,9 +204,12 @@ fn matches(entry: &Entry, scenario: &str, d: &Difference) -> bool {
         && side(entry.ours, &d.ours)
 }
 
-/// The differences of every scenario, each with the table entry that explains it (if any).
+/// A scenario's differences, each with the table entry that explains it (if any).
+type Judged = (String, Vec<(Difference, Option<&'static Entry>)>);
+
+/// The differences of every scenario, judged.
 pub(super) struct Verdict {
-    scenarios: Vec<(String, Vec<(Difference, Option<&'static Entry>)>)>,
+    scenarios: Vec<Judged>,
     unused: Vec<&'static Entry>,
     table: &'static [Entry],
 }
@@ -233,7 +236,7 @@ impl Verdict {
         let unused = table
             .iter()
             .enumerate()
-            .filter(|(i, _)| !used.contains(i))
+            .filter(|(i, e)| !used.contains(i) && !super::intended::INTERMITTENT.contains(&e.id))
             .map(|(_, e)| e)
             .collect();
         Self {
