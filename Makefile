@@ -39,6 +39,7 @@ test: tools
 	@e2e/sops/build.sh >/dev/null
 	@e2e/flux/build.sh >/dev/null
 	@e2e/fluxpeer/build.sh >/dev/null
+	@e2e/fluxkc/build.sh >/dev/null
 	@e2e/fluxirc/crds.sh >/dev/null
 	@e2e/fluxirc/build.sh >/dev/null
 	@$(CARGO) build --locked --workspace --all-targets
@@ -52,6 +53,7 @@ test: tools
 	export E2E_REMOTE_KUBECONFIG=$(TEST_REMOTE_STATE)/admin.kubeconfig; \
 	export E2E_FLUX_BIN=$$(e2e/flux/build.sh); \
 	export E2E_FLUXPEER_BIN=$$(e2e/fluxpeer/build.sh); \
+	export E2E_FLUXKC_BIN=$$(e2e/fluxkc/build.sh); \
 	export E2E_FLUX_IRC_CRDS=$$(e2e/fluxirc/crds.sh); \
 	export E2E_FLUX_IRC_BIN=$$(e2e/fluxirc/build.sh); \
 	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
