@@ -245,17 +245,23 @@ fn a_missing_repository_is_waited_for() {
 fn cross_namespace_references_follow_the_acl() {
     let registry = Registry::start(Options::default());
     registry.push("team/shared", &["1.0.0", "1.2.0"]);
-    let harness = Harness::start_with("acl", &["--watch-all-namespaces=true"]);
+    // Every namespace, but only this test's objects: other tests run controllers of their own.
+    let shard = format!("acl-{}", std::process::id());
+    let selector = format!("--watch-label-selector=irc-test={shard}");
+    let harness = Harness::start_with("acl", &["--watch-all-namespaces=true", &selector]);
     let consumer = format!("{}-apps", harness.namespace);
     ok(&["create", "namespace", &consumer], None);
     let image = format!("{}/team/shared", registry.host());
-    harness.apply(image_repository("shared", &image));
+    let mut repository = image_repository("shared", &image);
+    repository["metadata"]["labels"] = json!({"irc-test": shard});
+    harness.apply(repository);
     let reference = json!({"name": "shared", "namespace": harness.namespace});
-    let policy = image_policy(
+    let mut policy = image_policy(
         "shared",
         reference,
         json!({"policy": {"semver": {"range": "1.x"}}}),
     );
+    policy["metadata"]["labels"] = json!({"irc-test": shard});
     ok(&["apply", "-n", &consumer, "-f", "-"], Some(&policy.to_string()));
     let in_consumer = |what: &str, check: &dyn Fn(&Value) -> bool| -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -314,6 +320,10 @@ fn cross_namespace_references_follow_the_acl() {
         allowed["status"]["latestRef"],
         json!({"name": image, "tag": "1.2.0"})
     );
+    // A new scan revision reaches the policy in the other namespace.
+    registry.push("team/shared", &["1.3.0"]);
+    annotate(&harness, "imagerepository/shared", "new-tag");
+    in_consumer("the new tag", &|o| o["status"]["latestRef"]["tag"] == "1.3.0");
     let _ = kubectl(
         &[
             "delete",
@@ -526,6 +536,8 @@ fn unchanged_evaluations_are_traced_but_not_forwarded() {
     let harness = Harness::start_with("trace", &[&format!("--events-addr={address}")]);
     let image = format!("{}/team/traced", registry.host());
     harness.apply(image_repository("traced", &image));
+    // Scanned first, so that the policy's first evaluation finds the tags.
+    harness.wait_for("traced", "scanned", |o| ready_is(o, "True", "Succeeded"));
     harness.apply(image_policy(
         "traced",
         json!({"name": "traced"}),
