@@ -221,8 +221,10 @@ fn a_missing_repository_is_waited_for() {
         json!({"name": "late"}),
         json!({"policy": {"semver": {"range": ">=1.0.0"}}}),
     ));
+    // Between retries the progress write shows Reconciling=Progressing: wait for the result.
     let object = harness.wait_for_kind("imagepolicy", "late", "DependencyNotReady", |o| {
         ready_is(o, "False", "DependencyNotReady")
+            && o["status"]["conditions"][0]["reason"] == "ProgressingWithRetry"
     });
     assert_eq!(
         message(&object),
@@ -578,4 +580,32 @@ fn unchanged_evaluations_are_traced_but_not_forwarded() {
     assert_eq!(forwarded[0]["message"], resolved);
     assert_eq!(forwarded[0]["severity"], "info");
     assert_eq!(forwarded[0]["reportingController"], "image-reflector-controller");
+
+    // The repository's rescan that found the same tags: Flux's trace event, not forwarded.
+    annotate(&harness, "imagerepository/traced", "rescan");
+    let unchanged = "tags did not change, next scan in 1h0m0s";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !events(&harness.namespace, "ImageRepository", "traced")
+        .iter()
+        .any(|(t, r, n)| (t.as_str(), r.as_str(), n.as_str()) == ("Normal", "Succeeded", unchanged))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no trace event for the rescan\n{}",
+            harness.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let forwarded = received.lock().unwrap();
+    assert!(
+        forwarded.iter().all(|e| e["message"] != unchanged),
+        "{forwarded:#?}"
+    );
+    assert!(
+        forwarded
+            .iter()
+            .any(|e| e["involvedObject"]["kind"] == "ImageRepository"),
+        "the repository's first scan is forwarded: {forwarded:#?}"
+    );
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flux_runtime::conditions::Stamp;
+use flux_runtime::conditions::{READY, Stamp, find};
 use flux_runtime::events::{EventSubject, Notice, Severity, annotations_of};
 use flux_runtime::status_writes::{StatusWriteError, object_key};
 use flux_runtime::telemetry::logs::reconcile_span;
@@ -184,11 +184,15 @@ async fn apply(
         );
         ctx.policies.notifier.emit(policy, &notice);
     }
-    let (action, requeue_after, result) = match verdict.requeue {
-        Requeue::After(after) => (Action::requeue(after), Some(after), Ok(())),
-        Requeue::AwaitChange => (Action::await_change(), None, Ok(())),
-        // Any trigger evaluates a failing policy again.
-        Requeue::Backoff => (Action::await_change(), Some(Duration::ZERO), Err(())),
+    let (requeue_after, result) = match verdict.requeue {
+        Requeue::After(after) => (Some(after), Ok(Action::requeue(after))),
+        Requeue::AwaitChange => (None, Ok(Action::await_change())),
+        // Handed back to the backoff; any trigger evaluates a failing policy again.
+        Requeue::Backoff => {
+            let ready = find(&verdict.status.conditions, READY);
+            let message = ready.map(|c| c.message.clone()).unwrap_or_default();
+            (Some(Duration::ZERO), Err(PolicyError::Failed(message)))
+        }
     };
     ctx.policies.remember(
         &key,
@@ -198,19 +202,7 @@ async fn apply(
             ended: Instant::now(),
         },
     );
-    match result {
-        Ok(()) => Ok(action),
-        Err(()) => {
-            let message = verdict
-                .status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == crate::api::conditions::READY)
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
-            Err(PolicyError::Failed(message))
-        }
-    }
+    result
 }
 
 /// The steps after `due`: the latest image with its digest, or the first failure.
