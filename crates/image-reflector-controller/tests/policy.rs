@@ -2,7 +2,7 @@
 //! each policy kind picks its tag, a new tag moves `latestRef` and `observedPreviousRef` with
 //! Flux's event, a rescan that found the same tags wakes no policy, a missing repository and
 //! cross-namespace ACLs, digest reflection through its transitions, suspend and deletion, and
-//! trace events recorded but not forwarded.
+//! trace events recorded but not forwarded; and the real `flux` CLI on them (`E2E_FLUX_BIN`).
 //!
 //! Needs the e2e control plane (`KUBECONFIG`, and `E2E_BIN` for kubectl) and Debian's
 //! docker-registry: `make test` runs it.
@@ -607,5 +607,122 @@ fn unchanged_evaluations_are_traced_but_not_forwarded() {
             .iter()
             .any(|e| e["involvedObject"]["kind"] == "ImageRepository"),
         "the repository's first scan is forwarded: {forwarded:#?}"
+    );
+}
+
+/// The real `flux` CLI (`E2E_FLUX_BIN`) on our objects: stdout and stderr, and whether it
+/// exited 0.
+fn flux(harness: &Harness, args: &[&str]) -> (bool, String) {
+    let bin = std::env::var_os("E2E_FLUX_BIN")
+        .expect("E2E_FLUX_BIN is not set: `make test` sets it (e2e/flux/build.sh)");
+    let out = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(std::path::Path::new(&bin).join("flux"))
+        .args(args)
+        .args(["--namespace", &harness.namespace])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run flux");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn flux_ok(harness: &Harness, args: &[&str]) -> String {
+    let (success, text) = flux(harness, args);
+    assert!(
+        success,
+        "`flux {}` failed:\n{text}\n{}",
+        args.join(" "),
+        harness.log()
+    );
+    text
+}
+
+/// Column `header` of the row for `name` in a `flux get` table (tab-separated columns); with
+/// several tables (`flux get images all`), the header above the row.
+fn cell(text: &str, name: &str, header: &str) -> String {
+    let columns = |line: &str| {
+        line.split('\t')
+            .map(str::trim)
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let mut headers = None;
+    for line in text.lines() {
+        let row = columns(line);
+        if row[0] == "NAME" {
+            headers = Some(row);
+        } else if row[0] == name {
+            let index = headers
+                .as_ref()
+                .and_then(|h| h.iter().position(|c| c == header))
+                .unwrap_or_else(|| panic!("no {header} column above {name} in:\n{text}"));
+            return row[index].clone();
+        }
+    }
+    panic!("no row for {name} in:\n{text}")
+}
+
+#[test]
+fn the_flux_cli_reads_and_drives_our_objects() {
+    let registry = Registry::start(Options::default());
+    registry.push("team/cli", &["1.0.0", "1.1.0"]);
+    let harness = Harness::start("cli");
+    let image = format!("{}/team/cli", registry.host());
+    harness.apply(image_repository("cli", &image));
+    harness.apply(image_policy(
+        "cli",
+        json!({"name": "cli"}),
+        json!({"policy": {"semver": {"range": "1.x"}}}),
+    ));
+    let policy = policy_ready(&harness, "cli", "Ready");
+    let repository = harness.get("imagerepository", "cli").unwrap();
+
+    let text = flux_ok(&harness, &["get", "image", "repository"]);
+    assert_eq!(cell(&text, "cli", "READY"), "True", "{text}");
+    assert_eq!(cell(&text, "cli", "SUSPENDED"), "False", "{text}");
+    assert_eq!(cell(&text, "cli", "MESSAGE"), message(&repository), "{text}");
+    assert_eq!(
+        cell(&text, "cli", "LAST SCAN"),
+        repository["status"]["lastScanResult"]["scanTime"]
+            .as_str()
+            .unwrap(),
+        "{text}"
+    );
+    let text = flux_ok(&harness, &["get", "image", "policy"]);
+    assert_eq!(cell(&text, "cli", "IMAGE"), image, "{text}");
+    assert_eq!(cell(&text, "cli", "TAG"), "1.1.0", "{text}");
+    assert_eq!(cell(&text, "cli", "MESSAGE"), message(&policy), "{text}");
+    let text = flux_ok(&harness, &["get", "images", "all"]);
+    assert_eq!(cell(&text, "imagerepository/cli", "READY"), "True", "{text}");
+    assert_eq!(cell(&text, "imagepolicy/cli", "TAG"), "1.1.0", "{text}");
+
+    // `flux reconcile` waits for our controller to handle its request.
+    registry.push("team/cli", &["1.2.0"]);
+    let text = flux_ok(&harness, &["reconcile", "image", "repository", "cli"]);
+    assert!(text.contains("scan fetched 3 tags"), "{text}");
+    harness.wait_for_kind("imagepolicy", "cli", "the new tag", |o| {
+        o["status"]["latestRef"]["tag"] == "1.2.0"
+    });
+
+    flux_ok(&harness, &["suspend", "image", "repository", "cli"]);
+    let text = flux_ok(&harness, &["get", "image", "repository"]);
+    assert_eq!(cell(&text, "cli", "SUSPENDED"), "True", "{text}");
+    let text = flux_ok(&harness, &["resume", "image", "repository", "cli"]);
+    assert!(
+        text.contains("ImageRepository cli reconciliation completed"),
+        "{text}"
+    );
+    let text = flux_ok(&harness, &["get", "images", "all"]);
+    assert_eq!(cell(&text, "imagerepository/cli", "SUSPENDED"), "False", "{text}");
+    assert_eq!(cell(&text, "imagepolicy/cli", "TAG"), "1.2.0", "{text}");
+    assert_eq!(
+        cell(&text, "imagepolicy/cli", "MESSAGE"),
+        format!("Latest image tag for {image} resolved to 1.2.0 (previously {image}:1.1.0)"),
+        "{text}"
     );
 }
