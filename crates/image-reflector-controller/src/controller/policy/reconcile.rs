@@ -29,7 +29,7 @@ use super::status::{Evaluation, EventType, Requeue, compute, progress};
 use crate::IMAGE_POLICY;
 use crate::api::image_policy::{ImageRef, ReflectionPolicy};
 use crate::api::{FINALIZER, ImagePolicy, ImageRepository};
-use crate::controller::repository::auth::scan_auth;
+use crate::controller::repository::auth::{AuthRefs, scan_auth};
 use crate::controller::{Context, REQUESTED_AT_ANNOTATION};
 use crate::registry::{ImageRef as RegistryImage, RegistryClient};
 use crate::store::RepoKey;
@@ -284,13 +284,13 @@ async fn fetch_digest(ctx: &Context, repository: &ImageRepository, tag: &str) ->
     let auth = scan_auth(
         &ctx.client,
         &repository.namespace().unwrap_or_default(),
-        spec.secret_ref.as_ref().map(|r| r.name.as_str()),
-        spec.cert_secret_ref.as_ref().map(|r| r.name.as_str()),
+        &AuthRefs::of(spec),
         &image,
     )
     .await
     .map_err(|e| format!("failed to configure authentication options: {e}"))?;
-    let client = RegistryClient::new(&auth.tls, ctx.registry_limits.clone()).map_err(|e| e.to_string())?;
+    let client = RegistryClient::with_proxy(&auth.tls, auth.proxy, ctx.registry_limits.clone())
+        .map_err(|e| e.to_string())?;
     client
         .manifest_digest(&image, tag, auth.credentials.as_ref(), deadline)
         .await

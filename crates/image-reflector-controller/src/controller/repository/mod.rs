@@ -213,13 +213,7 @@ async fn steps(repo: &ImageRepository, ctx: &Context, now: Timestamp) -> (Outcom
     }
     let deadline = tokio::time::Instant::now() + spec.timeout();
     let namespace = repo.namespace().unwrap_or_default();
-    let refs = auth::AuthRefs {
-        secret_ref: spec.secret_ref.as_ref().map(|r| r.name.as_str()),
-        cert_secret_ref: spec.cert_secret_ref.as_ref().map(|r| r.name.as_str()),
-        proxy_secret_ref: spec.proxy_secret_ref.as_ref().map(|r| r.name.as_str()),
-        service_account_name: spec.service_account_name.as_deref(),
-    };
-    let auth = auth::scan_auth(&ctx.client, &namespace, &refs, &image).await;
+    let auth = auth::scan_auth(&ctx.client, &namespace, &auth::AuthRefs::of(spec), &image).await;
     let auth = match auth {
         Ok(auth) => auth,
         Err(error) => {
