@@ -29,11 +29,13 @@ const EVENT_ANNOTATION_PREFIX: &str = "event.toolkit.fluxcd.io/";
 /// The events API rejects longer notes.
 pub const MAX_NOTE_BYTES: usize = 1024;
 
-/// Flux's severities; `Error` becomes a Warning event.
+/// Flux's severities; `Error` becomes a Warning event, `Trace` a Normal event that is
+/// recorded but never forwarded to notification-controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
     Info,
     Error,
+    Trace,
 }
 
 impl Severity {
@@ -41,12 +43,13 @@ impl Severity {
         match self {
             Self::Info => "info",
             Self::Error => "error",
+            Self::Trace => "trace",
         }
     }
 
     fn event_type(self) -> &'static str {
         match self {
-            Self::Info => "Normal",
+            Self::Info | Self::Trace => "Normal",
             Self::Error => "Warning",
         }
     }
@@ -75,21 +78,30 @@ pub struct Notice {
 
 impl Notice {
     pub fn info(reason: &str, message: impl Into<String>, metadata: BTreeMap<String, String>) -> Self {
+        Self::new(Severity::Info, reason, message, metadata)
+    }
+
+    pub fn error(reason: &str, message: impl Into<String>, metadata: BTreeMap<String, String>) -> Self {
+        Self::new(Severity::Error, reason, message, metadata)
+    }
+
+    pub fn new(
+        severity: Severity,
+        reason: &str,
+        message: impl Into<String>,
+        metadata: BTreeMap<String, String>,
+    ) -> Self {
         Self {
-            severity: Severity::Info,
+            severity,
             reason: reason.to_string(),
             message: message.into(),
             metadata,
         }
     }
 
-    pub fn error(reason: &str, message: impl Into<String>, metadata: BTreeMap<String, String>) -> Self {
-        Self {
-            severity: Severity::Error,
-            reason: reason.to_string(),
-            message: message.into(),
-            metadata,
-        }
+    /// Flux's rule: every notice is recorded, only info and error ones are forwarded.
+    pub fn is_forwarded(&self) -> bool {
+        self.severity != Severity::Trace
     }
 }
 
@@ -217,7 +229,7 @@ impl<K: EventSubject> Notifier<K> {
             object.namespace().unwrap_or_default(),
             kube_event(object, notice, reporting, instance, now),
         );
-        if let Some(forwarder) = &self.forward {
+        if let Some(forwarder) = self.forward.as_ref().filter(|_| notice.is_forwarded()) {
             forwarder.send(forward_payload(object, notice, reporting, instance, now).to_string());
         }
     }
@@ -349,6 +361,15 @@ mod tests {
             }
         });
         (addr, accepted)
+    }
+
+    #[test]
+    fn trace_notices_are_normal_events_that_are_not_forwarded() {
+        let trace = Notice::new(Severity::Trace, "Succeeded", "no change", BTreeMap::new());
+        assert_eq!(trace.severity.event_type(), "Normal");
+        assert!(!trace.is_forwarded());
+        assert!(Notice::info("Succeeded", "x", BTreeMap::new()).is_forwarded());
+        assert!(Notice::error("Failed", "x", BTreeMap::new()).is_forwarded());
     }
 
     #[tokio::test]

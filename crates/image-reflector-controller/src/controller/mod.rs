@@ -1,6 +1,7 @@
 //! The image reflection controllers: `run` wires telemetry, probes, metrics, leader election
 //! and the watches (as the Kustomization controller does, through `flux_runtime`), and the
-//! pipelines reconcile. ImageRepository scans live in `repository`.
+//! pipelines reconcile. ImageRepository scans live in `repository`, ImagePolicy evaluations
+//! in `policy`; both controllers run side by side in one process under one leadership.
 
 pub(crate) mod policy;
 pub mod repository;
@@ -21,11 +22,11 @@ use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use crate::IMAGE_REPOSITORY;
 use crate::api::{ImageRepository, ImageRepositoryStatus};
 use crate::options::{InvalidOptions, RunOptions};
 use crate::registry::Limits;
 use crate::store::{StoreError, TagStore};
+use crate::{IMAGE_POLICY, IMAGE_REPOSITORY};
 use repository::ReconcileError;
 
 /// The annotation that asks for a reconcile now (`flux reconcile`).
@@ -43,6 +44,8 @@ pub(crate) struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Status writes the ImageRepository cache does not show yet.
     own_writes: OwnWrites<ImageRepository>,
+    /// The ImagePolicy controller's own state.
+    pub(crate) policies: policy::run::Policies,
 }
 
 impl Context {
@@ -119,7 +122,18 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     };
 
     let release_on_cancel = options.runtime.leader_election_release_on_cancel;
+    let policy_metrics = metrics.runtime.for_controller(IMAGE_POLICY.controller);
+    policy_metrics.set_max_concurrent(options.runtime.concurrent);
     let ctx = Arc::new(Context {
+        policies: policy::run::Policies::new(
+            Notifier::new(
+                client.clone(),
+                &IMAGE_POLICY,
+                identity.clone(),
+                Some(options.runtime.events_addr.clone()),
+            ),
+            policy_metrics,
+        ),
         notifier: Notifier::new(
             client.clone(),
             &IMAGE_REPOSITORY,
@@ -134,7 +148,9 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         own_writes: OwnWrites::default(),
         options,
     });
-    let stopped = run_repositories(ctx);
+    let stopped = async {
+        tokio::join!(run_repositories(ctx.clone()), policy::run::run_policies(ctx));
+    };
     match lead_while(elector.as_ref(), release_on_cancel, stopped).await {
         true => Ok(()),
         false => Err(RunError::LeadershipLost),

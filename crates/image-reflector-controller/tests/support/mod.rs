@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part of the support
 
+pub mod cluster;
 pub mod paging;
 pub mod proxy;
 pub mod raw;

@@ -8,7 +8,7 @@
 //! kube-runtime keeps its queue to itself, so the queue's `depth`, `adds_total` and
 //! `queue_duration_seconds` are not exposed: a number that only looks like them would mislead.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -81,50 +81,64 @@ impl Outcome {
     }
 }
 
-/// Reconciles running now, by when they started.
-#[derive(Clone, Debug)]
+/// Reconciles running now, by controller and when they started; shared by the controllers of
+/// one process so that each gauge is one family.
+#[derive(Clone, Debug, Default)]
 struct InFlight {
-    /// The controller's name, the metrics' label.
-    controller: &'static str,
-    started: Arc<Mutex<HashMap<u64, Instant>>>,
+    started: Arc<Mutex<BTreeMap<&'static str, HashMap<u64, Instant>>>>,
     next: Arc<AtomicU64>,
 }
 
 impl InFlight {
-    fn elapsed(&self) -> Vec<Duration> {
+    fn elapsed(&self) -> Vec<(&'static str, Vec<Duration>)> {
         let now = Instant::now();
         let started = self.started.lock().expect("in-flight lock");
-        started.values().map(|s| now.duration_since(*s)).collect()
+        started
+            .iter()
+            .map(|(controller, running)| {
+                (
+                    *controller,
+                    running.values().map(|s| now.duration_since(*s)).collect(),
+                )
+            })
+            .collect()
     }
 }
 
 impl Collector for InFlight {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let elapsed = self.elapsed();
-        let gauges = [
+        type Gauge = fn(&'static str, &[Duration]) -> (Vec<(String, String)>, f64);
+        let gauges: [(&str, &str, Gauge); 3] = [
             (
                 "controller_runtime_active_workers",
                 "Number of currently used workers per controller",
-                controller_gauge(self.controller, elapsed.len() as f64),
+                |controller, running| controller_gauge(controller, running.len() as f64),
             ),
             (
                 "workqueue_unfinished_work_seconds",
                 "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
-                queue_gauge(self.controller, elapsed.iter().map(Duration::as_secs_f64).sum()),
+                |controller, running| {
+                    queue_gauge(controller, running.iter().map(Duration::as_secs_f64).sum())
+                },
             ),
             (
                 "workqueue_longest_running_processor_seconds",
                 "How many seconds has the longest running processor for workqueue been running.",
-                queue_gauge(
-                    self.controller,
-                    elapsed.iter().max().map_or(0.0, Duration::as_secs_f64),
-                ),
+                |controller, running| {
+                    queue_gauge(
+                        controller,
+                        running.iter().max().map_or(0.0, Duration::as_secs_f64),
+                    )
+                },
             ),
         ];
-        for (name, help, (labels, value)) in gauges {
+        for (name, help, gauge) in gauges {
             let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            let gauge = ConstGauge::new(value);
-            gauge.encode(metric.encode_family(&labels)?)?;
+            for (controller, running) in &elapsed {
+                let (labels, value) = gauge(controller, running);
+                ConstGauge::new(value).encode(metric.encode_family(&labels)?)?;
+            }
         }
         Ok(())
     }
@@ -169,11 +183,7 @@ impl RuntimeMetrics {
                 Histogram::new(exponential_buckets(10e-9, 10.0, 12))
             }),
             retries: Family::default(),
-            in_flight: InFlight {
-                controller,
-                started: Arc::default(),
-                next: Arc::default(),
-            },
+            in_flight: InFlight::default(),
         };
         registry.register(
             "controller_runtime_reconcile",
@@ -206,13 +216,40 @@ impl RuntimeMetrics {
             metrics.retries.clone(),
         );
         registry.register_collector(Box::new(metrics.in_flight.clone()));
-        // Present from the start, as controller-runtime initializes them.
-        for outcome in [Outcome::Error, Outcome::RequeueAfter, Outcome::Success] {
-            let _ = metrics.total.get_or_create(&metrics.result(outcome));
-        }
-        let _ = metrics.errors.get_or_create(&controller_labels(controller));
-        let _ = metrics.retries.get_or_create(&queue_labels(controller));
+        metrics.initialize();
         metrics
+    }
+
+    /// The metrics of another controller of the same process, in the same families (a family
+    /// registered twice would be exposed twice).
+    pub fn for_controller(&self, controller: &'static str) -> Self {
+        let metrics = Self {
+            controller,
+            total: self.total.clone(),
+            errors: self.errors.clone(),
+            time: self.time.clone(),
+            max_concurrent: self.max_concurrent.clone(),
+            work_duration: self.work_duration.clone(),
+            retries: self.retries.clone(),
+            in_flight: self.in_flight.clone(),
+        };
+        metrics.initialize();
+        metrics
+    }
+
+    /// Present from the start, as controller-runtime initializes them.
+    fn initialize(&self) {
+        for outcome in [Outcome::Error, Outcome::RequeueAfter, Outcome::Success] {
+            let _ = self.total.get_or_create(&self.result(outcome));
+        }
+        let _ = self.errors.get_or_create(&controller_labels(self.controller));
+        let _ = self.retries.get_or_create(&queue_labels(self.controller));
+        self.in_flight
+            .started
+            .lock()
+            .expect("in-flight lock")
+            .entry(self.controller)
+            .or_default();
     }
 
     /// `--concurrent`.
@@ -235,6 +272,8 @@ impl RuntimeMetrics {
             .started
             .lock()
             .expect("in-flight lock")
+            .entry(self.controller)
+            .or_default()
             .insert(id, started);
         Worker {
             metrics: self,
@@ -277,12 +316,10 @@ impl Worker<'_> {
 
 impl Drop for Worker<'_> {
     fn drop(&mut self) {
-        self.metrics
-            .in_flight
-            .started
-            .lock()
-            .expect("in-flight lock")
-            .remove(&self.id);
+        let mut started = self.metrics.in_flight.started.lock().expect("in-flight lock");
+        if let Some(running) = started.get_mut(self.metrics.controller) {
+            running.remove(&self.id);
+        }
     }
 }
 
@@ -324,5 +361,30 @@ mod tests {
             text.contains(r#"controller_runtime_active_workers{controller="kustomization"} 0"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_second_controller_shares_the_families() {
+        let mut registry = Registry::default();
+        let first = RuntimeMetrics::register(&mut registry, "imagerepository");
+        let second = first.for_controller("imagepolicy");
+        second.record_retry();
+        let _running = second.start();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"workqueue_retries_total{name="imagepolicy",controller="imagepolicy"} 1"#,
+            r#"workqueue_retries_total{name="imagerepository",controller="imagerepository"} 0"#,
+            r#"controller_runtime_active_workers{controller="imagepolicy"} 1"#,
+            r#"controller_runtime_active_workers{controller="imagerepository"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert_eq!(
+            text.matches("# TYPE controller_runtime_active_workers").count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(text.matches("# TYPE workqueue_retries").count(), 1, "{text}");
     }
 }

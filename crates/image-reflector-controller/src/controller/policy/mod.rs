@@ -10,14 +10,13 @@
 //! status        conditions, refs, observedGeneration, event, requeue          status.rs
 //! ```
 //!
-//! The reconciler does the reads in between and hands every outcome to [`status::compute`].
-
-// The reconciler that calls these steps is the next piece of issue 30; until then only the
-// tests do.
-#![cfg_attr(not(test), allow(dead_code))]
+//! The driver (`reconcile`) does the reads in between and hands every outcome to
+//! [`status::compute`]; `run` holds the watches.
 
 pub(crate) mod due;
+mod reconcile;
 pub(crate) mod repository;
+pub(crate) mod run;
 pub(crate) mod select;
 pub(crate) mod status;
 

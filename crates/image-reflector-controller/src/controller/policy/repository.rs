@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::PolicyFailure;
-use crate::api::image_repository::{Provider, ScanResult};
+use crate::api::image_repository::Provider;
 use crate::api::{AccessFrom, ImageRepositorySpec, NamespaceSelector, NamespacedObjectReference};
 use crate::registry::ImageRef;
 
@@ -110,17 +110,6 @@ pub(crate) fn check_repository(
         return Err(PolicyFailure::FeatureGateDisabled);
     }
     Ok(())
-}
-
-/// Whether a change of an ImageRepository concerns its policies: a scan result appeared or
-/// its revision changed (Flux's `imageRepositoryPredicate`; a rescan finding the same tags,
-/// a status-only or a failed scan wakes no policy).
-pub(crate) fn repository_changed(old: Option<&ScanResult>, new: Option<&ScanResult>) -> bool {
-    match (old, new) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some(old), Some(new)) => old.revision != new.revision,
-    }
 }
 
 #[cfg(test)]
@@ -290,23 +279,5 @@ mod tests {
             check_repository(&repository(json!({"provider": "gcp"})), false),
             Ok(())
         );
-    }
-
-    #[test]
-    fn only_a_new_scan_revision_wakes_policies() {
-        let scan = |revision: &str| ScanResult {
-            revision: Some(revision.into()),
-            tag_count: 3,
-            ..ScanResult::default()
-        };
-        assert!(repository_changed(None, Some(&scan("a"))));
-        assert!(repository_changed(Some(&scan("a")), Some(&scan("b"))));
-        assert!(!repository_changed(Some(&scan("a")), Some(&scan("a"))));
-        assert!(!repository_changed(Some(&scan("a")), None));
-        assert!(!repository_changed(None, None));
-        // A rescan with the same tags moves only the count or time: no policy work.
-        let mut again = scan("a");
-        again.tag_count = 4;
-        assert!(!repository_changed(Some(&scan("a")), Some(&again)));
     }
 }

@@ -186,6 +186,18 @@ pub(crate) struct AuthRefs<'a> {
     pub service_account_name: Option<&'a str>,
 }
 
+impl<'a> AuthRefs<'a> {
+    /// What `spec` names: a scan and a policy's digest read authenticate alike.
+    pub(crate) fn of(spec: &'a crate::api::ImageRepositorySpec) -> Self {
+        Self {
+            secret_ref: spec.secret_ref.as_ref().map(|r| r.name.as_str()),
+            cert_secret_ref: spec.cert_secret_ref.as_ref().map(|r| r.name.as_str()),
+            proxy_secret_ref: spec.proxy_secret_ref.as_ref().map(|r| r.name.as_str()),
+            service_account_name: spec.service_account_name.as_deref(),
+        }
+    }
+}
+
 /// Whether this controller can log in as `provider` asks: only `generic` (docker configs).
 /// Cloud contextual login (aws, azure, gcp) is not implemented, so such an object is stalled
 /// with this message until its provider changes, rather than scanned anonymously.

@@ -1,7 +1,7 @@
 //! The ImageRepository pipeline: due? -> auth -> list -> exclusions -> store -> status. The
 //! decisions are pure (`due`, `tags`, `status`); this driver does the reads and writes.
 
-mod auth;
+pub(crate) mod auth;
 mod due;
 mod status;
 mod tags;
@@ -139,25 +139,33 @@ async fn apply(repo: &ImageRepository, ctx: &Context) -> Result<Action, Reconcil
         super::write_status(ctx, repo, &status).await?;
     }
     let old_conditions = old.map(|s| s.conditions).unwrap_or_default();
-    match announcement(&old_conditions, &status.conditions) {
+    let notice = match announcement(&old_conditions, &status.conditions) {
         Some((severity, reason, message)) => {
-            let notice = match severity {
-                Severity::Info => Notice::info(&reason, message, annotations_of(repo)),
-                Severity::Error => Notice::error(&reason, message, annotations_of(repo)),
-            };
-            ctx.notifier.emit(repo, &notice);
+            Some(Notice::new(severity, &reason, message, annotations_of(repo)))
         }
-        None => {
-            if let Outcome::Done { scan, .. } = &outcome {
+        // Nothing news: Flux's trace event, recorded but not forwarded.
+        None => match &outcome {
+            Outcome::Done { scan, .. } => {
                 let old_revision = repo
                     .status
                     .as_ref()
                     .and_then(|s| s.last_scan_result.as_ref())
                     .map(|r| &r.revision);
                 let changed = scan.as_ref().is_some_and(|s| Some(&s.revision) != old_revision);
-                tracing::info!("{}", next_scan_message(scan.is_some(), changed, next));
+                let message = next_scan_message(scan.is_some(), changed, next);
+                Some(Notice::new(
+                    Severity::Trace,
+                    reason::SUCCEEDED,
+                    message,
+                    annotations_of(repo),
+                ))
             }
-        }
+            _ => None,
+        },
+    };
+    if let Some(notice) = notice {
+        tracing::info!(reason = %notice.reason, "{}", notice.message);
+        ctx.notifier.emit(repo, &notice);
     }
     match outcome {
         Outcome::Done { .. } => Ok(Action::requeue(next)),
@@ -205,13 +213,7 @@ async fn steps(repo: &ImageRepository, ctx: &Context, now: Timestamp) -> (Outcom
     }
     let deadline = tokio::time::Instant::now() + spec.timeout();
     let namespace = repo.namespace().unwrap_or_default();
-    let refs = auth::AuthRefs {
-        secret_ref: spec.secret_ref.as_ref().map(|r| r.name.as_str()),
-        cert_secret_ref: spec.cert_secret_ref.as_ref().map(|r| r.name.as_str()),
-        proxy_secret_ref: spec.proxy_secret_ref.as_ref().map(|r| r.name.as_str()),
-        service_account_name: spec.service_account_name.as_deref(),
-    };
-    let auth = auth::scan_auth(&ctx.client, &namespace, &refs, &image).await;
+    let auth = auth::scan_auth(&ctx.client, &namespace, &auth::AuthRefs::of(spec), &image).await;
     let auth = match auth {
         Ok(auth) => auth,
         Err(error) => {

@@ -1,0 +1,203 @@
+//! The controller binary on the e2e control plane (`KUBECONFIG`, and `E2E_BIN` for kubectl):
+//! kubectl helpers and a harness that runs the controller for a namespace of the test.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::free_port;
+
+pub fn kubectl_path() -> PathBuf {
+    let bin =
+        std::env::var_os("E2E_BIN").expect("E2E_BIN is not set: `make test` sets it (it holds kubectl)");
+    assert!(
+        std::env::var_os("KUBECONFIG").is_some(),
+        "KUBECONFIG is not set: `make test` points it at the e2e control plane"
+    );
+    Path::new(&bin).join("kubectl")
+}
+
+pub fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(kubectl_path())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kubectl");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().expect("kubectl runs")
+}
+
+pub fn ok(args: &[&str], stdin: Option<&str>) -> String {
+    let out = kubectl(args, stdin);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "kubectl {args:?} failed:\n{stdout}{stderr}");
+    stdout.into_owned()
+}
+
+pub fn install_crds() {
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../crds");
+    for plural in ["imagerepositories", "imagepolicies"] {
+        let file = format!("{crds}/image.toolkit.fluxcd.io_{plural}.yaml");
+        ok(
+            &["apply", "--server-side", "--force-conflicts", "-f", &file],
+            None,
+        );
+        ok(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &format!("crd/{plural}.image.toolkit.fluxcd.io"),
+            ],
+            None,
+        );
+    }
+}
+
+/// A namespace of the test, with the controller binary watching only it; both go on drop.
+pub struct Harness {
+    pub namespace: String,
+    controller: Child,
+    pub storage: tempfile::TempDir,
+    health_port: u16,
+    log: PathBuf,
+}
+
+impl Harness {
+    pub fn start(name: &str) -> Self {
+        Self::start_with(name, &[])
+    }
+
+    /// With more flags, after the harness's own (a later flag wins).
+    pub fn start_with(name: &str, flags: &[&str]) -> Self {
+        install_crds();
+        let namespace = format!("irc-repo-{name}-{}", std::process::id());
+        ok(&["create", "namespace", &namespace], None);
+        let storage = tempfile::tempdir().unwrap();
+        let health_port = free_port();
+        let log = storage.path().join("controller.log");
+        let controller = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"))
+            // Flags alone, as Flux's Deployment passes them.
+            .args([
+                "--watch-all-namespaces=false",
+                "--enable-leader-election",
+                "--log-encoding=console",
+                "--min-retry-delay=200ms",
+                "--max-retry-delay=2s",
+            ])
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .arg(format!(
+                "--storage-path={}",
+                storage.path().join("data").display()
+            ))
+            .args(flags)
+            .env("RUNTIME_NAMESPACE", &namespace)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+            .spawn()
+            .expect("start image-reflector-controller");
+        Self {
+            namespace,
+            controller,
+            storage,
+            health_port,
+            log,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn apply(&self, object: Value) {
+        ok(
+            &["apply", "-n", &self.namespace, "-f", "-"],
+            Some(&object.to_string()),
+        );
+    }
+
+    pub fn get(&self, kind: &str, name: &str) -> Option<Value> {
+        let out = kubectl(&["get", "-n", &self.namespace, kind, name, "-o", "json"], None);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// Polls until `check` holds for the ImageRepository; fails with the object and the log.
+    pub fn wait_for(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        self.wait_for_kind("imagerepository", name, what, check)
+    }
+
+    /// Polls until `check` holds for the object; fails with the object and the log.
+    pub fn wait_for_kind(&self, kind: &str, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let object = self.get(kind, name);
+            if let Some(object) = &object
+                && check(object)
+            {
+                return object.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; object:\n{}\ncontroller log:\n{}",
+                serde_json::to_string_pretty(&object).unwrap(),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// The status code of a GET on the probe port.
+    pub fn http_status(&self, path: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.health_port)).expect("probe port");
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        let line = reply.lines().next().unwrap_or_default();
+        line.split(' ').nth(1).unwrap_or(line).to_string()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // While the controller runs: it removes the finalizers that would hold the namespace.
+        let _ = kubectl(
+            &[
+                "delete",
+                "imagepolicies,imagerepositories",
+                "--all",
+                "-n",
+                &self.namespace,
+                "--timeout=30s",
+            ],
+            None,
+        );
+        let _ = self.controller.kill();
+        let _ = self.controller.wait();
+        let _ = kubectl(&["delete", "namespace", &self.namespace, "--wait=false"], None);
+    }
+}
+
+pub fn ready(object: &Value) -> Option<&Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+}
+
+pub fn ready_is(object: &Value, status: &str, reason: &str) -> bool {
+    ready(object).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+}
