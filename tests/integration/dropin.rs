@@ -3,8 +3,8 @@
 //! `flux logs` reads, exposes Flux's metrics and forwards Flux's event payload to a receiver
 //! that decodes with Flux's own types. The Go peers come from e2e/fluxpeer/build.sh.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -12,10 +12,11 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::Digest;
 
 use crate::support::controller::{Scenario, condition};
+use crate::support::events::EventReceiver;
 use crate::support::eventually;
 use crate::support::flux_deployment::{flux_deployment, fluxpeer_bin, start_as_flux};
 
@@ -47,62 +48,6 @@ async fn apply_labelled(s: &Scenario, name: &str, shard: &str) {
         )
         .await
         .unwrap();
-}
-
-/// The Go event receiver: decodes each POST with Flux's `eventv1.Event`, unknown fields
-/// refused; accepted events land one JSON per line in `out`, refusals in `out.rejected`.
-struct EventReceiver {
-    child: Child,
-    addr: String,
-    out: PathBuf,
-}
-
-impl EventReceiver {
-    fn start(dir: &Path) -> Self {
-        let out = dir.join("events.jsonl");
-        let addr_file = dir.join("receiver.addr");
-        let child = Command::new(fluxpeer_bin().join("event-receiver"))
-            .arg(format!("-out={}", out.display()))
-            .arg(format!("-addr-file={}", addr_file.display()))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start event-receiver (built by e2e/fluxpeer/build.sh)");
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&addr_file) {
-                break addr;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "event-receiver did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Self {
-            child,
-            addr: format!("http://{addr}/"),
-            out,
-        }
-    }
-
-    fn accepted(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn rejected(&self) -> String {
-        std::fs::read_to_string(self.out.with_extension("jsonl.rejected")).unwrap_or_default()
-    }
-}
-
-impl Drop for EventReceiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Runs the `flux logs` line checker over `log` with its filter arguments; returns the lines
