@@ -254,10 +254,16 @@ async fn waiting_rollouts_hold_no_worker_and_each_concludes_on_its_own_verdict()
         let matching = events.iter().filter(|(_, reason, _, _)| reason == wanted);
         matching.map(|(_, _, note, _)| note.clone()).collect()
     };
+    let progressing = notes("Progressing");
     assert_eq!(
-        notes("Progressing"),
-        [format!("Widget/{n}/w-a created")],
+        progressing[0],
+        format!("Widget/{n}/w-a created"),
         "the apply announced once"
+    );
+    assert_eq!(progressing.len(), 2, "{progressing:?}");
+    assert!(
+        progressing[1].starts_with("Health check passed in "),
+        "then the passed health checks: {progressing:?}"
     );
     assert_eq!(notes("ReconciliationSucceeded").len(), 1, "{events:?}");
     p.delete().await;

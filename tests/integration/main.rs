@@ -9,6 +9,7 @@ mod cold_apply;
 mod controller;
 mod drift;
 mod dropin;
+mod events;
 mod failover;
 mod flux_build_cli;
 mod flux_cli;

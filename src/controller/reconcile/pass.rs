@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
@@ -40,8 +41,11 @@ pub(crate) struct Pass {
     pub requeue_dependency: Duration,
     /// Its work on the revision, once begun.
     pub progress: Option<Progressed>,
-    /// Change-set event lines collected from apply and prune.
-    pub changes: Vec<String>,
+    /// The source read, which its events relate to.
+    pub source: Option<ObjectReference>,
+    /// Events of the steps (apply, prune, health), in their order, sent when the pass ends
+    /// or parks.
+    pub events: Vec<Notice>,
 }
 
 /// A step that failed, with what the status and the requeue should say. The error side of
@@ -52,7 +56,8 @@ pub(crate) struct StepFailure {
     pub requeue: Option<Duration>,
     /// Announced with a Warning event.
     pub warns: bool,
-    /// A Normal event instead of the Warning (dependencies not ready).
+    /// A Normal event instead of the Warning (dependencies not ready, health checks
+    /// canceled), sent whether or not Ready changed, as Flux sends it.
     pub notice: Option<Box<Notice>>,
     pub error: Option<ReconcileError>,
 }
@@ -62,6 +67,8 @@ pub(crate) struct StepFailure {
 pub(crate) struct Rollout {
     pub built: BuiltRevision,
     pub inventory: ResourceInventory,
+    /// The apply created or configured something (Flux's `drifted`).
+    pub changed: bool,
     /// The Ready message's line naming drift left in place (`drift: warn`).
     pub drift: Option<String>,
 }
@@ -106,7 +113,8 @@ impl Pass {
             started: Instant::now(),
             requeue_dependency: ctx.options.requeue_dependency,
             progress: None,
-            changes: Vec::new(),
+            source: None,
+            events: Vec::new(),
         }
     }
 
@@ -134,6 +142,13 @@ impl Pass {
             self.revision.as_deref(),
             self.origin_revision.as_deref(),
         )
+    }
+
+    /// A Normal event of step `action` with the pass's revisions, related to its source.
+    pub fn info(&self, reason: &str, action: &'static str, message: impl Into<String>) -> Notice {
+        Notice::info(reason, message, self.metadata())
+            .acting(action)
+            .related_to(self.source.as_ref())
     }
 
     /// Work on `revision` begins, fetching it. Returns the progress status to write when it
