@@ -184,11 +184,20 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Reached, StepFai
 
     // A parked health wait for this very work: the pass it parked concludes once the wait has
     // a verdict. For other work (a new revision, generation or reconcile request) the wait is
-    // dropped and this pass runs.
-    match ctx.waits.resume(&super::object_key(&pass.ks), &pass.work()) {
+    // dropped and this pass runs; with CancelHealthCheckOnNewRevision the parked pass first
+    // concludes as canceled.
+    let cancel = ctx.options.feature_gates.cancel_health_check_on_new_revision;
+    match ctx
+        .waits
+        .resume(&super::object_key(&pass.ks), &pass.work(), cancel)
+    {
         Resume::Idle => {}
         Resume::Waiting => return Ok(Reached::StillWaiting),
         Resume::Finished(parked, waited) => return Ok(pass.resume(parked, waited)),
+        Resume::Superseded(parked, was) => {
+            let trigger = pass::trigger(&pass.ks, &was, &pass.work());
+            return Err(pass.cancel(parked, trigger));
+        }
     }
 
     steps::depends_on(pass, ctx, &artifact).await?;
