@@ -19,6 +19,7 @@ use crate::support::controller::{Scenario, condition};
 use crate::support::events::EventReceiver;
 use crate::support::eventually;
 use crate::support::flux_deployment::{flux_deployment, fluxpeer_bin, start_as_flux};
+use crate::support::receiver::EventReceiver;
 
 const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
 const REV2: &str = "main@sha1:2222222222222222222222222222222222222222";

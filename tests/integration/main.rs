@@ -7,6 +7,7 @@ mod applier;
 mod chaos;
 mod cold_apply;
 mod controller;
+mod differential;
 mod drift;
 mod dropin;
 mod events;

@@ -92,6 +92,13 @@ pub struct SourceController {
 
 impl SourceController {
     pub fn start(namespace: &str) -> Self {
+        Self::start_with_args(namespace, &[])
+    }
+
+    /// [`SourceController::start`] with `extra` arguments after ours; a repeated flag keeps
+    /// its last value, so `--watch-all-namespaces=true` with a `--watch-label-selector`
+    /// widens it to labelled sources in every namespace.
+    pub fn start_with_args(namespace: &str, extra: &[String]) -> Self {
         let storage = tempfile::tempdir().unwrap();
         let storage_addr = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("source-controller-{namespace}.log"));
@@ -105,6 +112,7 @@ impl SourceController {
                 .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
                 .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
                 .arg("--log-level=debug")
+                .args(extra)
                 .env("RUNTIME_NAMESPACE", namespace),
             log,
         );

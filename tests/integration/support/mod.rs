@@ -83,6 +83,14 @@ impl TestNamespace {
         }
     }
 
+    /// A namespace made some other way (or not at all), to delete like one of ours.
+    pub fn existing(client: &Client, name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            client: client.clone(),
+        }
+    }
+
     /// Deletes the namespace. Tests call this at the end; a failed test leaves its namespace
     /// behind for inspection (the cluster is thrown away after the run). Flux objects are
     /// deleted first and lose their finalizers: the test's controller stops with the test, and
@@ -201,5 +209,6 @@ pub mod events;
 pub mod flux;
 pub mod flux_deployment;
 pub mod own_plane;
+pub mod receiver;
 pub mod remote;
 pub mod tls;
