@@ -16,7 +16,6 @@ use serde_json::json;
 use sha2::Digest;
 
 use crate::support::controller::{Scenario, condition};
-use crate::support::events::EventReceiver;
 use crate::support::eventually;
 use crate::support::flux_deployment::{flux_deployment, fluxpeer_bin, start_as_flux};
 use crate::support::receiver::EventReceiver;

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::support::artifacts::source_api;
 use crate::support::controller::Scenario;
-use crate::support::events::EventReceiver;
 use crate::support::eventually;
+use crate::support::receiver::EventReceiver;
 
 const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
 const REV2: &str = "main@sha1:2222222222222222222222222222222222222222";

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::health::widget_crd;
 use crate::support::applier::delete_crd;
 use crate::support::controller::{ControllerProcess, Scenario, condition};
-use crate::support::events::EventReceiver;
+use crate::support::receiver::EventReceiver;
 use crate::support::{eventually, install_crd, unique_suffix};
 
 const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";

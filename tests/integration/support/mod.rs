@@ -205,7 +205,6 @@ pub fn kubectl(args: &[&str]) -> std::process::Output {
 pub mod applier;
 pub mod controller;
 pub mod crafted_git;
-pub mod events;
 pub mod flux;
 pub mod flux_deployment;
 pub mod own_plane;
