@@ -5,7 +5,8 @@
 //!    in the same apply), normalize, check namespaces; any error stops here;
 //! 2. fast path ([`super::fingerprint`]): objects whose desired and live fingerprints match the
 //!    last successful run are reported unchanged after one LIST per kind;
-//! 3. plan (no writes except the managed-fields cleanup): read the live object (on a full run
+//! 3. plan (no writes but the managed-fields patches, the apiVersion migration before the
+//!    dry-run and the cleanup after one that passed, as Flux): read the live object (on a full run
 //!    from one owner-labelled LIST per kind, a GET only for objects not found there) and
 //!    server-side dry-run every other object, concurrently; a terminal error in any object
 //!    stops here, so an invalid object changes nothing; dry-runs that fail only because

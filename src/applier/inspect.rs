@@ -56,26 +56,28 @@ pub(super) struct Planning<'r> {
     mode: Mode,
 }
 
-/// A managed-fields patch the planner may send before the dry-run: what its failure is called
-/// and how it is computed from the live object.
+/// A managed-fields patch the planner may send: what its failure is called and how it is
+/// computed from the live object.
 type ManagedFieldsPatch = (&'static str, fn(&Applier, &Desired, &Value) -> Option<Value>);
 
-/// In this order: the migration rewrites the versions the cleanup then merges.
-const MANAGED_FIELDS_PATCHES: [ManagedFieldsPatch; 2] = [
-    (
-        "metadata.managedFields apiVersion migration failed",
-        |applier, d, live| {
-            applier
-                .options
-                .migrate_api_version
-                .then(|| migrate_api_version_patch(live, &d.api_version))
-                .flatten()
-        },
-    ),
-    ("metadata.managedFields cleanup failed", |applier, d, live| {
-        cleanup_patch(live, &d.obj, &applier.options.override_managers)
-    }),
-];
+/// Before the dry-run, as Flux: the API versions of stale managers are migrated, or the dry-run
+/// fails on fields their old version does not declare.
+const BEFORE_DRY_RUN: ManagedFieldsPatch = (
+    "metadata.managedFields apiVersion migration failed",
+    |applier, d, live| {
+        applier
+            .options
+            .migrate_api_version
+            .then(|| migrate_api_version_patch(live, &d.api_version))
+            .flatten()
+    },
+);
+
+/// After a dry-run that passed, as Flux (ssa's cleanupMetadata): an invalid object leaves the
+/// live one untouched, its annotations and field managers included.
+const AFTER_DRY_RUN: ManagedFieldsPatch = ("metadata.managedFields cleanup failed", |applier, d, live| {
+    cleanup_patch(live, &d.obj, &applier.options.override_managers)
+});
 
 impl Applier {
     /// Compiles `spec.ignore`, then resolves and normalizes every object, in apply order; all
@@ -238,23 +240,42 @@ impl Applier {
                 .map_err(|m| fail(FailureKind::Conflict, m, None))?;
         }
         // either patch marks the object for apply, as in Flux
-        let mut patched = false;
-        for (what, patch_of) in MANAGED_FIELDS_PATCHES {
-            let Some(patch) = live.as_ref().and_then(|l| patch_of(self, d, l)) else {
-                continue;
-            };
-            if p.mode == Mode::Apply {
-                let sent = json_patch(self.client(), &url, &d.object.name, &patch)
-                    .await
-                    .map_err(|e| fail(FailureKind::Api, api_message(what, &e), live.as_ref()))?;
-                live = Some(sent);
-            }
-            patched = true;
-        }
+        let mut patched = self
+            .patch_managed_fields(p, d, &url, &mut live, BEFORE_DRY_RUN)
+            .await
+            .map_err(|(kind, message)| fail(kind, message, live.as_ref()))?;
         let answer = server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await;
+        if answer.is_ok() {
+            patched |= self
+                .patch_managed_fields(p, d, &url, &mut live, AFTER_DRY_RUN)
+                .await
+                .map_err(|(kind, message)| fail(kind, message, live.as_ref()))?;
+        }
         self.decide(p, d, &url, live, patched, answer)
             .await
             .map_err(|(kind, message)| fail(kind, message, None))
+    }
+
+    /// Sends `patch` for the live object when it has one to send (in a preview, only says it
+    /// would); the live object becomes what the API answered. Returns whether there was one.
+    async fn patch_managed_fields(
+        &self,
+        p: &Planning<'_>,
+        d: &Desired,
+        url: &str,
+        live: &mut Option<Value>,
+        (what, patch_of): ManagedFieldsPatch,
+    ) -> Result<bool, (FailureKind, String)> {
+        let Some(patch) = live.as_ref().and_then(|l| patch_of(self, d, l)) else {
+            return Ok(false);
+        };
+        if p.mode == Mode::Apply {
+            let sent = json_patch(self.client(), url, &d.object.name, &patch)
+                .await
+                .map_err(|e| (FailureKind::Api, api_message(what, &e)))?;
+            *live = Some(sent);
+        }
+        Ok(true)
     }
 
     /// The live object, or `None` when it does not exist.

@@ -5,18 +5,26 @@
 use std::collections::BTreeMap;
 
 use flux_runtime::events::{EventSubject, annotations_of};
-use kube::ResourceExt;
-use serde_json::json;
+use k8s_openapi::api::core::v1::ObjectReference;
 
 pub(crate) use flux_runtime::events::Notice;
 
 use crate::api::Kustomization;
-use crate::api::kustomization::given;
+use crate::source::ResolvedSource;
 
 /// Event metadata keys.
 pub(crate) const REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/revision";
 pub(crate) const ORIGIN_REVISION_KEY: &str = "kustomize.toolkit.fluxcd.io/originRevision";
 pub(crate) const COMMIT_STATUS_KEY: &str = "kustomize.toolkit.fluxcd.io/commit_status";
+
+/// The steps Flux's events name (`action`).
+pub(crate) mod action {
+    pub(crate) const RECONCILE: &str = "Reconcile";
+    pub(crate) const CHECK_DEPENDENCIES: &str = "CheckDependencies";
+    pub(crate) const APPLY: &str = "Apply";
+    pub(crate) const PRUNE: &str = "Prune";
+    pub(crate) const HEALTH_CHECK: &str = "HealthCheck";
+}
 
 /// The step of the reconcile an event reports, as Flux's events name it (`action`).
 pub(crate) fn action(ks: &Kustomization, notice: &Notice) -> &'static str {
@@ -37,21 +45,19 @@ impl EventSubject for Kustomization {
     fn event_action(&self, notice: &Notice) -> &'static str {
         action(self, notice)
     }
+}
 
-    /// The source a Kustomization reads: what the spec names (the source's uid and
-    /// resourceVersion are not at hand where events are sent).
-    fn related_object(&self) -> Option<serde_json::Value> {
-        let source = &self.spec.source_ref;
-        let api_version = source
-            .api_version
-            .clone()
-            .unwrap_or_else(|| source.kind.api_resource().api_version);
-        Some(json!({
-            "kind": source.kind.as_str(),
-            "namespace": given(source.namespace.as_deref()).map(str::to_string).or_else(|| self.namespace()),
-            "name": source.name,
-            "apiVersion": api_version,
-        }))
+/// The source a pass read, as Flux's recorder references it in `relatedObject`: the object
+/// itself, uid and resourceVersion included (events sent before the source is read have none).
+pub(crate) fn source_reference(source: &ResolvedSource) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(source.kind.api_resource().api_version),
+        kind: Some(source.kind.as_str().to_string()),
+        namespace: Some(source.namespace.clone()),
+        name: Some(source.name.clone()),
+        uid: source.uid.clone(),
+        resource_version: source.resource_version.clone(),
+        field_path: None,
     }
 }
 
@@ -77,7 +83,10 @@ mod tests {
     use flux_runtime::events::{MAX_NOTE_BYTES, forward_payload, kube_event};
     use k8s_openapi::jiff::Timestamp;
 
+    use serde_json::json;
+
     use super::*;
+    use crate::api::kustomization::SourceKind;
     use crate::controller::IDENTITY;
 
     fn ks() -> Kustomization {
@@ -111,11 +120,22 @@ mod tests {
     fn forwarded_event_has_fluxs_shape() {
         // Reference A.3.
         let meta = BTreeMap::from([(REVISION_KEY.to_string(), "main@sha1:1f3c".to_string())]);
+        let source = ResolvedSource {
+            kind: SourceKind::GitRepository,
+            namespace: "flux-system".into(),
+            name: "repo".into(),
+            uid: Some("s-9".into()),
+            resource_version: Some("42".into()),
+            artifact: serde_json::from_value(json!({"path": "p", "url": "u", "revision": "r",
+                "lastUpdateTime": "2026-01-01T00:00:00Z"}))
+            .unwrap(),
+        };
         let notice = Notice::info(
             "Progressing",
             "Service/apps/web created\nDeployment/apps/web created",
             meta,
-        );
+        )
+        .related_to(Some(&source_reference(&source)));
         let payload = forward_payload(&ks(), &notice, IDENTITY.component, "kc-0", now());
         assert_eq!(
             payload,
@@ -123,7 +143,7 @@ mod tests {
                 "involvedObject": {"kind": "Kustomization", "namespace": "flux-system", "name": "apps",
                     "uid": "u-1", "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "resourceVersion": "7"},
                 "relatedObject": {"kind": "GitRepository", "namespace": "flux-system", "name": "repo",
-                    "apiVersion": "source.toolkit.fluxcd.io/v1"},
+                    "uid": "s-9", "apiVersion": "source.toolkit.fluxcd.io/v1", "resourceVersion": "42"},
                 "severity": "info",
                 "timestamp": "2026-01-01T00:00:05Z",
                 "message": "Service/apps/web created\nDeployment/apps/web created",

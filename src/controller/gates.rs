@@ -18,6 +18,9 @@ pub struct FeatureGates {
     /// Let `spec.kubeConfig.configMapRef` mint ServiceAccount tokens for remote clusters (off,
     /// as in Flux: a tenant would otherwise get tokens of its namespace's accounts).
     pub object_level_workload_identity: bool,
+    /// New work cancels a running health wait with Ready=False HealthCheckCanceled and an
+    /// event (off, as in Flux: without it the wait is dropped silently and the new work runs).
+    pub cancel_health_check_on_new_revision: bool,
     /// Gates set to a non-default value that change nothing in this controller, with why.
     pub without_effect: Vec<(&'static str, &'static str)>,
 }
@@ -30,6 +33,7 @@ impl Default for FeatureGates {
             disable_config_watchers: false,
             migrate_api_version: false,
             object_level_workload_identity: false,
+            cancel_health_check_on_new_revision: false,
             without_effect: Vec::new(),
         }
     }
@@ -102,10 +106,7 @@ const GATES: &[Gate<FeatureGates>] = &[
     },
     Gate {
         name: "CancelHealthCheckOnNewRevision",
-        effect: Effect::Nothing {
-            default: false,
-            why: "a running health check finishes before a new revision",
-        },
+        effect: Effect::Sets(|gates, on| gates.cancel_health_check_on_new_revision = on),
     },
 ];
 

@@ -118,6 +118,9 @@ pub(crate) enum Resume<T> {
     Waiting,
     /// The wait ended: the parked pass and its verdict.
     Finished(T, Waited),
+    /// The wait was for other work and is canceled (`CancelHealthCheckOnNewRevision`): the
+    /// parked pass, to conclude as canceled, and the work it was for.
+    Superseded(T, Work),
 }
 
 /// The parked waits, by `namespace/name`, and the channel that asks the controller to run a
@@ -203,15 +206,19 @@ impl<T> Waits<T> {
         }
     }
 
-    /// What a run for `work` finds for `key`; a wait parked for other work is dropped.
-    pub fn resume(&self, key: &str, work: &Work) -> Resume<T> {
+    /// What a run for `work` finds for `key`; a wait parked for other work is dropped, and
+    /// with `cancel` its pass handed back to conclude as canceled.
+    pub fn resume(&self, key: &str, work: &Work, cancel: bool) -> Resume<T> {
         let mut parked = self.lock();
         let Some(entry) = parked.get(key) else {
             return Resume::Idle;
         };
         if entry.work != *work {
-            parked.remove(key);
-            return Resume::Idle;
+            let entry = parked.remove(key).expect("entry just read");
+            return match cancel {
+                true => Resume::Superseded(entry.pass, entry.work),
+                false => Resume::Idle,
+            };
         }
         match entry.slot.take() {
             Some(waited) => {
@@ -294,7 +301,10 @@ mod tests {
             panic!("a wait that signalled is undecided")
         };
         waits.park("apps/app", work("rev1"), "the parked pass", started);
-        assert!(matches!(waits.resume("apps/app", &work("rev1")), Resume::Waiting));
+        assert!(matches!(
+            waits.resume("apps/app", &work("rev1"), false),
+            Resume::Waiting
+        ));
 
         release.send(()).unwrap();
         assert_eq!(
@@ -302,13 +312,13 @@ mod tests {
             Some(object()),
             "the ended wait asks for a run"
         );
-        let Resume::Finished(pass, waited) = waits.resume("apps/app", &work("rev1")) else {
+        let Resume::Finished(pass, waited) = waits.resume("apps/app", &work("rev1"), false) else {
             panic!("the run after the trigger finishes the pass")
         };
         assert_eq!(pass, "the parked pass");
         assert!(matches!(waited.verdict, Err(HealthError::Timeout(_))));
         assert!(
-            matches!(waits.resume("apps/app", &work("rev1")), Resume::Idle),
+            matches!(waits.resume("apps/app", &work("rev1"), false), Resume::Idle),
             "finished once"
         );
     }
@@ -334,7 +344,7 @@ mod tests {
         waits.park("apps/app", work("rev1"), (), started);
         assert_eq!(triggers.next().await, Some(object()));
         assert!(matches!(
-            waits.resume("apps/app", &work("rev1")),
+            waits.resume("apps/app", &work("rev1"), false),
             Resume::Finished((), _)
         ));
     }
@@ -363,6 +373,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn with_cancel_other_work_hands_the_parked_pass_back_and_stops_its_wait() {
+        let waits = Waits::default();
+        let stopped = park_endless(&waits).await;
+        let Resume::Superseded((), was) = waits.resume("apps/app", &work("rev2"), true) else {
+            panic!("the parked pass is handed back to conclude as canceled")
+        };
+        assert_eq!(was, work("rev1"));
+        assert!(matches!(
+            waits.resume("apps/app", &work("rev1"), true),
+            Resume::Idle
+        ));
+        until_stopped(&stopped).await;
+    }
+
+    #[tokio::test]
     async fn other_work_supersedes_a_parked_wait_and_stops_it() {
         let waits = Waits::default();
         let stopped = park_endless(&waits).await;
@@ -377,10 +402,10 @@ mod tests {
                 ..work("rev1")
             },
         ] {
-            assert!(matches!(waits.resume("apps/app", &other), Resume::Idle));
+            assert!(matches!(waits.resume("apps/app", &other, false), Resume::Idle));
         }
         assert!(
-            matches!(waits.resume("apps/app", &work("rev1")), Resume::Idle),
+            matches!(waits.resume("apps/app", &work("rev1"), false), Resume::Idle),
             "the superseded wait is gone"
         );
         until_stopped(&stopped).await;
@@ -390,9 +415,15 @@ mod tests {
     async fn a_cancelled_wait_is_gone_and_stopped() {
         let waits = Waits::default();
         let stopped = park_endless(&waits).await;
-        assert!(matches!(waits.resume("apps/app", &work("rev1")), Resume::Waiting));
+        assert!(matches!(
+            waits.resume("apps/app", &work("rev1"), false),
+            Resume::Waiting
+        ));
         waits.cancel("apps/app");
-        assert!(matches!(waits.resume("apps/app", &work("rev1")), Resume::Idle));
+        assert!(matches!(
+            waits.resume("apps/app", &work("rev1"), false),
+            Resume::Idle
+        ));
         until_stopped(&stopped).await;
     }
 }

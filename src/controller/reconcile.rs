@@ -184,11 +184,20 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Reached, StepFai
 
     // A parked health wait for this very work: the pass it parked concludes once the wait has
     // a verdict. For other work (a new revision, generation or reconcile request) the wait is
-    // dropped and this pass runs.
-    match ctx.waits.resume(&super::object_key(&pass.ks), &pass.work()) {
+    // dropped and this pass runs; with CancelHealthCheckOnNewRevision the parked pass first
+    // concludes as canceled.
+    let cancel = ctx.options.feature_gates.cancel_health_check_on_new_revision;
+    match ctx
+        .waits
+        .resume(&super::object_key(&pass.ks), &pass.work(), cancel)
+    {
         Resume::Idle => {}
         Resume::Waiting => return Ok(Reached::StillWaiting),
         Resume::Finished(parked, waited) => return Ok(pass.resume(parked, waited)),
+        Resume::Superseded(parked, was) => {
+            let trigger = pass::trigger(&pass.ks, &was, &pass.work());
+            return Err(pass.cancel(parked, trigger));
+        }
     }
 
     steps::depends_on(pass, ctx, &artifact).await?;
@@ -231,6 +240,7 @@ async fn roll_out(
     let rollout = Rollout {
         built: revision,
         inventory,
+        changed: applied.changed,
         drift: super::drift_mode::ready_line(&applied.drifted),
     };
     Ok(steps::check_health(pass, ctx, &tools, applied, rollout, exprs).await)
@@ -280,26 +290,22 @@ async fn conclude(
     };
     ctx.metrics.record_ready(&labels, ready.as_deref());
 
-    // Events: change-set lines always (they are changes); outcome events only when the
-    // status says something new, so a quiet interval emits nothing.
+    // Events as Flux sends them: the steps' (changes, passed health checks), then the
+    // outcome: success on every successful run, failures when Ready changed.
     emit_changes(ctx, &pass);
     // drift: warn: a new set of drifted objects left in place
     if written && let Some(notice) = super::drift_mode::notice(&pass.old, &status, pass.metadata()) {
-        ctx.notifier.emit(ks, &notice);
+        ctx.notifier.emit(ks, &notice.related_to(pass.source.as_ref()));
     }
     match ended {
-        Ok(_) => Ok(succeeded(
-            ctx,
-            &pass,
-            written && ready_changed(&pass.old, &status),
-        )),
+        Ok(_) => Ok(succeeded(ctx, &pass)),
         Err(failure) => failed(ctx, &pass, failure, ready_changed(&pass.old, &status)),
     }
 }
 
-/// A pass that applied its revision: announced when Ready changed, then the next run at the
-/// interval.
-fn succeeded(ctx: &Context, pass: &Pass, announce: bool) -> Action {
+/// A pass that applied its revision: announced on every run, as Flux does (notification
+/// providers set commit statuses from it), then the next run at the interval.
+fn succeeded(ctx: &Context, pass: &Pass) -> Action {
     let ks = &pass.ks;
     let message = format!(
         "Reconciliation finished in {}, next run in {}",
@@ -307,10 +313,13 @@ fn succeeded(ctx: &Context, pass: &Pass, announce: bool) -> Action {
         duration::format(ks.spec.interval())
     );
     tracing::info!("{message}");
-    if announce {
-        let mut metadata = pass.metadata();
-        metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
-        let notice = Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata);
+    if commit_status_event(ctx) {
+        let mut notice = pass.info(
+            reason::RECONCILIATION_SUCCEEDED,
+            events::action::RECONCILE,
+            message,
+        );
+        (notice.metadata).insert(events::COMMIT_STATUS_KEY.into(), "update".into());
         ctx.notifier.emit(ks, &notice);
     }
     let random: f64 = rand::random();
@@ -321,8 +330,15 @@ fn succeeded(ctx: &Context, pass: &Pass, announce: bool) -> Action {
     ))
 }
 
-/// A pass a step failed: announced when Ready changed (a Warning, or the step's own notice),
-/// then requeued as the error's classification says, or returned to `error_policy`.
+/// Whether the success event goes out. Flux (since v1.9.6) leaves it out with the feature gate
+/// `DisableCommitStatusEvent`; this controller does not accept that gate yet (branch kc-gaps
+/// adds it): once it does, this reads `!ctx.options.feature_gates.disable_commit_status_event`.
+fn commit_status_event(_ctx: &Context) -> bool {
+    true
+}
+
+/// A pass a step failed: its own notice always (as Flux sends it), a Warning when Ready
+/// changed; then requeued as the error's classification says, or returned to `error_policy`.
 fn failed(
     ctx: &Context,
     pass: &Pass,
@@ -338,14 +354,12 @@ fn failed(
         None => format!("Reconciliation failed after {elapsed}"),
     };
     tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");
-    if announce {
-        if let Some(notice) = failure.notice {
-            ctx.notifier.emit(&pass.ks, &notice);
-        } else if failure.warns {
-            let Failed { reason, message, .. } = *failure.failed;
-            ctx.notifier
-                .emit(&pass.ks, &Notice::error(reason, message, pass.metadata()));
-        }
+    if let Some(notice) = failure.notice {
+        ctx.notifier.emit(&pass.ks, &notice);
+    } else if announce && failure.warns {
+        let Failed { reason, message, .. } = *failure.failed;
+        let notice = Notice::error(reason, message, pass.metadata()).related_to(pass.source.as_ref());
+        ctx.notifier.emit(&pass.ks, &notice);
     }
     match (failure.error, failure.requeue) {
         (Some(error), _) => Err(error),
@@ -354,11 +368,10 @@ fn failed(
     }
 }
 
-/// The change-set lines of the pass, as one event, when there are any: they are changes.
+/// The events of the pass's steps, in their order.
 fn emit_changes(ctx: &Context, pass: &Pass) {
-    if !pass.changes.is_empty() {
-        let notice = Notice::info(reason::PROGRESSING, pass.changes.join("\n"), pass.metadata());
-        ctx.notifier.emit(&pass.ks, &notice);
+    for notice in &pass.events {
+        ctx.notifier.emit(&pass.ks, notice);
     }
 }
 

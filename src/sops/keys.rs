@@ -33,6 +33,8 @@ const SERVICE_LISTS: &[(&str, &str)] = &[
 pub struct Keys {
     age: Vec<age::x25519::Identity>,
     pgp: Vec<SignedSecretKey>,
+    /// `spec.decryption.serviceAccountName`, which Flux authenticates key services with.
+    service_account: Option<String>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -42,6 +44,14 @@ impl std::fmt::Debug for Keys {
 }
 
 impl Keys {
+    /// The keys, for a Kustomization whose `spec.decryption.serviceAccountName` is `account`.
+    pub fn with_service_account(self, account: String) -> Self {
+        Self {
+            service_account: Some(account),
+            ..self
+        }
+    }
+
     /// The keys in a decryption Secret's data: `*.agekey` (age identities, any number per
     /// entry), `*.asc` (armored OpenPGP secret keys). `env_age` is the controller's
     /// `SOPS_AGE_KEY` fallback, used when the Secret holds no age identity.
@@ -108,7 +118,12 @@ impl Keys {
         }
         if !services.is_empty() {
             services.dedup();
-            return Err(SopsError::UnsupportedService(services.join(", ")));
+            let services = services.join(", ");
+            // Named, so that a user who set it knows it was read and why it cannot help.
+            if let Some(account) = &self.service_account {
+                return Err(SopsError::UnsupportedServiceAccount(services, account.clone()));
+            }
+            return Err(SopsError::UnsupportedService(services));
         }
         Err(SopsError::DataKey(if tried.is_empty() {
             "the document names no age or pgp key".into()

@@ -48,6 +48,13 @@ pub enum SopsError {
         "cannot get sops data key: the data key is held by {0}, a key service this controller does not support"
     )]
     UnsupportedService(String),
+    /// As [`SopsError::UnsupportedService`], for a Kustomization that names the account Flux
+    /// would authenticate the key service with (workload identity).
+    #[error(
+        "cannot get sops data key: the data key is held by {0}, a key service this controller does not support: \
+         spec.decryption.serviceAccountName '{1}' would authenticate with it through workload identity, which is not implemented here"
+    )]
+    UnsupportedServiceAccount(String, String),
     #[error("error decrypting sops tree: {0}")]
     Value(String),
     #[error("failed to verify sops data integrity: {0}")]
@@ -59,7 +66,10 @@ pub enum SopsError {
 impl SopsError {
     /// Retrying cannot help: the document needs a key service this controller lacks.
     pub(crate) fn is_unsupported(&self) -> bool {
-        matches!(self, SopsError::UnsupportedService(_))
+        matches!(
+            self,
+            SopsError::UnsupportedService(_) | SopsError::UnsupportedServiceAccount(..)
+        )
     }
 }
 

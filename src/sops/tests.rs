@@ -92,6 +92,16 @@ fn a_document_held_only_by_a_key_service_is_refused_naming_it() {
     let error = decrypt_object(&object, &f.keys).err().expect("fails");
     assert!(error.is_unsupported());
     assert!(error.to_string().contains("HashiCorp Vault"), "{error}");
+    // A serviceAccountName set for the key service is named, not silently ignored.
+    let keys = fixture().keys.with_service_account("kms-reader".into());
+    let error = decrypt_object(&object, &keys).err().expect("fails");
+    assert!(error.is_unsupported());
+    assert!(
+        error
+            .to_string()
+            .contains("HashiCorp Vault, a key service this controller does not support: spec.decryption.serviceAccountName 'kms-reader'"),
+        "{error}"
+    );
 }
 
 #[test]

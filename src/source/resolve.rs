@@ -13,6 +13,9 @@ pub struct ResolvedSource {
     pub kind: SourceKind,
     pub namespace: String,
     pub name: String,
+    /// The source object's, for the events that relate to it.
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
     pub artifact: Artifact,
 }
 
@@ -131,6 +134,8 @@ pub(crate) async fn get_artifact_cached(
         kind,
         namespace,
         name,
+        uid: object.metadata.uid.clone(),
+        resource_version: object.metadata.resource_version.clone(),
         artifact,
     })
 }

@@ -644,6 +644,58 @@ async fn diff_reports_the_take_over_from_kubectl_that_apply_makes_without_making
 }
 
 #[tokio::test]
+async fn an_object_that_fails_its_dry_run_keeps_its_managers_and_annotations() {
+    // As Flux (ssa's cleanupMetadata runs after the dry-run): the takeover from kubectl and the
+    // removal of its last-applied annotation wait for a dry-run that passes.
+    let t = ApplyTest::new("applier-cleanup-after", "after").await;
+    let ns = t.namespace();
+    let last_applied = "kubectl.kubernetes.io/last-applied-configuration";
+    let mut created = t.configmap("c", json!({"k": "v"}));
+    created["metadata"]["labels"] = json!({"kustomize.toolkit.fluxcd.io/name": "after",
+        "kustomize.toolkit.fluxcd.io/namespace": ns});
+    created["metadata"]["annotations"] = json!({last_applied: "{}"});
+    let params = PostParams {
+        field_manager: Some("kubectl-create".into()),
+        ..Default::default()
+    };
+    t.config_maps()
+        .create(&params, &serde_json::from_value(created).unwrap())
+        .await
+        .unwrap();
+    let managers = |obj: &Value| -> Vec<String> {
+        let entries = obj["metadata"]["managedFields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        entries
+            .iter()
+            .filter_map(|m| m["manager"].as_str().map(str::to_string))
+            .collect()
+    };
+
+    let invalid = t.configmap("c", json!({"bad key": "v"}));
+    let err = t.apply(vec![invalid], "rev1").await.unwrap_err();
+    assert!(err.to_string().contains("dry-run failed"), "{err}");
+    let live = t.config_map("c").await.unwrap();
+    assert_eq!(live["metadata"]["annotations"][last_applied], "{}", "{live}");
+    assert_eq!(managers(&live), ["kubectl-create"], "{live}");
+
+    // A dry-run that passes: taken over and cleaned up.
+    let cs = t
+        .apply(vec![t.configmap("c", json!({"k": "v"}))], "rev1")
+        .await
+        .unwrap();
+    assert_eq!(lines(&cs), [format!("ConfigMap/{ns}/c configured")]);
+    let live = t.config_map("c").await.unwrap();
+    assert!(
+        live["metadata"]["annotations"].get(last_applied).is_none(),
+        "{live}"
+    );
+    assert!(!managers(&live).contains(&"kubectl-create".to_string()), "{live}");
+    t.delete().await;
+}
+
+#[tokio::test]
 async fn prune_deletes_only_what_is_still_ours() {
     let t = ApplyTest::new("applier-prune", "pruner").await;
     let ns = t.namespace();

@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::health::widget_crd;
 use crate::support::applier::delete_crd;
 use crate::support::controller::{ControllerProcess, Scenario, condition};
+use crate::support::receiver::EventReceiver;
 use crate::support::{eventually, install_crd, unique_suffix};
 
 const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
@@ -254,10 +255,16 @@ async fn waiting_rollouts_hold_no_worker_and_each_concludes_on_its_own_verdict()
         let matching = events.iter().filter(|(_, reason, _, _)| reason == wanted);
         matching.map(|(_, _, note, _)| note.clone()).collect()
     };
+    let progressing = notes("Progressing");
     assert_eq!(
-        notes("Progressing"),
-        [format!("Widget/{n}/w-a created")],
+        progressing[0],
+        format!("Widget/{n}/w-a created"),
         "the apply announced once"
+    );
+    assert_eq!(progressing.len(), 2, "{progressing:?}");
+    assert!(
+        progressing[1].starts_with("Health check passed in "),
+        "then the passed health checks: {progressing:?}"
     );
     assert_eq!(notes("ReconciliationSucceeded").len(), 1, "{events:?}");
     p.delete().await;
@@ -375,5 +382,56 @@ async fn a_new_revision_supersedes_a_parked_wait_and_a_deletion_prunes_what_it_a
         gone.then_some(())
     })
     .await;
+    p.delete().await;
+}
+
+#[tokio::test]
+async fn with_the_gate_a_new_revision_cancels_a_parked_wait_as_flux_does() {
+    let p = Parking::new("park-cancel").await;
+    let n = p.namespace().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = EventReceiver::start(dir.path());
+    let controller = p.s.start_controller(&[
+        "--feature-gates=CancelHealthCheckOnNewRevision=true",
+        &format!("--events-addr={}", receiver.addr),
+    ]);
+    p.publish("repo", REV1, &["w1"], &[]).await;
+    p.apply_waiting("app", "repo", "5m").await;
+    p.wait_checking(&controller, "app", REV1, "5m0s").await;
+
+    // A new revision while waiting: the wait is canceled, said so, and the new one runs.
+    p.publish("repo", REV2, &["w1"], &["added"]).await;
+    let canceled = eventually("the cancellation event", STEP, || async {
+        let events = receiver.accepted();
+        events.into_iter().find(|e| e["reason"] == "HealthCheckCanceled")
+    })
+    .await;
+    assert_eq!(
+        canceled["message"],
+        format!("Health checks canceled due to new reconciliation triggered by GitRepository/{n}/repo")
+    );
+    assert_eq!(canceled["severity"], "info");
+    assert_eq!(canceled["action"], "HealthCheck");
+    assert_eq!(canceled["metadata"]["kustomize.toolkit.fluxcd.io/revision"], REV1);
+    p.wait_checking(&controller, "app", REV2, "5m0s").await;
+    p.set_ready("w1").await;
+    let app = p.s.wait_applied(&controller, "app", REV2).await;
+    let status = app.status.unwrap();
+    let concluded: Vec<&str> = status
+        .history
+        .iter()
+        .map(|h| h.last_reconciled_status.as_str())
+        .collect();
+    assert_eq!(
+        concluded,
+        ["ReconciliationSucceeded"],
+        "a cancellation is not history"
+    );
+    let events = p.s.events("app").await;
+    let ready_canceled = events
+        .iter()
+        .find(|(_, reason, _, _)| reason == "HealthCheckCanceled");
+    assert!(ready_canceled.is_some_and(|e| e.0 == "Normal"), "{events:?}");
+    assert_eq!(receiver.rejected(), "");
     p.delete().await;
 }

@@ -10,6 +10,7 @@ mod controller;
 mod differential;
 mod drift;
 mod dropin;
+mod events;
 mod failover;
 mod flux_build_cli;
 mod flux_cli;

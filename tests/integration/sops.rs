@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -544,5 +544,42 @@ async fn sops_openpgp_compression_bombs_are_refused_in_little_memory_naming_the_
         after - before < MAX_BOMB_RSS_GROWTH_KB,
         "peak RSS rose from {before} KB to {after} KB (bound: {MAX_BOMB_RSS_GROWTH_KB} KB more)"
     );
+    s.delete().await;
+}
+
+#[tokio::test]
+async fn sops_a_decryption_service_account_must_exist_as_in_flux() {
+    // Flux (v1.10) reads spec.decryption.serviceAccountName before building and fails the
+    // build when it cannot; it is not silently ignored.
+    let s = Scenario::new("sops-sa").await;
+    let n = s.namespace().to_string();
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata:\n  value: v1\n";
+    s.publish_objects("repo", "main@sha1:r1", config).await;
+    let controller = s.start_controller(&[]);
+    s.apply(
+        "app",
+        json!({"decryption": {"provider": "sops", "serviceAccountName": "kms-reader"}}),
+    )
+    .await;
+    let expected = format!(
+        "failed to get decryption service account '{n}/kms-reader': serviceaccounts \"kms-reader\" not found"
+    );
+    let ks = s.wait_ready(&controller, "app", "False", &expected).await;
+    let ready = crate::support::controller::condition(&ks, "Ready").unwrap();
+    assert_eq!(ready.reason, "BuildFailed", "{ready:?}");
+    assert_eq!(s.config_map_value("plain").await, None, "nothing applied");
+
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "kms-reader"}});
+    Api::<ServiceAccount>::namespaced(s.client.clone(), &n)
+        .create(&PostParams::default(), &serde_json::from_value(account).unwrap())
+        .await
+        .unwrap();
+    s.apply(
+        "app",
+        json!({"decryption": {"provider": "sops", "serviceAccountName": "kms-reader"}, "retryInterval": "2s"}),
+    )
+    .await;
+    s.wait_applied(&controller, "app", "main@sha1:r1").await;
+    assert_eq!(s.config_map_value("plain").await.as_deref(), Some("v1"));
     s.delete().await;
 }

@@ -507,6 +507,33 @@ mod tests {
     }
 
     #[test]
+    fn an_openapi_path_may_be_a_url_fetched_through_the_hook() {
+        // kustomize loads `openapi.path` as any file: a URL is fetched.
+        let tmp = tempfile::tempdir().unwrap();
+        let app = "openapi:\n  path: https://files.example/cm.yaml\nconfigMapGenerator:\n  - name: g\n    literals: [a=b]\n";
+        write(tmp.path(), &[("root/app/kustomization.yaml", app)]);
+        let build = |schema: &'static str| {
+            let remote = Fake {
+                repo: tmp.path().join("repo"),
+                file: schema,
+            };
+            let options = super::super::BuildOptions::new().with_remote(std::sync::Arc::new(remote));
+            super::super::build(&tmp.path().join("root"), Path::new("app"), &options)
+        };
+        let built = build("definitions: {}\n").unwrap();
+        assert_eq!(built.objects.len(), 1);
+        let err = build("kind: NotASchema\n").unwrap_err().to_string();
+        assert!(
+            err.contains("invalid schema file https://files.example/cm.yaml: no 'definitions' map"),
+            "{err}"
+        );
+        let without_remote = super::super::BuildOptions::new();
+        let err =
+            super::super::build(&tmp.path().join("root"), Path::new("app"), &without_remote).unwrap_err();
+        assert!(err.to_string().contains("https://files.example/cm.yaml"), "{err}");
+    }
+
+    #[test]
     fn a_remote_tree_may_not_reach_outside_itself() {
         // `../secret.yaml` from the repository root would be the test's own file.
         let app = "resources:\n  - https://git.example/org/repo?ref=v1\n";

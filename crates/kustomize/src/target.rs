@@ -49,6 +49,26 @@ fn openapi_schema(
             Err(fail("the specified OpenAPI version is not built in".into()))
         }
         (None, Some(_)) => Ok(SchemaChoice::Builtin),
+        // kustomize loads the path as any file: a URL is fetched (through the remote hook, with
+        // its bounds), anything else is read below the root.
+        (Some(url), None) if remote::is_http_url(url) => {
+            let Some(source) = loader.remote() else {
+                return Err(BuildError::Remote {
+                    file: shown.to_string(),
+                    url: url.clone(),
+                });
+            };
+            let failed = |message: String| BuildError::RemoteFetch {
+                file: shown.to_string(),
+                url: url.clone(),
+                message,
+            };
+            let bytes = source.file(url).map_err(failed)?;
+            let text =
+                String::from_utf8(bytes).map_err(|_| failed("the response is not valid UTF-8".into()))?;
+            let schema = CustomSchema::parse(&text, url).map_err(fail)?;
+            Ok(SchemaChoice::Custom(std::sync::Arc::new(schema)))
+        }
         (Some(path), None) => {
             let path = dir.join(path);
             let text = loader.read_text(&path, file)?;

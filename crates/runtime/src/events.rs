@@ -57,23 +57,23 @@ impl Severity {
 
 /// What the kind of the objects tells about their events.
 pub trait EventSubject: Resource<DynamicType = ()> {
-    /// The step of the reconcile an event reports, as Flux's events name it (`action`).
+    /// The step of the reconcile an event reports, as Flux's events name it (`action`), when
+    /// the notice does not name it.
     fn event_action(&self, notice: &Notice) -> &'static str;
-
-    /// The event's `relatedObject` for notification-controller (a Kustomization's source), if
-    /// the kind has one.
-    fn related_object(&self) -> Option<serde_json::Value> {
-        None
-    }
 }
 
 /// One event to emit about an object.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Notice {
     pub severity: Severity,
     pub reason: String,
     pub message: String,
     pub metadata: BTreeMap<String, String>,
+    /// The step it reports, when the reason does not tell it (`EventSubject::event_action`).
+    pub action: Option<&'static str>,
+    /// The object the event relates to (a Kustomization's source, once read), as Flux's
+    /// recorder references it: kind, namespace, name, uid, apiVersion, resourceVersion.
+    pub related: Option<ObjectReference>,
 }
 
 impl Notice {
@@ -96,12 +96,35 @@ impl Notice {
             reason: reason.to_string(),
             message: message.into(),
             metadata,
+            action: None,
+            related: None,
         }
     }
 
     /// Flux's rule: every notice is recorded, only info and error ones are forwarded.
     pub fn is_forwarded(&self) -> bool {
         self.severity != Severity::Trace
+    }
+
+    /// The notice, reporting the step `action`.
+    pub fn acting(self, action: &'static str) -> Self {
+        Self {
+            action: Some(action),
+            ..self
+        }
+    }
+
+    /// The notice, related to `related` (none: left as it was).
+    pub fn related_to(self, related: Option<&ObjectReference>) -> Self {
+        Self {
+            related: related.cloned().or(self.related),
+            ..self
+        }
+    }
+
+    /// The step the notice reports about `object`.
+    fn action_about<K: EventSubject>(&self, object: &K) -> &'static str {
+        self.action.unwrap_or_else(|| object.event_action(self))
     }
 }
 
@@ -133,7 +156,8 @@ pub fn kube_event<K: EventSubject>(
             annotations: (!notice.metadata.is_empty()).then(|| notice.metadata.clone()),
             ..ObjectMeta::default()
         },
-        action: Some(object.event_action(notice).to_string()),
+        action: Some(notice.action_about(object).to_string()),
+        related: notice.related.clone(),
         reason: Some(notice.reason.clone()),
         note: Some(crate::text::cap(&notice.message, MAX_NOTE_BYTES)),
         type_: Some(notice.severity.event_type().to_string()),
@@ -173,12 +197,13 @@ pub fn forward_payload<K: EventSubject>(
         "timestamp": Timestamp::from_second(now.as_second()).unwrap_or(now).to_string(),
         "message": notice.message,
         "reason": notice.reason,
-        "action": object.event_action(notice),
+        "action": notice.action_about(object),
         "reportingController": reporting_controller,
         "reportingInstance": instance,
     });
-    if let Some(related) = object.related_object() {
-        payload["relatedObject"] = related;
+    // Go's ObjectReference: empty fields left out.
+    if let Some(related) = &notice.related {
+        payload["relatedObject"] = json!(related);
     }
     // Go's `omitempty`: no metadata key when there is none.
     if !notice.metadata.is_empty() {

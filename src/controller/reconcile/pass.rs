@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::conditions::{READY, keys};
+use crate::api::conditions::{READY, keys, reason};
 use crate::api::kustomization::KustomizationStatus;
+use crate::api::kustomization::given;
 use crate::api::{Kustomization, ResourceInventory};
 use crate::error::{Retry, StepError};
 
@@ -40,8 +42,11 @@ pub(crate) struct Pass {
     pub requeue_dependency: Duration,
     /// Its work on the revision, once begun.
     pub progress: Option<Progressed>,
-    /// Change-set event lines collected from apply and prune.
-    pub changes: Vec<String>,
+    /// The source read, which its events relate to.
+    pub source: Option<ObjectReference>,
+    /// Events of the steps (apply, prune, health), in their order, sent when the pass ends
+    /// or parks.
+    pub events: Vec<Notice>,
 }
 
 /// A step that failed, with what the status and the requeue should say. The error side of
@@ -52,9 +57,39 @@ pub(crate) struct StepFailure {
     pub requeue: Option<Duration>,
     /// Announced with a Warning event.
     pub warns: bool,
-    /// A Normal event instead of the Warning (dependencies not ready).
+    /// A Normal event instead of the Warning (dependencies not ready, health checks
+    /// canceled), sent whether or not Ready changed, as Flux sends it.
     pub notice: Option<Box<Notice>>,
     pub error: Option<ReconcileError>,
+}
+
+/// A parked health wait canceled by new work (`CancelHealthCheckOnNewRevision`), as Flux
+/// words it: the trigger is `Kind/namespace/name` of what brought the new work.
+#[derive(Debug, thiserror::Error)]
+#[error("New reconciliation triggered by {0}")]
+pub(crate) struct HealthCheckCanceled(pub String);
+
+impl StepError for HealthCheckCanceled {
+    fn reason(&self) -> &'static str {
+        reason::HEALTH_CHECK_CANCELED
+    }
+
+    /// Its own Normal event tells it.
+    fn warns(&self) -> bool {
+        false
+    }
+}
+
+/// What brought `now` where a wait for `was` was parked: a new revision comes from the source,
+/// anything else (generation, reconcile request) from the Kustomization itself.
+pub(crate) fn trigger(ks: &Kustomization, was: &Work, now: &Work) -> String {
+    let own = ks.namespace().unwrap_or_default();
+    if was.revision != now.revision {
+        let source = &ks.spec.source_ref;
+        let namespace = given(source.namespace.as_deref()).unwrap_or(&own);
+        return format!("{}/{namespace}/{}", source.kind.as_str(), source.name);
+    }
+    format!("Kustomization/{own}/{}", ks.name_any())
 }
 
 /// What the end of a pass needs from its apply: the build, for the history, and the new
@@ -62,6 +97,8 @@ pub(crate) struct StepFailure {
 pub(crate) struct Rollout {
     pub built: BuiltRevision,
     pub inventory: ResourceInventory,
+    /// The apply created or configured something (Flux's `drifted`).
+    pub changed: bool,
     /// The Ready message's line naming drift left in place (`drift: warn`).
     pub drift: Option<String>,
 }
@@ -106,7 +143,8 @@ impl Pass {
             started: Instant::now(),
             requeue_dependency: ctx.options.requeue_dependency,
             progress: None,
-            changes: Vec::new(),
+            source: None,
+            events: Vec::new(),
         }
     }
 
@@ -134,6 +172,13 @@ impl Pass {
             self.revision.as_deref(),
             self.origin_revision.as_deref(),
         )
+    }
+
+    /// A Normal event of step `action` with the pass's revisions, related to its source.
+    pub fn info(&self, reason: &str, action: &'static str, message: impl Into<String>) -> Notice {
+        Notice::info(reason, message, self.metadata())
+            .acting(action)
+            .related_to(self.source.as_ref())
     }
 
     /// Work on `revision` begins, fetching it. Returns the progress status to write when it
@@ -213,6 +258,36 @@ impl Pass {
         }
     }
 
+    /// New work canceled the wait of `parked`: it concludes with Ready=False
+    /// HealthCheckCanceled (the history untouched, the inventory it applied kept), announced
+    /// with a Normal event, and the new work runs at once, as Flux does.
+    pub fn cancel(&mut self, parked: ParkedPass, trigger: String) -> StepFailure {
+        let ParkedPass {
+            old,
+            progress,
+            rollout,
+            started,
+        } = parked;
+        self.written = Some(std::mem::replace(&mut self.old, old));
+        self.revision = Some(progress.revision.clone());
+        self.origin_revision = rollout.built.origin_revision.clone();
+        self.progress = Some(progress);
+        self.started = started;
+        let message = format!("Health checks canceled due to new reconciliation triggered by {trigger}");
+        let notice = self.info(
+            reason::HEALTH_CHECK_CANCELED,
+            events::action::HEALTH_CHECK,
+            message,
+        );
+        let mut failure = self.fail_with(HealthCheckCanceled(trigger), |f| {
+            f.inventory = Some(rollout.inventory);
+        });
+        failure.notice = Some(Box::new(notice));
+        failure.requeue = Some(Duration::ZERO);
+        failure.error = None;
+        failure
+    }
+
     /// The run after a parked wait's verdict takes the parked pass up where it was left: the
     /// verdict on its rollout is what remains.
     pub fn resume(&mut self, parked: ParkedPass, waited: Waited) -> Reached {
@@ -228,5 +303,43 @@ impl Pass {
         self.started = started;
         self.origin_revision = rollout.built.origin_revision.clone();
         Reached::Verdict(rollout, Some(waited))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn work(generation: i64, revision: &str) -> Work {
+        Work {
+            generation,
+            revision: revision.into(),
+            requested_at: None,
+        }
+    }
+
+    #[test]
+    fn the_trigger_of_a_cancellation_is_the_source_for_a_revision_else_the_kustomization() {
+        let ks: Kustomization = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "apps", "namespace": "team-a"},
+            "spec": {"interval": "5m", "prune": true,
+                "sourceRef": {"kind": "OCIRepository", "name": "bundle", "namespace": "flux-system"}}
+        }))
+        .unwrap();
+        let cases = [
+            (work(1, "r2"), "OCIRepository/flux-system/bundle"),
+            (work(2, "r1"), "Kustomization/team-a/apps"),
+        ];
+        for (now, expected) in cases {
+            assert_eq!(trigger(&ks, &work(1, "r1"), &now), expected);
+        }
+        let canceled = HealthCheckCanceled("GitRepository/a/b".into());
+        assert_eq!(
+            canceled.to_string(),
+            "New reconciliation triggered by GitRepository/a/b"
+        );
+        assert_eq!(canceled.reason(), "HealthCheckCanceled");
+        assert!(!canceled.warns(), "its own Normal event tells it");
     }
 }

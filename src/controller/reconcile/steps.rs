@@ -13,8 +13,9 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kustomize::{BuildOptions, packed};
 
-use crate::api::conditions::reason;
+use crate::api::conditions::{HEALTHY, reason};
 use crate::api::inventory::ObjectRef as InventoryRef;
+use crate::api::kustomization::KustomizationStatus;
 use crate::api::source::Artifact;
 use crate::api::{Kustomization, ResourceInventory, duration};
 use crate::applier::handover;
@@ -29,11 +30,11 @@ use crate::source::{ArtifactTree, SourceAccess, SourceError, get_artifact_cached
 
 use super::pass::{Pass, Reached, Rollout, StepFailure};
 use crate::controller::dependencies::{DependencyError, check_dependencies};
-use crate::controller::events::Notice;
+use crate::controller::events::{self, action};
 use crate::controller::identity::Tools;
 use crate::controller::pacing::build_within;
 use crate::controller::parked::{Settled, Waited};
-use crate::controller::status::{Applied, BuiltRevision, Failed, Progress};
+use crate::controller::status::{self, Applied, BuiltRevision, Failed, Progress};
 use crate::controller::substitute_from::substitution_vars;
 use crate::controller::{Context, drift_mode, object_key};
 use crate::deadline::Deadline;
@@ -41,6 +42,8 @@ use crate::deadline::Deadline;
 /// What the apply did.
 pub(crate) struct ApplyReport {
     pub owner: Owner,
+    /// Something was created or configured.
+    pub changed: bool,
     pub changes: ChangeSet,
     /// Drift left in place (`drift: warn`).
     pub drifted: Vec<DriftReport>,
@@ -65,6 +68,7 @@ pub(super) async fn resolve(pass: &mut Pass, ctx: &Context) -> Result<Artifact, 
     let resolved = get_artifact_cached(&ctx.client, &pass.ks, access, &ctx.sources)
         .await
         .map_err(|e| pass.fail(e))?;
+    pass.source = Some(events::source_reference(&resolved));
     let artifact = resolved.artifact;
     pass.revision = Some(artifact.revision.clone());
     pass.origin_revision = artifact.origin_revision().map(str::to_string);
@@ -82,7 +86,8 @@ pub(super) async fn depends_on(pass: &Pass, ctx: &Context, artifact: &Artifact) 
         .map_err(|e| dependency_failure(pass, e))
 }
 
-/// Dependencies not ready are announced with a Normal event that says when the next try is.
+/// Dependencies not ready are announced, on every try as Flux does, with a Normal event that
+/// says when the next try is.
 fn dependency_failure(pass: &Pass, error: DependencyError) -> StepFailure {
     let terminal = error.is_terminal();
     let mut failure = pass.fail(error);
@@ -91,11 +96,12 @@ fn dependency_failure(pass: &Pass, error: DependencyError) -> StepFailure {
             "Dependencies do not meet ready condition, retrying in {}",
             duration::format(pass.requeue_dependency)
         );
-        failure.notice = Some(Box::new(Notice::info(
+        let notice = pass.info(
             reason::DEPENDENCY_NOT_READY_EVENT,
+            action::CHECK_DEPENDENCIES,
             message,
-            pass.metadata(),
-        )));
+        );
+        failure.notice = Some(Box::new(notice));
     }
     failure
 }
@@ -211,8 +217,14 @@ pub(super) async fn apply(
         };
         pass.fail_with(masked, |f| f.build = Some(build))
     })?;
-    record_changes(pass, ctx, &changes);
+    let lines = changed_lines(ctx, &changes);
+    // Flux's apply event: the objects created or configured, when there are any.
+    if !lines.is_empty() {
+        let notice = pass.info(reason::PROGRESSING, action::APPLY, lines.join("\n"));
+        pass.events.push(notice);
+    }
     Ok(ApplyReport {
+        changed: !lines.is_empty(),
         owner,
         changes,
         drifted,
@@ -249,11 +261,18 @@ pub(super) async fn prune(
     }
     match tools.applier.prune(&applied.owner, &stale_entries).await {
         Ok(pruned) => {
-            record_changes(pass, ctx, &pruned);
+            changed_lines(ctx, &pruned);
+            // Flux's prune event: every entry of the prune's change set, in its own event.
+            if !pruned.entries.is_empty() {
+                let lines: Vec<String> = pruned.entries.iter().map(ToString::to_string).collect();
+                let notice = pass.info(reason::PROGRESSING, action::PRUNE, lines.join("\n"));
+                pass.events.push(notice);
+            }
             Ok(inventory)
         }
         Err(error) => {
-            record_changes(pass, ctx, error.changes());
+            // The failure's own event tells what was deleted before it.
+            changed_lines(ctx, error.changes());
             // Stale objects whose deletion was not confirmed stay in the inventory, to be retried.
             if let PruneError::Delete { pending, .. } = &error {
                 inventory.entries.extend(pending.iter().cloned());
@@ -339,6 +358,7 @@ pub(super) fn verdict(
     let Rollout {
         built,
         inventory,
+        changed,
         drift,
     } = rollout;
     pass.stamp.now = Timestamp::now();
@@ -363,7 +383,14 @@ pub(super) fn verdict(
                 f.unhealthy = Some(unhealthy);
             }));
         }
-        Some(Waited { elapsed, .. }) => Some(elapsed),
+        Some(Waited { elapsed, .. }) => {
+            if announces_health(&pass.old, &built.revision, changed) {
+                let message = status::health_passed_message(elapsed);
+                let notice = pass.info(reason::PROGRESSING, action::HEALTH_CHECK, message);
+                pass.events.push(notice);
+            }
+            Some(elapsed)
+        }
     };
     Ok(Applied {
         revision: built.revision,
@@ -376,14 +403,26 @@ pub(super) fn verdict(
     })
 }
 
-fn record_changes(pass: &mut Pass, ctx: &Context, changes: &ChangeSet) {
-    for entry in &changes.entries {
-        if matches!(
+/// Flux announces passed health checks when they were not passing before, or when a new
+/// revision changed something.
+fn announces_health(old: &KustomizationStatus, revision: &str, changed: bool) -> bool {
+    let was_healthy = status::find(&old.conditions, HEALTHY).is_some_and(|c| c.status == "True");
+    let new_revision = old.last_applied_revision.as_deref() != Some(revision);
+    !was_healthy || (new_revision && changed)
+}
+
+/// The lines of the objects `changes` created, configured or deleted, counted in the metrics.
+fn changed_lines(ctx: &Context, changes: &ChangeSet) -> Vec<String> {
+    let changed = changes.entries.iter().filter(|entry| {
+        matches!(
             entry.action,
             ChangeAction::Created | ChangeAction::Configured | ChangeAction::Deleted
-        ) {
-            pass.changes.push(entry.to_string());
+        )
+    });
+    changed
+        .map(|entry| {
             ctx.metrics.record_action(&entry.action.to_string(), 1);
-        }
-    }
+            entry.to_string()
+        })
+        .collect()
 }

@@ -165,7 +165,7 @@ pub async fn source_crds(client: &Client) {
     super::flux::source_controller_crds(client).await;
 }
 
-fn source_api(client: &Client, kind: SourceKind, namespace: &str) -> Api<DynamicObject> {
+pub fn source_api(client: &Client, kind: SourceKind, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), namespace, &kind.api_resource())
 }
 
