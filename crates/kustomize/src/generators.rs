@@ -29,6 +29,14 @@ impl GenKind {
     }
 }
 
+/// What a generator does with an object of the same id from earlier.
+#[derive(Clone, Copy)]
+enum Behavior {
+    Create,
+    Merge,
+    Replace,
+}
+
 /// Where generator sources are read from.
 pub(crate) struct Context<'a> {
     pub(crate) loader: &'a Loader,
@@ -64,8 +72,21 @@ pub(crate) fn run(
     let id = ResId::of(&obj);
     let hash_suffix = !options.disable_name_suffix_hash.unwrap_or(false);
     let existing = map.resources.iter().position(|r| r.any_id(|i| i.same_as(&id)));
-    match (args.behavior.as_str(), existing) {
-        ("" | "create", None) => {
+    // kustomize reads any other word (`add`, `Create`) as "unspecified", which creates.
+    let behavior = match args.behavior.as_str() {
+        "merge" => Behavior::Merge,
+        "replace" => Behavior::Replace,
+        "" | "create" => Behavior::Create,
+        other => {
+            map.warnings.push(format!(
+                "{file}: generator '{}' has unknown behavior '{other}'; it creates, as in kustomize",
+                args.name
+            ));
+            Behavior::Create
+        }
+    };
+    match (behavior, existing) {
+        (Behavior::Create, None) => {
             let mut res = Resource::new(obj);
             res.generated = Some(Generated { hash_suffix });
             let kind = match kind {
@@ -79,14 +100,14 @@ pub(crate) fn run(
             });
             map.append(res, &file)
         }
-        ("" | "create", Some(_)) => Err(BuildError::DuplicateId {
+        (Behavior::Create, Some(_)) => Err(BuildError::DuplicateId {
             file,
             id: id.to_string(),
         }),
-        ("merge" | "replace", None) => Err(gen_err(format!(
+        (Behavior::Merge | Behavior::Replace, None) => Err(gen_err(format!(
             "id {id} does not exist; cannot merge or replace"
         ))),
-        ("merge", Some(i)) => {
+        (Behavior::Merge, Some(i)) => {
             let res = &mut map.resources[i];
             merge_sections(res.obj_mut(), &obj, &["data", "binaryData", "stringData"]);
             merge_metadata(res, &obj);
@@ -97,7 +118,7 @@ pub(crate) fn run(
             res.pack();
             Ok(())
         }
-        ("replace", Some(i)) => {
+        (Behavior::Replace, Some(i)) => {
             // The data is replaced; the existing object's metadata stays (new labels and
             // annotations are added to it).
             let res = &mut map.resources[i];
@@ -112,11 +133,6 @@ pub(crate) fn run(
             res.pack();
             Ok(())
         }
-        (other, _) => Err(BuildError::Invalid {
-            file,
-            field: "behavior".into(),
-            message: format!("unknown behavior '{other}' in generator '{}'", args.name),
-        }),
     }
 }
 
