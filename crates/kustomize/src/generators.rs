@@ -287,7 +287,9 @@ fn make_object(
             }
         }
     }
-    if !data.is_empty() {
+    // kustomize always gives a generated Secret a `data` map, empty or not; a ConfigMap
+    // only when it has text entries.
+    if !data.is_empty() || kind == GenKind::Secret {
         obj.insert("data".into(), Value::Object(data));
     }
     if !binary.is_empty() {
@@ -326,12 +328,13 @@ pub(crate) fn base64_wrapped(bytes: &[u8]) -> String {
 /// kustomize's content hash of a generated ConfigMap or Secret (10 characters).
 pub(crate) fn content_hash(obj: &Map<String, Value>) -> String {
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-    let section = |k: &str| obj.get(k).cloned().unwrap_or_else(|| json!({}));
-    let non_empty = |k: &str| {
-        obj.get(k)
-            .and_then(Value::as_object)
-            .is_some_and(|m| !m.is_empty())
+    // kustomize's hasher reads a missing (or scalar) section as "" and takes the optional
+    // ones only when they are maps, empty or not.
+    let section = |k: &str| match obj.get(k) {
+        Some(Value::Object(m)) => Value::Object(m.clone()),
+        _ => json!(""),
     };
+    let is_map = |k: &str| obj.get(k).is_some_and(Value::is_object);
     // The name is always empty in kustomize's hash input (it looks up a key that never exists).
     let mut doc = Map::new();
     doc.insert("kind".into(), json!(kind));
@@ -339,10 +342,10 @@ pub(crate) fn content_hash(obj: &Map<String, Value>) -> String {
     doc.insert("data".into(), section("data"));
     if kind == "Secret" {
         doc.insert("type".into(), obj.get("type").cloned().unwrap_or(json!("")));
-        if non_empty("stringData") {
+        if is_map("stringData") {
             doc.insert("stringData".into(), section("stringData"));
         }
-    } else if non_empty("binaryData") {
+    } else if is_map("binaryData") {
         doc.insert("binaryData".into(), section("binaryData"));
     }
     let text = go_json(&Value::Object(doc));
