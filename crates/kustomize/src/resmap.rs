@@ -209,6 +209,9 @@ pub(crate) struct Resource {
     pub(crate) origin: Option<Origin>,
     /// The transformers that ran over it (for `buildMetadata: [transformerAnnotations]`).
     pub(crate) transformations: Vec<std::sync::Arc<Transformation>>,
+    /// Values its file wrote as nothing (`key:`), which the first strategic merge patch
+    /// drops (see `patch::smp::drop_implicit_nulls`).
+    pub(crate) implicit_nulls: Vec<super::yaml::NullPath>,
 }
 
 /// The object: packed between build steps, open while a step works on it (see
@@ -243,6 +246,7 @@ impl Resource {
             generated: None,
             origin: None,
             transformations: Vec::new(),
+            implicit_nulls: Vec::new(),
         };
         res.pack();
         res
