@@ -121,6 +121,7 @@ pub(crate) fn build_root(
     }
     let mut out = Vec::with_capacity(map.resources.len());
     for mut res in map.resources {
+        res.annotations_to_text();
         res.drop_empty_annotations();
         let local = res
             .obj()
