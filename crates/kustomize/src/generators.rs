@@ -29,6 +29,14 @@ impl GenKind {
     }
 }
 
+/// What a generator does with an object of the same id from earlier.
+#[derive(Clone, Copy)]
+enum Behavior {
+    Create,
+    Merge,
+    Replace,
+}
+
 /// Where generator sources are read from.
 pub(crate) struct Context<'a> {
     pub(crate) loader: &'a Loader,
@@ -64,79 +72,126 @@ pub(crate) fn run(
     let id = ResId::of(&obj);
     let hash_suffix = !options.disable_name_suffix_hash.unwrap_or(false);
     let existing = map.resources.iter().position(|r| r.any_id(|i| i.same_as(&id)));
-    match (args.behavior.as_str(), existing) {
-        ("" | "create", None) => {
+    // kustomize reads any other word (`add`, `Create`) as "unspecified", which creates.
+    let behavior = match args.behavior.as_str() {
+        "merge" => Behavior::Merge,
+        "replace" => Behavior::Replace,
+        "" | "create" => Behavior::Create,
+        other => {
+            map.warnings.push(format!(
+                "{file}: generator '{}' has unknown behavior '{other}'; it creates, as in kustomize",
+                args.name
+            ));
+            Behavior::Create
+        }
+    };
+    match (behavior, existing) {
+        (Behavior::Create, None) => {
             let mut res = Resource::new(obj);
             res.generated = Some(Generated { hash_suffix });
-            let kind = match kind {
-                GenKind::ConfigMap => "ConfigMapGenerator",
-                GenKind::Secret => "SecretGenerator",
-            };
             res.origin = Some(Origin::Generator {
                 file: ctx.file.to_path_buf(),
-                kind,
+                kind: generator_kind(kind),
                 name: None,
             });
             map.append(res, &file)
         }
-        ("" | "create", Some(_)) => Err(BuildError::DuplicateId {
+        (Behavior::Create, Some(_)) => Err(BuildError::DuplicateId {
             file,
             id: id.to_string(),
         }),
-        ("merge" | "replace", None) => Err(gen_err(format!(
+        (Behavior::Merge | Behavior::Replace, None) => Err(gen_err(format!(
             "id {id} does not exist; cannot merge or replace"
         ))),
-        ("merge", Some(i)) => {
+        (behavior @ (Behavior::Merge | Behavior::Replace), Some(i)) => {
             let res = &mut map.resources[i];
-            merge_sections(res.obj_mut(), &obj, &["data", "binaryData", "stringData"]);
-            merge_metadata(res, &obj);
-            if let Some(v) = obj.get("immutable") {
-                res.obj_mut().insert("immutable".into(), v.clone());
+            let old = res.obj().into_owned();
+            let merged = merged_object(&old, obj, matches!(behavior, Behavior::Merge));
+            res.replace(merged);
+            // The hash suffix needs both: kustomize keeps the build annotations of the old
+            // object (none on one it did not generate) and drops the suffix mark unless
+            // the new generator sets it too.
+            res.generated = res.generated.as_ref().map(|old| Generated {
+                hash_suffix: old.hash_suffix && hash_suffix,
+            });
+            if matches!(behavior, Behavior::Replace) {
+                res.origin = Some(Origin::Generator {
+                    file: ctx.file.to_path_buf(),
+                    kind: generator_kind(kind),
+                    name: None,
+                });
             }
-            res.generated = Some(Generated { hash_suffix });
             res.pack();
             Ok(())
         }
-        ("replace", Some(i)) => {
-            // The data is replaced; the existing object's metadata stays (new labels and
-            // annotations are added to it).
-            let res = &mut map.resources[i];
-            for section in ["data", "binaryData", "stringData", "type"] {
-                match obj.get(section) {
-                    Some(v) => res.obj_mut().insert(section.into(), v.clone()),
-                    None => res.obj_mut().remove(section),
-                };
-            }
-            merge_metadata(res, &obj);
-            res.generated = Some(Generated { hash_suffix });
-            res.pack();
-            Ok(())
-        }
-        (other, _) => Err(BuildError::Invalid {
-            file,
-            field: "behavior".into(),
-            message: format!("unknown behavior '{other}' in generator '{}'", args.name),
-        }),
     }
 }
 
-/// Adds the labels and annotations of a generated object to an existing one.
-fn merge_metadata(res: &mut Resource, obj: &Map<String, Value>) {
-    let Some(Value::Object(meta)) = obj.get("metadata") else {
-        return;
-    };
-    merge_sections(res.metadata_mut(), meta, &["labels", "annotations"]);
-}
-
-/// Adds the entries of each object-valued section of `new` to the same section of `target`.
-fn merge_sections(target: &mut Map<String, Value>, new: &Map<String, Value>, sections: &[&str]) {
-    for &section in sections {
-        if let Some(Value::Object(entries)) = new.get(section) {
-            let old = target.entry(section).or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(old) = old {
-                old.extend(entries.clone());
+/// The object a `merge` or `replace` generator leaves in place of `old`: the newly
+/// generated `new` (so old fields such as `immutable`, `stringData` or a Secret's `type`
+/// are gone), with old's name and namespace, old's labels and annotations under new's, and
+/// with `merge` old's `data` and `binaryData` entries under new's, as text, keys sorted.
+fn merged_object(old: &Map<String, Value>, mut new: Map<String, Value>, merge: bool) -> Map<String, Value> {
+    let old_meta = old.get("metadata").and_then(Value::as_object);
+    let meta = new
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .expect("generated metadata is a map");
+    for key in ["labels", "annotations"] {
+        let mut entries = old_meta
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(Value::Object(newer)) = meta.get(key) {
+            entries.extend(newer.clone());
+        }
+        if entries.is_empty() {
+            meta.remove(key);
+        } else {
+            meta.insert(key.into(), Value::Object(entries));
+        }
+    }
+    for key in ["name", "namespace"] {
+        match old_meta.and_then(|m| m.get(key)) {
+            Some(value) => meta.insert(key.into(), value.clone()),
+            None => meta.remove(key),
+        };
+    }
+    if merge {
+        for section in ["data", "binaryData"] {
+            let mut entries = std::collections::BTreeMap::new();
+            for from in [old.get(section), new.get(section)] {
+                if let Some(Value::Object(m)) = from {
+                    entries.extend(m.iter().map(|(k, v)| (k.clone(), as_text(v))));
+                }
+            }
+            new.remove(section);
+            if !entries.is_empty() {
+                new.insert(section.into(), json!(entries));
             }
         }
+    }
+    new
+}
+
+/// A data value as kustomize reads it into a string map: a scalar's text, "" for
+/// anything else.
+fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null | Value::Array(_) | Value::Object(_) => String::new(),
+    }
+}
+
+/// The builtin plugin kind of a generator, as origin annotations name it.
+fn generator_kind(kind: GenKind) -> &'static str {
+    match kind {
+        GenKind::ConfigMap => "ConfigMapGenerator",
+        GenKind::Secret => "SecretGenerator",
     }
 }
 
@@ -271,7 +326,9 @@ fn make_object(
             }
         }
     }
-    if !data.is_empty() {
+    // kustomize always gives a generated Secret a `data` map, empty or not; a ConfigMap
+    // only when it has text entries.
+    if !data.is_empty() || kind == GenKind::Secret {
         obj.insert("data".into(), Value::Object(data));
     }
     if !binary.is_empty() {
@@ -310,12 +367,13 @@ pub(crate) fn base64_wrapped(bytes: &[u8]) -> String {
 /// kustomize's content hash of a generated ConfigMap or Secret (10 characters).
 pub(crate) fn content_hash(obj: &Map<String, Value>) -> String {
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-    let section = |k: &str| obj.get(k).cloned().unwrap_or_else(|| json!({}));
-    let non_empty = |k: &str| {
-        obj.get(k)
-            .and_then(Value::as_object)
-            .is_some_and(|m| !m.is_empty())
+    // kustomize's hasher reads a missing (or scalar) section as "" and takes the optional
+    // ones only when they are maps, empty or not.
+    let section = |k: &str| match obj.get(k) {
+        Some(Value::Object(m)) => Value::Object(m.clone()),
+        _ => json!(""),
     };
+    let is_map = |k: &str| obj.get(k).is_some_and(Value::is_object);
     // The name is always empty in kustomize's hash input (it looks up a key that never exists).
     let mut doc = Map::new();
     doc.insert("kind".into(), json!(kind));
@@ -323,10 +381,10 @@ pub(crate) fn content_hash(obj: &Map<String, Value>) -> String {
     doc.insert("data".into(), section("data"));
     if kind == "Secret" {
         doc.insert("type".into(), obj.get("type").cloned().unwrap_or(json!("")));
-        if non_empty("stringData") {
+        if is_map("stringData") {
             doc.insert("stringData".into(), section("stringData"));
         }
-    } else if non_empty("binaryData") {
+    } else if is_map("binaryData") {
         doc.insert("binaryData".into(), section("binaryData"));
     }
     let text = go_json(&Value::Object(doc));

@@ -32,6 +32,29 @@ impl Packed {
         self.0.contains(needle)
     }
 
+    /// Whether some `"annotations"` map in the text holds a value other than a string: a
+    /// cheap test before parsing (it looks at every such map, not only the top-level one).
+    pub(crate) fn has_non_string_annotation(&self) -> bool {
+        const OPEN: &str = r#""annotations":{"#;
+        let text = &*self.0;
+        let mut from = 0;
+        while let Some(at) = text[from..].find(OPEN) {
+            let mut rest = &text[from + at + OPEN.len()..];
+            // Compact JSON: `"key":"value"` pairs separated by `,` up to `}`.
+            while let Some(after_key) = skip_string(rest).and_then(|r| r.strip_prefix(':')) {
+                let Some(after_value) = skip_string(after_key) else {
+                    return true;
+                };
+                match after_value.strip_prefix(',') {
+                    Some(next) => rest = next,
+                    None => break,
+                }
+            }
+            from += at + OPEN.len();
+        }
+        false
+    }
+
     /// The value, parsed again.
     pub fn to_value(&self) -> Value {
         serde_json::from_str(&self.0).expect("packed text is JSON this module wrote")
@@ -44,6 +67,21 @@ impl Packed {
             _ => Map::new(),
         }
     }
+}
+
+/// The text after the JSON string `text` starts with, or None when it starts with none.
+fn skip_string(text: &str) -> Option<&str> {
+    let mut chars = text.strip_prefix('"')?.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '"' => return Some(&text[i + 2..]),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Every object parsed, for a caller that needs them all at once (the applier).
@@ -79,5 +117,21 @@ mod tests {
             &*Packed::new(&value).0,
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#
         );
+    }
+
+    #[test]
+    fn non_string_annotations_are_spotted_in_the_text() {
+        let spotted = |v: Value| Packed::new(&v).has_non_string_annotation();
+        assert!(!spotted(
+            json!({"metadata": {"annotations": {"a": "x\\\"y", "b": ""}}})
+        ));
+        assert!(!spotted(
+            json!({"metadata": {"name": "n"}, "data": {"annotations": 1}})
+        ));
+        assert!(spotted(json!({"metadata": {"annotations": {"a": "x", "b": 1}}})));
+        assert!(spotted(json!({"metadata": {"annotations": {"a\\\"": null}}})));
+        assert!(spotted(
+            json!({"spec": {"template": {"metadata": {"annotations": {"a": true}}}}})
+        ));
     }
 }

@@ -10,6 +10,7 @@ use super::file::Config;
 use super::gvk::split_api_version;
 use super::packed::Packed;
 use super::patch::schema::SchemaChoice;
+use super::yaml::Step;
 
 /// A resource id: group/version/kind plus name and namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -209,6 +210,9 @@ pub(crate) struct Resource {
     pub(crate) origin: Option<Origin>,
     /// The transformers that ran over it (for `buildMetadata: [transformerAnnotations]`).
     pub(crate) transformations: Vec<std::sync::Arc<Transformation>>,
+    /// Values its file wrote as nothing (`key:`), which the first strategic merge patch
+    /// drops (see `patch::smp::drop_implicit_nulls`).
+    pub(crate) implicit_nulls: Vec<super::yaml::NullPath>,
 }
 
 /// The object: packed between build steps, open while a step works on it (see
@@ -243,6 +247,7 @@ impl Resource {
             generated: None,
             origin: None,
             transformations: Vec::new(),
+            implicit_nulls: Vec::new(),
         };
         res.pack();
         res
@@ -333,6 +338,48 @@ impl Resource {
             *meta = Value::Object(Map::new());
         }
         meta.as_object_mut().expect("made an object above")
+    }
+
+    /// Turns every annotation value into text, as kustomize does when it finally rewrites
+    /// the annotations of each object: a value written as nothing becomes `""`, a written
+    /// null `"null"`, a map or list `""`, a number or boolean its text.
+    pub(crate) fn annotations_to_text(&mut self) {
+        if let Body::Packed { object, .. } = &self.body
+            && !object.has_non_string_annotation()
+        {
+            return;
+        }
+        let non_string = |m: &Map<String, Value>| m.values().any(|v| !v.is_string());
+        let needed = self
+            .obj()
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(Value::as_object)
+            .is_some_and(non_string);
+        if !needed {
+            return;
+        }
+        let implicit: Vec<String> = self
+            .implicit_nulls
+            .iter()
+            .filter_map(|path| match path.as_slice() {
+                [Step::Key(m), Step::Key(a), Step::Key(key)] if m == "metadata" && a == "annotations" => {
+                    Some(key.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(Value::Object(annotations)) = self.metadata_mut().get_mut("annotations") {
+            for (key, value) in annotations.iter_mut() {
+                let text = match &*value {
+                    Value::String(_) => continue,
+                    Value::Null if !implicit.contains(key) => "null".to_string(),
+                    Value::Null | Value::Object(_) | Value::Array(_) => String::new(),
+                    other => super::yaml::scalar_text(other),
+                };
+                *value = Value::String(text);
+            }
+        }
     }
 
     /// Drops an empty or null `metadata.annotations`, as kustomize's output never carries

@@ -141,6 +141,7 @@ pub(crate) fn build_root(
     }
     let mut out = Vec::with_capacity(map.resources.len());
     for mut res in map.resources {
+        res.annotations_to_text();
         res.drop_empty_annotations();
         let local = res
             .obj()
@@ -244,7 +245,7 @@ fn is_remote(entry: &str) -> bool {
 
 /// The objects of one YAML file; `path` is recorded as their origin when local.
 fn file_resources(text: &str, origin: &str, path: Option<&Path>) -> Result<ResMap, BuildError> {
-    let resources = yaml::parse_resources(text, origin, |obj| {
+    let resources = yaml::parse_resources_with_nulls(text, origin, |obj, implicit_nulls| {
         if obj.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
             let name = super::resmap::str_at(&obj, &["metadata", "name"]);
             return Err(BuildError::Kustomization {
@@ -254,6 +255,7 @@ fn file_resources(text: &str, origin: &str, path: Option<&Path>) -> Result<ResMa
         }
         let mut res = Resource::new(obj);
         res.origin = path.map(|p| Origin::File(p.to_path_buf()));
+        res.implicit_nulls = implicit_nulls;
         Ok(res)
     })?;
     Ok(ResMap {

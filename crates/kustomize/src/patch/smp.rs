@@ -19,6 +19,7 @@
 use serde_json::{Map, Value};
 
 use super::schema::{self, ListMerge, SchemaType};
+use crate::yaml::{NullPath, Step};
 
 const DIRECTIVE: &str = "$patch";
 
@@ -214,6 +215,38 @@ fn wildcard_equal(a: &[String], b: &[String]) -> bool {
     a.iter()
         .zip(b)
         .all(|(x, y)| x.is_empty() || y.is_empty() || x == y)
+}
+
+/// Removes the implicit nulls at `paths` (values written as nothing, `key:`) that kyaml's
+/// merge walk reaches: it visits every map field of the object, and the elements of lists
+/// merged by key, and drops a null there unless it was written out (`null`, `~`). Lists
+/// replaced whole are not walked, so their elements keep such nulls.
+pub(crate) fn drop_implicit_nulls(object: &mut Map<String, Value>, paths: &[NullPath], ty: SchemaType<'_>) {
+    for path in paths {
+        drop_at(object, path, ty);
+    }
+}
+
+fn drop_at(map: &mut Map<String, Value>, path: &[Step], ty: SchemaType<'_>) {
+    let Some((Step::Key(key), rest)) = path.split_first() else {
+        return;
+    };
+    let (field_type, list_merge) = schema::field(ty, key);
+    match (rest, map.get_mut(key)) {
+        ([], Some(Value::Null)) => {
+            map.remove(key);
+        }
+        ([], _) => {}
+        (rest, Some(Value::Object(inner))) => drop_at(inner, rest, field_type),
+        ([Step::Index(i), rest @ ..], Some(Value::Array(items)))
+            if !matches!(list_merge, ListMerge::Replace) =>
+        {
+            if let Some(Value::Object(element)) = items.get_mut(*i) {
+                drop_at(element, rest, field_type);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// kyaml refuses to merge a map, a list and a scalar into one another

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::target::Target;
-use super::{self as patch, OriginalId, PatchDoc, PatchKind, PatchOptions};
+use super::{self as patch, OriginalId, PatchDoc, PatchKind, PatchOptions, schema, smp};
 use crate::error::BuildError;
 use crate::file::Patch;
 use crate::loader::Loader;
@@ -255,6 +255,14 @@ fn apply_at(
         if let Value::Object(meta) = meta {
             meta.insert("annotations".into(), Value::Object(Map::new()));
         }
+    }
+    // The first strategic merge drops the object's implicit nulls; a JSON6902 patch writes
+    // them out as `null` (kustomize goes through JSON), so no later merge drops them.
+    let implicit_nulls = std::mem::take(&mut res.implicit_nulls);
+    if matches!(doc.kind, PatchKind::StrategicMerge(_)) && !implicit_nulls.is_empty() {
+        let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+        let ty = schema::root_type(&text("apiVersion"), &text("kind"), map.schema.custom());
+        smp::drop_implicit_nulls(&mut input, &implicit_nulls, ty);
     }
     let mut patched = patch::apply(&Value::Object(input), doc, map.schema.custom())
         .map_err(|e| ctx.err(format!("{origin}: {before}: {e}")))?;

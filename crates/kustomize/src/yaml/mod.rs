@@ -1,7 +1,7 @@
 //! YAML in and out: multi-document parsing with anchors, aliases and merge keys into
 //! `serde_json` values, with kyaml's scalar resolution.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use serde::Deserializer as _;
 use serde_json::{Map, Value};
@@ -30,7 +30,7 @@ pub fn parse_documents_yaml11(text: &str, origin: &str) -> Result<Vec<Value>, Bu
 
 fn collect_documents(text: &str, origin: &str, yaml11: bool) -> Result<Vec<Value>, BuildError> {
     let mut out = Vec::new();
-    for_each_document(text, origin, yaml11, |_, doc| {
+    for_each_document(text, origin, yaml11, |_, doc, _| {
         out.push(doc);
         Ok(())
     })?;
@@ -43,7 +43,7 @@ fn for_each_document(
     text: &str,
     origin: &str,
     yaml11: bool,
-    mut each: impl FnMut(usize, Value) -> Result<(), BuildError>,
+    mut each: impl FnMut(usize, Value, Vec<NullPath>) -> Result<(), BuildError>,
 ) -> Result<(), BuildError> {
     // goyaml (kyaml) reads YAML 1.1 only and refuses other version directives.
     for (n, line) in text.lines().enumerate() {
@@ -63,18 +63,26 @@ fn for_each_document(
     let nodes = NodeBudget {
         left: Cell::new(text.len().saturating_add(ALIAS_NODE_BUDGET)),
     };
+    let last_str_end = Cell::new(None);
+    let nulls = RefCell::new(Vec::new());
     for document in serde_yaml::Deserializer::from_str(text) {
         let mut json = document
             .deserialize_any(Scalars {
                 text,
                 yaml11,
                 nodes: &nodes,
+                last_str_end: &last_str_end,
+                nulls: &nulls,
             })
             .map_err(|e| yaml_error(origin, &e))?;
         super::folded::apply(&mut json, &folded);
+        let mut paths = nulls.take();
+        for path in &mut paths {
+            path.reverse();
+        }
         if !json.is_null() {
             index += 1;
-            each(index, json)?;
+            each(index, json, paths)?;
         }
     }
     Ok(())
@@ -143,12 +151,24 @@ pub fn parse_resources<T>(
     origin: &str,
     mut keep: impl FnMut(Map<String, Value>) -> Result<T, BuildError>,
 ) -> Result<Vec<T>, BuildError> {
+    parse_resources_with_nulls(text, origin, |obj, _| keep(obj))
+}
+
+/// Like [`parse_resources`]; `keep` also gets the paths of the object's implicit nulls
+/// (none for the items of a `List`).
+pub(crate) fn parse_resources_with_nulls<T>(
+    text: &str,
+    origin: &str,
+    mut keep: impl FnMut(Map<String, Value>, Vec<NullPath>) -> Result<T, BuildError>,
+) -> Result<Vec<T>, BuildError> {
     let mut out = Vec::new();
     let mut items = Vec::new();
-    for_each_document(text, origin, false, |index, doc| match doc {
-        Value::Object(map) if is_list(&map) => expand_list(map, origin, index, &mut keep, &mut items),
+    for_each_document(text, origin, false, |index, doc, nulls| match doc {
+        Value::Object(map) if is_list(&map) => {
+            expand_list(map, origin, index, &mut |obj| keep(obj, Vec::new()), &mut items)
+        }
         Value::Object(map) => {
-            out.push(keep(map)?);
+            out.push(keep(map, nulls)?);
             Ok(())
         }
         other => Err(BuildError::NotObject {
@@ -230,7 +250,33 @@ struct Scalars<'t> {
     text: &'t str,
     yaml11: bool,
     nodes: &'t NodeBudget,
+    /// Where in `text` the last scalar handed over as a slice ended: after a map key, it
+    /// tells what follows the key's `:`.
+    last_str_end: &'t Cell<Option<usize>>,
+    /// Implicit nulls (`key:` with nothing after it) seen so far, each path leaf first:
+    /// a map or list being built appends its own step to those its children left.
+    nulls: &'t RefCell<Vec<NullPath>>,
 }
+
+/// How kyaml reads a map value written as nothing.
+enum EmptyValue {
+    /// `key:` at the end of a line: an implicit null.
+    Null,
+    /// `{key: }` or `{key: , other: x}` in a flow mapping: the empty string.
+    EmptyString,
+}
+
+/// One step of a path inside a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Where an implicit null sits in a document: a map value written as nothing at all
+/// (`key:`), which kyaml keeps apart from a written `null` or `~` (a strategic merge drops
+/// the first and keeps the second).
+pub(crate) type NullPath = Vec<Step>;
 
 /// The nodes a file may still produce, spent as they are built so that an expansion stops
 /// before it takes the memory.
@@ -253,6 +299,25 @@ impl NodeBudget {
 }
 
 impl Scalars<'_> {
+    /// The offset in `text` just past `s`, when `s` is a slice of it.
+    fn end_in_text(&self, s: &str) -> Option<usize> {
+        let base = self.text.as_ptr() as usize;
+        let start = (s.as_ptr() as usize).checked_sub(base)?;
+        (start + s.len() <= self.text.len()).then_some(start + s.len())
+    }
+
+    /// What follows the `:` of a map key that ends at `key_end` (after the key's closing
+    /// quote, if any), when the value is written as nothing.
+    fn empty_value_after(&self, key_end: usize) -> Option<EmptyValue> {
+        let rest = self.text[key_end..].trim_start_matches(['"', '\'']);
+        let rest = rest.trim_start_matches([' ', '\t']).strip_prefix(':')?;
+        match rest.trim_start_matches([' ', '\t']).chars().next() {
+            None | Some('\n' | '\r' | '#') => Some(EmptyValue::Null),
+            Some(',' | '}') => Some(EmptyValue::EmptyString),
+            Some(_) => None,
+        }
+    }
+
     fn is_plain(&self, s: &str) -> bool {
         let base = self.text.as_ptr() as usize;
         let start = s.as_ptr() as usize;
@@ -302,6 +367,7 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
         Ok(float(v))
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value, E> {
+        self.last_str_end.set(self.end_in_text(v));
         if self.is_plain(v) {
             if self.yaml11 {
                 match v {
@@ -322,7 +388,12 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
+        let mut from = self.nulls.borrow().len();
         while let Some(v) = seq.next_element_seed(self)? {
+            for path in &mut self.nulls.borrow_mut()[from..] {
+                path.push(Step::Index(items.len()));
+            }
+            from = self.nulls.borrow().len();
             items.push(v);
         }
         Ok(Value::Array(items))
@@ -330,8 +401,22 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         let mut merged: Vec<Map<String, Value>> = Vec::new();
-        while let Some(key) = access.next_key_seed(self)? {
-            let value = access.next_value_seed(self)?;
+        let mut from = self.nulls.borrow().len();
+        loop {
+            self.last_str_end.set(None);
+            let Some(key) = access.next_key_seed(self)? else {
+                break;
+            };
+            let key_end = self.last_str_end.get();
+            self.nulls.borrow_mut().truncate(from);
+            let mut value = access.next_value_seed(self)?;
+            let empty = match (&value, key_end) {
+                (Value::Null, Some(end)) => self.empty_value_after(end),
+                _ => None,
+            };
+            if matches!(empty, Some(EmptyValue::EmptyString)) {
+                value = Value::String(String::new());
+            }
             let key = match key {
                 Value::String(s) => s,
                 // As goyaml refuses them. Printed as JSON, nested ones doubled their escapes at
@@ -344,6 +429,20 @@ impl<'de> serde::de::Visitor<'de> for Scalars<'_> {
                 }
                 other => scalar_text(&other),
             };
+            let mut nulls = self.nulls.borrow_mut();
+            if key == "<<" {
+                // Nulls merged in from elsewhere are not tracked.
+                nulls.truncate(from);
+            } else {
+                for path in &mut nulls[from..] {
+                    path.push(Step::Key(key.clone()));
+                }
+                if matches!(empty, Some(EmptyValue::Null)) {
+                    nulls.push(vec![Step::Key(key.clone())]);
+                }
+            }
+            from = nulls.len();
+            drop(nulls);
             if key == "<<" {
                 let bad = || serde::de::Error::custom("merge key '<<' needs a map or a list of maps");
                 match value {
@@ -546,223 +645,4 @@ pub(crate) fn reads_back_as_string(s: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn malformed_yaml_names_file_and_line() {
-        let err = parse_documents("a: 1\nb: [1, 2\nc: 3\n", "base/deploy.yaml").unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.starts_with("base/deploy.yaml:"), "{msg}");
-        assert!(matches!(err, BuildError::Yaml { line, .. } if line >= 2), "{msg}");
-    }
-
-    #[test]
-    fn non_object_document_is_rejected_with_its_index() {
-        let err = parse_resources("kind: A\n---\n- 1\n- 2\n", "res.yaml", Ok).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "res.yaml: document 2 is not an object (found a list)"
-        );
-    }
-
-    #[test]
-    fn anchors_aliases_and_merge_keys_resolve() {
-        let docs =
-            parse_documents("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nref: *b\n", "f").unwrap();
-        assert_eq!(docs[0]["other"], serde_json::json!({"x": 1, "y": 3}));
-        assert_eq!(docs[0]["ref"], serde_json::json!({"x": 1, "y": 2}));
-    }
-
-    #[test]
-    fn alias_expansion_beyond_the_budget_is_refused_naming_the_file() {
-        // 600 aliases of a 500-item list: 300,000 nodes from a file of about 4 KB.
-        let bomb = format!(
-            "a: &a [{}]\nb:\n{}",
-            vec!["x"; 500].join(","),
-            "- *a\n".repeat(600)
-        );
-        let err = parse_documents(&bomb, "bomb.yaml").unwrap_err().to_string();
-        assert!(err.starts_with("bomb.yaml:"), "{err}");
-        assert!(err.contains("aliases expand to more than 100000 nodes"), "{err}");
-        // A quarter of it is an ordinary, if generous, use of anchors.
-        let fine = format!(
-            "a: &a [{}]\nb:\n{}",
-            vec!["x"; 500].join(","),
-            "- *a\n".repeat(150)
-        );
-        let docs = parse_documents(&fine, "fine.yaml").unwrap();
-        assert_eq!(docs[0]["b"].as_array().map(Vec::len), Some(150));
-    }
-
-    fn assert_refused_within_a_second(text: &str) {
-        let started = std::time::Instant::now();
-        assert!(parse_documents(text, "deep.yaml").is_err());
-        let took = started.elapsed();
-        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
-    }
-
-    #[test]
-    fn flow_collections_nested_past_the_limit_are_refused_before_parsing() {
-        let nested = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
-        let err = parse_documents(&nested(1001), "deep.yaml")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "deep.yaml:1: malformed YAML: flow collections nested deeper than 1000 levels"
-        );
-        // A deep file is refused before the scanner, whose time grows with the square of the depth.
-        assert_refused_within_a_second(&nested(200_000));
-        // Brackets inside a plain scalar open nothing, however many documents repeat them.
-        let plain = format!("a:\n  ow{}ner: x\n", "[".repeat(600));
-        let docs = parse_documents(&[plain.as_str(); 3].join("---\n"), "plain.yaml").unwrap();
-        assert_eq!(docs.len(), 3);
-        assert_eq!(docs[2]["a"][format!("ow{}ner", "[".repeat(600))], "x");
-        let indented = |n: usize| format!("a:\n  {}{}\n", "[".repeat(n), "]".repeat(n));
-        assert!(
-            parse_documents(&indented(1001), "deep.yaml").is_err(),
-            "so can an indented one"
-        );
-        // Shallow nesting is the parser's business as before.
-        assert_eq!(
-            parse_documents(&nested(3), "ok.yaml").unwrap()[0]["a"],
-            serde_json::json!([[[]]])
-        );
-    }
-
-    #[test]
-    fn lists_expand_and_empty_documents_drop() {
-        let text = "---\n---\napiVersion: v1\nkind: List\nitems:\n- {kind: A}\n- {kind: B}\n";
-        let objs = parse_resources(text, "f", Ok).unwrap();
-        assert_eq!(objs.len(), 2);
-        assert_eq!(objs[1]["kind"], "B");
-    }
-
-    #[test]
-    fn plain_scalars_resolve_like_kyaml_and_quoted_ones_stay_strings() {
-        let text = "a: 0755\nb: '0755'\nc: -01\nd: 2024-01-01\ne: \"2024-01-01\"\nf: 1_000\ng: 0x1F\nh: yes\ni: .5\nj: !!str 12\nk: 08\n";
-        let d = &parse_documents(text, "f").unwrap()[0];
-        assert_eq!(d["a"], serde_json::json!(493));
-        assert_eq!(d["b"], serde_json::json!("0755"));
-        assert_eq!(d["c"], serde_json::json!(-1));
-        assert_eq!(d["d"], serde_json::json!("2024-01-01T00:00:00Z"));
-        assert_eq!(d["e"], serde_json::json!("2024-01-01"));
-        assert_eq!(d["f"], serde_json::json!(1000));
-        assert_eq!(d["g"], serde_json::json!(31));
-        assert_eq!(d["h"], serde_json::json!("yes"));
-        assert_eq!(d["i"], serde_json::json!(0.5));
-        assert_eq!(d["j"], serde_json::json!("12"));
-        assert_eq!(d["k"], serde_json::json!(8));
-    }
-
-    #[test]
-    fn composite_keys_are_refused_at_once_however_deeply_nested() {
-        let err = parse_documents("a: 1\nb: {[x]: 1}\n", "list-key.yaml").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "list-key.yaml:2: malformed YAML: b: invalid map key: a list"
-        );
-        let nested = |n: usize| format!("kind: {}a{}\n", "{".repeat(n), "}".repeat(n));
-        let err = parse_documents_yaml11(&nested(2), "map-key.yaml").unwrap_err();
-        assert!(err.to_string().contains("invalid map key: an object"), "{err}");
-        assert_refused_within_a_second(&nested(60));
-    }
-
-    #[test]
-    fn duplicate_keys_are_rejected() {
-        let err = parse_documents("a: 1\na: 2\n", "dup.yaml").unwrap_err();
-        assert!(err.to_string().starts_with("dup.yaml:"), "{err}");
-        assert!(err.to_string().contains("already defined"), "{err}");
-    }
-
-    #[test]
-    fn emitted_yaml_reads_back_to_the_same_values() {
-        let v = serde_json::json!({
-            "a": "0755", "b": "2024-01-01", "c": "yes", "d": "", "e": "line1\nline2", "f": "- x", "g": "a: b",
-            "h": [1, "2", {"x": [], "y": {}}, [true, null]], "i": {"j": {"k": 1.5}}, "l": "plain text", "m": "#x",
-        });
-        let text = crate::printer::emit_documents(&[v.clone(), serde_json::json!({"n": 1})]);
-        let back = parse_documents(&text, "emitted").unwrap();
-        assert_eq!(back, vec![v, serde_json::json!({"n": 1})], "{text}");
-    }
-
-    #[test]
-    fn strings_that_read_as_other_types_are_recognised() {
-        // As kustomize v5.8.1 printed these ConfigMap values.
-        let quoted = [
-            "y",
-            "Y",
-            "n",
-            "N",
-            "on",
-            "off",
-            "yes",
-            "No",
-            "2024-01-01",
-            "2024-01-01T10:00:00Z",
-            "2024-1-1",
-            "2001-12-14t21:59:43.10-05:00",
-            "1:20",
-            "190:20:30",
-            "0x1F",
-            "1e3",
-            "~",
-            "null",
-            ".5",
-            "+1",
-            "0o17",
-            "1_000",
-            "0b101",
-            ".inf",
-            ".NaN",
-            "1.0",
-            "012",
-            "0",
-            "-0",
-            "08",
-            "True",
-            "NULL",
-            "+.5",
-            "1.5e+3",
-            "3.",
-        ];
-        for s in quoted {
-            assert!(!reads_back_as_string(s), "{s}");
-        }
-        for s in ["=", "<<", "a=b", "1,000", "0x", "yes please", "1 2", "tRUE", "~x"] {
-            assert!(reads_back_as_string(s), "{s}");
-        }
-    }
-
-    #[test]
-    fn large_integral_floats_read_as_the_integers_kustomize_prints() {
-        // Expected values as kustomize v5.8.1 printed these scalars. A leading zero with an 8
-        // or 9 is no octal integer but a float; printed in full it reads back as an integer.
-        let text = "a: 06153255929452608058\nb: -06153255929452608058\nc: 9223372036854775808\n\
-                    d: -10000000000000000000\ne: 99999999999999999999\nf: 1.8446744073709550e19\n\
-                    g: 6153255929452608512\nh: 0615325592945260805812345\n";
-        let d = &parse_documents(text, "f").unwrap()[0];
-        assert_eq!(d["a"], serde_json::json!(6153255929452609000_i64));
-        assert_eq!(d["b"], serde_json::json!(-6153255929452609000_i64));
-        assert_eq!(d["c"], serde_json::json!(9223372036854775808_u64));
-        assert_eq!(d["d"], serde_json::json!(-1e19));
-        assert_eq!(d["e"], serde_json::json!(1e20));
-        assert_eq!(d["f"], serde_json::json!(18446744073709550000_u64));
-        assert_eq!(d["g"], serde_json::json!(6153255929452608512_i64));
-        assert_eq!(d["h"], serde_json::json!(6.153255929452608e23));
-        let printed = crate::printer::emit_documents(std::slice::from_ref(d));
-        assert_eq!(
-            parse_documents(&printed, "printed").unwrap(),
-            vec![d.clone()],
-            "{printed}"
-        );
-    }
-
-    #[test]
-    fn integral_floats_become_integers() {
-        let docs = parse_documents("a: 1.0\nb: 1.5\n", "f").unwrap();
-        assert_eq!(docs[0]["a"], serde_json::json!(1));
-        assert_eq!(docs[0]["b"], serde_json::json!(1.5));
-    }
-}
+mod tests;
