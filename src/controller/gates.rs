@@ -18,6 +18,9 @@ pub struct FeatureGates {
     /// Let `spec.kubeConfig.configMapRef` mint ServiceAccount tokens for remote clusters (off,
     /// as in Flux: a tenant would otherwise get tokens of its namespace's accounts).
     pub object_level_workload_identity: bool,
+    /// No success event with `commit_status: update` (the one notification-controller turns
+    /// into a Git commit status): many Kustomizations would flood notifications.
+    pub disable_commit_status_event: bool,
     /// Gates set to a non-default value that change nothing in this controller, with why.
     pub without_effect: Vec<(&'static str, &'static str)>,
 }
@@ -30,6 +33,7 @@ impl Default for FeatureGates {
             disable_config_watchers: false,
             migrate_api_version: false,
             object_level_workload_identity: false,
+            disable_commit_status_event: false,
             without_effect: Vec::new(),
         }
     }
@@ -57,6 +61,10 @@ const GATES: &[Gate<FeatureGates>] = &[
     Gate {
         name: "ObjectLevelWorkloadIdentity",
         effect: Effect::Sets(|gates, on| gates.object_level_workload_identity = on),
+    },
+    Gate {
+        name: "DisableCommitStatusEvent",
+        effect: Effect::Sets(|gates, on| gates.disable_commit_status_event = on),
     },
     Gate {
         name: "CacheSecretsAndConfigMaps",
@@ -137,6 +145,13 @@ mod tests {
             parse("ObjectLevelWorkloadIdentity=true")
                 .unwrap()
                 .object_level_workload_identity
+        );
+        // Flux v1.9.6's gate: a Flux Deployment setting it must start this controller.
+        assert!(!gates.disable_commit_status_event);
+        assert!(
+            parse("DisableCommitStatusEvent=true")
+                .unwrap()
+                .disable_commit_status_event
         );
     }
 

@@ -297,7 +297,8 @@ async fn conclude(
     }
 }
 
-/// A pass that applied its revision: announced when Ready changed, then the next run at the
+/// A pass that applied its revision: announced when Ready changed (unless the
+/// DisableCommitStatusEvent gate turns that event off, as in Flux), then the next run at the
 /// interval.
 fn succeeded(ctx: &Context, pass: &Pass, announce: bool) -> Action {
     let ks = &pass.ks;
@@ -307,7 +308,7 @@ fn succeeded(ctx: &Context, pass: &Pass, announce: bool) -> Action {
         duration::format(ks.spec.interval())
     );
     tracing::info!("{message}");
-    if announce {
+    if announce && !ctx.options.feature_gates.disable_commit_status_event {
         let mut metadata = pass.metadata();
         metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
         let notice = Notice::info(reason::RECONCILIATION_SUCCEEDED, message, metadata);

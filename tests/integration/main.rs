@@ -12,6 +12,7 @@ mod dropin;
 mod failover;
 mod flux_build_cli;
 mod flux_cli;
+mod flux_gaps;
 mod flux_gitops;
 mod foundation;
 mod handover;
