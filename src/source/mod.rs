@@ -197,7 +197,8 @@ impl StepError for SourceError {
     }
 
     /// Flux's requeue rules: a blocked source is a configuration error; a source whose
-    /// artifact is not there yet is waited for like a dependency; a source that cannot be
+    /// artifact is not there yet (or not the one its status names) is waited for like a
+    /// dependency; a source that cannot be
     /// read or an artifact that cannot be understood backs off; the rest retry on the
     /// Kustomization's retry interval.
     fn retry(&self) -> Retry {
@@ -205,6 +206,7 @@ impl StepError for SourceError {
             Self::CrossNamespaceBlocked { .. } | Self::ExternalArtifactDisabled { .. } => Retry::Terminal,
             Self::SourceUnreadable { .. } | Self::InvalidArtifact { .. } => Retry::Backoff,
             Self::NoArtifact { .. } | Self::ArtifactNotFound { .. } => Retry::Dependency,
+            Self::Verify { source, .. } if source.is_mismatch() => Retry::Dependency,
             _ => Retry::RetryInterval,
         }
     }
@@ -217,6 +219,11 @@ impl StepError for SourceError {
             Self::NoArtifact { .. } => format!("Source artifact not found, retrying in {after}"),
             Self::ArtifactNotFound { .. } => {
                 format!("Source is not ready, artifact not found, retrying in {after}")
+            }
+            // The source moved on while this pass read it: its status names the new artifact
+            // soon (Flux v1.10.1).
+            Self::Verify { source, .. } if source.is_mismatch() => {
+                format!("Source is not ready, artifact digest changed, retrying in {after}")
             }
             other => other.to_string(),
         }
@@ -358,8 +365,20 @@ mod tests {
             namespace: "other".into(),
             name: "app".into(),
         };
+        let changed = SourceError::Verify {
+            url: "http://x/a.tar.gz".into(),
+            source: DigestError::Mismatch {
+                expected: "sha256:abc".into(),
+            },
+        };
+        let malformed = SourceError::Verify {
+            url: "http://x/a.tar.gz".into(),
+            source: DigestError::InvalidFormat("sha256:abc".into()),
+        };
         let retries = [
             (&no_artifact, Retry::Dependency),
+            (&changed, Retry::Dependency),
+            (&malformed, Retry::RetryInterval),
             (&gone, Retry::Dependency),
             (&missing, Retry::RetryInterval),
             (&blocked, Retry::Terminal),
@@ -375,6 +394,12 @@ mod tests {
             gone.condition_message(dep),
             "Source is not ready, artifact not found, retrying in 30s"
         );
+        // Before, a digest mismatch waited the retry interval with the fetch error.
+        assert_eq!(
+            changed.condition_message(dep),
+            "Source is not ready, artifact digest changed, retrying in 30s"
+        );
+        assert_eq!(changed.reason(), "ArtifactFailed");
         assert_eq!(missing.reason(), "ArtifactFailed");
         assert!(blocked.is_terminal());
         assert_eq!(blocked.reason(), "AccessDenied");
