@@ -169,8 +169,6 @@ pub enum SourceError {
         path: PathBuf,
         cause: std::io::ErrorKind,
     },
-    #[error("kustomization path '{spec_path}' leads outside the source root")]
-    PathOutsideRoot { spec_path: String },
     #[error("kustomization path '{spec_path}': too many levels of symbolic links")]
     PathSymlinkLoop { spec_path: String },
 }
