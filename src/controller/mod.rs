@@ -46,7 +46,7 @@ use crate::api::conditions::{READY, keys};
 use crate::api::kustomization::{KustomizationStatus, SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
 use crate::applier::{ApplierOptions, LiveWatches, Owner};
-use crate::source::{Fetcher, FetcherConfig};
+use crate::source::{Fetcher, FetcherConfig, LocalHosts};
 
 use identity::Identities;
 use options::RunOptions;
@@ -205,6 +205,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         max_artifact_bytes: options.max_artifact_size,
         // Retried by requeueing (see `Context::download_retry`), never inside a reconcile.
         retries: 0,
+        host_override: LocalHosts::from_env(|name| std::env::var(name).ok()),
         ..FetcherConfig::default()
     })?;
     let remote =

@@ -56,9 +56,37 @@ pub struct FetcherConfig {
     /// Time allowed between bytes: for the response headers and for each body chunk. A
     /// stalled server fails the attempt instead of hanging the reconcile.
     pub read_timeout: Duration,
-    /// Replaces `host[:port]` of every artifact URL (Flux's `SOURCE_CONTROLLER_LOCALHOST`), for
-    /// running the controller outside the cluster.
-    pub host_override: Option<String>,
+    /// Replaces `host[:port]` of artifact URLs, for running the controller outside the cluster.
+    pub host_override: LocalHosts,
+}
+
+/// Flux's `SOURCE_CONTROLLER_LOCALHOST` and `SOURCE_WATCHER_LOCALHOST`: the `host[:port]` that
+/// replaces the host of artifact URLs served by source-controller, or by source-watcher.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalHosts {
+    pub source_controller: Option<String>,
+    pub source_watcher: Option<String>,
+}
+
+impl LocalHosts {
+    /// From the environment as Flux reads it; an empty variable is unset.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+        let read = |name: &str| var(name).filter(|host| !host.is_empty());
+        Self {
+            source_controller: read("SOURCE_CONTROLLER_LOCALHOST"),
+            source_watcher: read("SOURCE_WATCHER_LOCALHOST"),
+        }
+    }
+
+    /// The host for `url`: source-watcher's for its URLs (Flux tells them by `//source-watcher`
+    /// in the URL), source-controller's for every other.
+    pub fn for_url(&self, url: &str) -> Option<&str> {
+        if url.contains("//source-watcher") {
+            self.source_watcher.as_deref()
+        } else {
+            self.source_controller.as_deref()
+        }
+    }
 }
 
 impl FetcherConfig {
@@ -85,7 +113,7 @@ impl Default for FetcherConfig {
             retry_wait_max: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
-            host_override: None,
+            host_override: LocalHosts::default(),
         }
     }
 }
@@ -339,6 +367,37 @@ mod tests {
             "http://localhost:9090/gitrepository/ns/app/abc.tar.gz"
         );
         assert_eq!(override_host("https://u:p@h:1?x=1", "l"), "https://u:p@l?x=1");
+    }
+
+    // Before, neither variable was read: a controller run outside the cluster could not reach
+    // the artifacts.
+    #[test]
+    fn local_hosts_are_read_as_flux_reads_them() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| value.to_string())
+            }
+        };
+        let hosts = LocalHosts::from_env(env(&[
+            ("SOURCE_CONTROLLER_LOCALHOST", "localhost:9090"),
+            ("SOURCE_WATCHER_LOCALHOST", "localhost:9091"),
+        ]));
+        let controller =
+            "http://source-controller.flux-system.svc.cluster.local./gitrepository/ns/app/a.tar.gz";
+        let watcher =
+            "http://source-watcher.flux-system.svc.cluster.local./artifactgenerator/ns/app/a.tar.gz";
+        assert_eq!(hosts.for_url(controller), Some("localhost:9090"));
+        assert_eq!(hosts.for_url(watcher), Some("localhost:9091"));
+        // Only source-controller's set: source-watcher's URLs keep their host, as in Flux.
+        let hosts = LocalHosts::from_env(env(&[
+            ("SOURCE_CONTROLLER_LOCALHOST", "localhost:9090"),
+            ("SOURCE_WATCHER_LOCALHOST", ""),
+        ]));
+        assert_eq!(hosts.for_url(watcher), None);
+        assert_eq!(hosts.for_url(controller), Some("localhost:9090"));
+        assert_eq!(LocalHosts::from_env(env(&[])), LocalHosts::default());
     }
 
     #[test]

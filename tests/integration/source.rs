@@ -281,7 +281,7 @@ async fn the_same_digest_is_downloaded_once() {
 #[tokio::test]
 async fn the_host_override_sends_in_cluster_urls_to_a_local_server() {
     let server = ArtifactServer::start().await;
-    let harness = Harness::new(|c| c.host_override = Some(server.authority()));
+    let harness = Harness::new(|c| c.host_override.source_controller = Some(server.authority()));
     let archive = app_archive();
     server.route("/gitrepository/ns/app/3.tar.gz", Reply::Serve(archive.clone()));
     let in_cluster = "http://source-controller.flux-system.svc.cluster.local./gitrepository/ns/app/3.tar.gz";
