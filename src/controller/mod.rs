@@ -180,14 +180,17 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     if !ignored.is_empty() {
         tracing::warn!(flags = ?ignored, "flags accepted for compatibility with Flux have no effect in this controller");
     }
-    // Decrypted sources a killed predecessor (same /tmp after a container restart) left.
-    match crate::sops::workdir::remove_stale(&std::env::temp_dir()) {
-        Ok(removed) => {
-            for dir in removed {
-                tracing::info!(dir = %dir.display(), "removed the decrypted sources of a process that ended");
+    // Artifacts and decrypted sources a killed predecessor (same /tmp after a container
+    // restart) left: only our own session directories, whose lock nobody holds.
+    for prefix in [crate::source::CACHE_PREFIX, crate::sops::workdir::PREFIX] {
+        match crate::tmpdir::remove_stale(&std::env::temp_dir(), prefix) {
+            Ok(removed) => {
+                for dir in removed {
+                    tracing::info!(path = %dir.display(), "removed stale tmp dir");
+                }
             }
+            Err(error) => tracing::warn!(%error, "cannot look for tmp dirs left by ended processes"),
         }
-        Err(error) => tracing::warn!(%error, "cannot look for decrypted sources left by ended processes"),
     }
     let config = kube::Config::infer().await?;
     let Some(Started {

@@ -27,6 +27,7 @@ use crate::api::source::Artifact;
 use crate::error::{Retry, StepError};
 
 pub use cache::ArtifactTree;
+pub(crate) use cache::CACHE_PREFIX;
 pub use digest::{ArtifactDigest, DigestError};
 pub use extract::{ExtractError, ExtractLimits, ExtractStats, extract};
 pub use path::resolve_path;
