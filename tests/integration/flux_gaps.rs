@@ -43,3 +43,23 @@ async fn disable_commit_status_event_starts_and_sends_no_success_event() {
     );
     s.delete().await;
 }
+
+// Before, `wait: true` over a tree holding the Kustomization itself (the flux-system bootstrap)
+// waited on its own Ready, Unknown while it waits, until the timeout: HealthCheckFailed.
+#[tokio::test]
+async fn wait_leaves_the_kustomization_itself_out() {
+    let s = Scenario::new("kc-wait-self").await;
+    let controller = s.start_controller(&[]);
+    let spec = s.spec(json!({"wait": true, "timeout": "15s"}));
+    let itself = json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "app"}, "spec": spec,
+    });
+    let objects = format!("{CONFIG_MAP}---\n{}\n", serde_json::to_string(&itself).unwrap());
+    s.publish_objects("repo", REV1, &objects).await;
+    s.apply("app", json!({"wait": true, "timeout": "15s"})).await;
+    let ks = s.wait_applied(&controller, "app", REV1).await;
+    let healthy = crate::support::controller::condition(&ks, "Healthy").expect("checked");
+    assert_eq!(healthy.status, "True", "{healthy:?}");
+    s.delete().await;
+}

@@ -307,9 +307,16 @@ pub(super) async fn check_health(
                 applied.current_as_applied.contains(&e.object),
             )
         });
-    let targets = health::wait_targets(&ks, checked);
-    if targets.is_empty() {
+    let Some(targets) = health::wait_targets(&ks, checked) else {
         return Reached::Verdict(rollout, None);
+    };
+    if targets.is_empty() {
+        // Checked, with nothing left to wait for (the Kustomization itself): passed at once.
+        let passed = Waited {
+            verdict: Ok(health::Report { objects: Vec::new() }),
+            elapsed: Duration::ZERO,
+        };
+        return Reached::Verdict(rollout, Some(passed));
     }
     pass.enter(Progress::HealthChecks);
     let (watches, timeout) = (tools.health.clone(), ks.spec.timeout());
