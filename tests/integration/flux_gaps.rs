@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 
 use crate::support::controller::Scenario;
@@ -61,5 +63,54 @@ async fn wait_leaves_the_kustomization_itself_out() {
     let ks = s.wait_applied(&controller, "app", REV1).await;
     let healthy = crate::support::controller::condition(&ks, "Healthy").expect("checked");
     assert_eq!(healthy.status, "True", "{healthy:?}");
+    s.delete().await;
+}
+
+// Before, a value from a postBuild.substituteFrom Secret that the API server echoed in an
+// apply error was shown in the Ready condition and the Warning event (Flux masks it since
+// v1.9.6); only SOPS-decrypted values were masked.
+#[tokio::test]
+async fn substitute_from_secret_values_are_masked_in_apply_errors() {
+    let s = Scenario::new("kc-mask-vars").await;
+    let value = "not a label value 7e1d";
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("vars".into()),
+            ..Default::default()
+        },
+        string_data: Some([("team".to_string(), value.to_string())].into()),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(s.client.clone(), s.namespace())
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let controller = s.start_controller(&[]);
+    let labelled = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels:\n    team: ${team}\ndata:\n  value: one\n";
+    s.publish_objects("repo", REV1, labelled).await;
+    s.apply(
+        "app",
+        json!({"postBuild": {"substituteFrom": [{"kind": "Secret", "name": "vars"}]}}),
+    )
+    .await;
+    let ks = s.wait_ready(&controller, "app", "False", "Invalid value").await;
+    let ready = crate::support::controller::condition(&ks, "Ready").unwrap();
+    assert_eq!(ready.reason, "ReconciliationFailed", "{ready:?}");
+    assert!(
+        !ready.message.contains(value) && ready.message.contains("***"),
+        "{}",
+        ready.message
+    );
+    let events = eventually("the failure event", Duration::from_secs(10), || async {
+        let events = s.events("app").await;
+        events
+            .iter()
+            .any(|(kind, _, _, _)| kind == "Warning")
+            .then_some(events)
+    })
+    .await;
+    for (_, _, note, _) in &events {
+        assert!(!note.contains(value), "{note}");
+    }
     s.delete().await;
 }

@@ -134,9 +134,10 @@ pub(super) async fn build(
     artifact: &Artifact,
 ) -> Result<(Built, BuiltRevision), StepFailure> {
     let (ks, spec) = (&pass.ks, &pass.ks.spec);
-    let vars = substitution_vars(&ctx.client, ks)
+    let substitution = substitution_vars(&ctx.client, ks)
         .await
         .map_err(|e| pass.fail(e))?;
+    let vars = substitution.vars;
     // SOPS keys from spec.decryption's Secret.
     let age_secret = (ctx.options.sops_age_secret.as_deref())
         .map(|name| (ctx.options.runtime.runtime_namespace.as_str(), name));
@@ -149,7 +150,7 @@ pub(super) async fn build(
     let remote = ctx.remote.until(deadline);
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let key = object_key(ks);
-    let built = build_within(&ctx.builds, &key, deadline, move || {
+    let mut built = build_within(&ctx.builds, &key, deadline, move || {
         let options = BuildOptions::new().with_remote(remote);
         let keys = keys.as_ref();
         flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys, deadline)
@@ -158,6 +159,8 @@ pub(super) async fn build(
     .map_err(|e| pass.fail(e))?
     .map_err(|e| pass.fail(e))?;
     drop(tree);
+    // Masked in apply errors with the decrypted values.
+    built.masks.extend(substitution.secret_values);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.
     if pass.old.last_applied_revision.as_deref() != Some(artifact.revision.as_str()) {
         for warning in &built.warnings {
