@@ -176,6 +176,11 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     for (gate, why) in &options.feature_gates.without_effect {
         tracing::warn!(gate, "feature gate has no effect in this controller: {why}");
     }
+    if options.feature_gates.direct_source_fetch {
+        tracing::info!(
+            "DirectSourceFetch feature gate is enabled, sources will be fetched directly from the API server bypassing the cache"
+        );
+    }
     let ignored = options.without_effect.set();
     if !ignored.is_empty() {
         tracing::warn!(flags = ?ignored, "flags accepted for compatibility with Flux have no effect in this controller");

@@ -25,7 +25,9 @@ use crate::flux::{self, Built};
 use crate::health::cel::HealthExprs;
 use crate::health::{self, HealthCheckFailed, HealthError};
 use crate::sops;
-use crate::source::{ArtifactTree, SourceAccess, SourceError, get_artifact_cached, resolve_path};
+use crate::source::{
+    ArtifactTree, SourceAccess, SourceError, get_artifact, get_artifact_cached, resolve_path,
+};
 
 use super::pass::{Pass, Reached, Rollout, StepFailure};
 use crate::controller::dependencies::{DependencyError, check_dependencies};
@@ -56,15 +58,19 @@ pub(super) async fn health_exprs(pass: &Pass) -> Result<Arc<HealthExprs>, StepFa
     Ok(Arc::new(exprs))
 }
 
-/// The source and its artifact, from the source caches.
+/// The source and its artifact, from the source caches (from the API server with Flux's
+/// DirectSourceFetch gate).
 pub(super) async fn resolve(pass: &mut Pass, ctx: &Context) -> Result<Artifact, StepFailure> {
     let access = SourceAccess {
         no_cross_namespace_refs: ctx.options.no_cross_namespace_refs,
         external_artifact: ctx.options.feature_gates.external_artifact,
     };
-    let resolved = get_artifact_cached(&ctx.client, &pass.ks, access, &ctx.sources)
-        .await
-        .map_err(|e| pass.fail(e))?;
+    let resolved = if ctx.options.feature_gates.direct_source_fetch {
+        get_artifact(&ctx.client, &pass.ks, access).await
+    } else {
+        get_artifact_cached(&ctx.client, &pass.ks, access, &ctx.sources).await
+    };
+    let resolved = resolved.map_err(|e| pass.fail(e))?;
     let artifact = resolved.artifact;
     pass.revision = Some(artifact.revision.clone());
     pass.origin_revision = artifact.origin_revision().map(str::to_string);
@@ -77,7 +83,8 @@ pub(super) async fn depends_on(pass: &Pass, ctx: &Context, artifact: &Artifact) 
     if pass.ks.spec.depends_on.is_empty() {
         return Ok(());
     }
-    check_dependencies(&ctx.client, &pass.ks, &artifact.revision)
+    let additive = ctx.options.feature_gates.additive_cel_dependency_check;
+    check_dependencies(&ctx.client, &pass.ks, &artifact.revision, additive)
         .await
         .map_err(|e| dependency_failure(pass, e))
 }
@@ -214,6 +221,10 @@ pub(super) async fn apply(
         };
         pass.fail_with(masked, |f| f.build = Some(build))
     })?;
+    if !changes.is_empty() {
+        let output = changes.log_output(ctx.options.feature_gates.group_change_log);
+        tracing::info!(%output, "server-side apply completed");
+    }
     record_changes(pass, ctx, &changes);
     Ok(ApplyReport {
         owner,
@@ -323,10 +334,11 @@ pub(super) async fn check_health(
     }
     pass.enter(Progress::HealthChecks);
     let (watches, timeout) = (tools.health.clone(), ks.spec.timeout());
+    let fail_fast = !ctx.options.feature_gates.disable_fail_fast_behavior;
     let started = ctx
         .waits
         .start(ObjectRef::from_obj(ks.as_ref()), |undecided| async move {
-            health::wait_signalling(&watches, &targets, &exprs, timeout, undecided).await
+            health::wait_signalling(&watches, &targets, &exprs, timeout, fail_fast, undecided).await
         });
     let settled = if rolling_out {
         Settled::Undecided(started)
