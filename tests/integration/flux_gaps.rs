@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kustomize_controller::api::Kustomization;
 use serde_json::json;
 
 use crate::support::controller::Scenario;
@@ -112,5 +113,45 @@ async fn substitute_from_secret_values_are_masked_in_apply_errors() {
     for (_, _, note, _) in &events {
         assert!(!note.contains(value), "{note}");
     }
+    s.delete().await;
+}
+
+// Before, the DirectSourceFetch gate was accepted without effect: a pass read its source from
+// the watch cache (a quiet pass sends no request at all).
+#[tokio::test]
+async fn direct_source_fetch_reads_the_source_from_the_api_each_pass() {
+    let s = Scenario::new("kc-gate-direct").await;
+    let controller = s.start_controller(&["--feature-gates=DirectSourceFetch=true"]);
+    s.publish_objects("repo", REV1, CONFIG_MAP).await;
+    s.apply("app", json!({})).await;
+    s.wait_applied(&controller, "app", REV1).await;
+    let source_reads = || async {
+        let requests = controller.api_requests().await;
+        let reads = requests
+            .get(&(
+                "get".to_string(),
+                "gitrepositories.source.toolkit.fluxcd.io".to_string(),
+            ))
+            .copied()
+            .unwrap_or(0.0);
+        (reads, requests)
+    };
+    let (before, _) = source_reads().await;
+    // A requested pass with nothing else changed, its source in the watch cache.
+    let api: Api<Kustomization> = Api::namespaced(s.client.clone(), s.namespace());
+    let patch = json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": "direct-1"}}});
+    api.patch("app", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    eventually("lastHandledReconcileAt", Duration::from_secs(30), || async {
+        let status = api.get("app").await.ok()?.status?;
+        (status.last_handled_reconcile_at.as_deref() == Some("direct-1")).then_some(())
+    })
+    .await;
+    let (after, requests) = source_reads().await;
+    assert!(
+        after > before,
+        "the pass read its source from the API: {requests:?}"
+    );
     s.delete().await;
 }
