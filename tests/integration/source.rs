@@ -81,17 +81,19 @@ impl Harness {
         out
     }
 
-    /// After a failure nothing may remain but the empty cache directory.
+    /// After a failure nothing may remain but the cache directory with its lock.
     fn assert_clean(&self) {
         let files = self.files();
-        assert_eq!(files.len(), 1, "leftovers: {files:?}");
+        assert_eq!(files.len(), 2, "leftovers: {files:?}");
         assert!(
             files[0]
                 .file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with("artifacts-")
+                .starts_with("kustomize-controller-artifacts-"),
+            "{files:?}"
         );
+        assert_eq!(files[1], files[0].join("lock"));
     }
 
     /// Guards against hangs: every fetch in these tests must finish on its own.
@@ -337,6 +339,12 @@ async fn a_digest_mismatch_is_artifact_failed_with_url_and_cause() {
         format!("failed to verify archive from {url}: computed digest doesn't match provided '{claimed}'")
     );
     assert_eq!(err.reason(), "ArtifactFailed");
+    // The source moved on: waited for like a dependency, as Flux v1.10.1 does.
+    assert_eq!(err.retry(), Retry::Dependency);
+    assert_eq!(
+        err.condition_message(Duration::from_secs(30)),
+        "Source is not ready, artifact digest changed, retrying in 30s"
+    );
     assert_eq!(
         server.hits("/app/tampered.tar.gz"),
         1,
