@@ -231,7 +231,7 @@ mod tests {
 
         let removed = crate::tmpdir::remove_stale(parent.path(), CACHE_PREFIX).unwrap();
 
-        assert_eq!(removed, [dead_dir.clone()]);
+        assert_eq!(removed, std::slice::from_ref(&dead_dir));
         assert!(!dead_dir.exists());
         assert!(tree.root().join("data").exists(), "the live cache is kept");
     }
