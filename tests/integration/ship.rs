@@ -1,7 +1,7 @@
 //! The deploy manifests validate against a real API server, and `diff` previews what an
 //! apply would change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Output;
 
@@ -11,7 +11,7 @@ use kustomize::{BuildOptions, packed};
 use kustomize_controller::api::KustomizationSpec;
 use kustomize_controller::applier::{Action, ApplyRequest, Owner};
 use kustomize_controller::flux;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::applier::applier;
 use crate::support::{TestNamespace, client};
@@ -62,10 +62,143 @@ async fn config_builds_with_our_engine_and_validates_on_the_api_server() {
         "Role/flux-system/kustomize-controller-leader-election",
         "Deployment/flux-system/kustomize-controller",
         "Service/flux-system/kustomize-controller",
+        "CustomResourceDefinition/imagerepositories.image.toolkit.fluxcd.io",
+        "CustomResourceDefinition/imagepolicies.image.toolkit.fluxcd.io",
+        "ServiceAccount/flux-system/image-reflector-controller",
+        "ClusterRole/image-reflector-controller",
+        "ClusterRoleBinding/image-reflector-controller",
+        "Role/flux-system/image-reflector-controller-leader-election",
+        "RoleBinding/flux-system/image-reflector-controller-leader-election",
+        "Deployment/flux-system/image-reflector-controller",
     ] {
         assert!(
             validated.iter().any(|v| v == expected),
             "{expected} missing from {validated:?}"
+        );
+    }
+}
+
+/// A file of Flux's image-reflector-controller module (`E2E_FLUX_IRC_CRDS` is its
+/// `config/crd/bases`), read as the reference our install is checked against.
+fn flux_irc_config(file: &str) -> Value {
+    let crds = std::env::var("E2E_FLUX_IRC_CRDS")
+        .expect("E2E_FLUX_IRC_CRDS is not set: `make test` exports it from e2e/fluxirc/crds.sh");
+    let path = Path::new(&crds).join("../..").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .find(|v: &Value| !v.is_null())
+        .unwrap()
+}
+
+/// Every (group, resource, verb) a role's rules grant.
+fn grants(rules: &Value) -> BTreeSet<(String, String, String)> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut out = BTreeSet::new();
+    for rule in rules.as_array().unwrap() {
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    out.insert((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `config/` installs the image-reflector-controller as Flux's stock Deployment does (args,
+/// env, ports, probes, volumes, read-only root) with at least Flux's rights and its CRDs.
+#[test]
+fn config_installs_the_image_reflector_controller_as_flux_does() {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let built = flux::build(
+        &config,
+        &config,
+        &offline_spec(),
+        &BTreeMap::new(),
+        &BuildOptions::new(),
+    )
+    .unwrap();
+    let objects = packed::values(&built.objects);
+    let find = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind}/{name} missing from config/"))
+            .clone()
+    };
+    let ours = find("Deployment", "image-reflector-controller");
+    let flux = flux_irc_config("manager/deployment.yaml");
+    assert_eq!(ours["metadata"]["namespace"], "flux-system");
+    let (pod, flux_pod) = (
+        &ours["spec"]["template"]["spec"],
+        &flux["spec"]["template"]["spec"],
+    );
+    let (container, flux_container) = (&pod["containers"][0], &flux_pod["containers"][0]);
+    assert_eq!(container["name"], flux_container["name"]);
+    for field in [
+        "args",
+        "env",
+        "ports",
+        "readinessProbe",
+        "livenessProbe",
+        "volumeMounts",
+    ] {
+        assert_eq!(container[field], flux_container[field], "container {field}");
+    }
+    assert_eq!(
+        json!([
+            "--watch-all-namespaces",
+            "--log-level=info",
+            "--log-encoding=json",
+            "--enable-leader-election"
+        ]),
+        container["args"]
+    );
+    assert_eq!(pod["volumes"], flux_pod["volumes"]);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        pod["securityContext"]["fsGroup"],
+        flux_pod["securityContext"]["fsGroup"]
+    );
+    assert_eq!(
+        container["image"],
+        "ghcr.io/kustomize-controller-rs/image-reflector-controller:v0.1.0"
+    );
+    assert_eq!(pod["serviceAccountName"], "image-reflector-controller");
+
+    let role = find("ClusterRole", "image-reflector-controller");
+    let missing: Vec<_> = grants(&flux_irc_config("rbac/role.yaml")["rules"])
+        .difference(&grants(&role["rules"]))
+        .cloned()
+        .collect();
+    assert!(missing.is_empty(), "Flux grants what ours does not: {missing:?}");
+    let binding = find("ClusterRoleBinding", "image-reflector-controller");
+    assert_eq!(binding["roleRef"]["name"], "image-reflector-controller");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "image-reflector-controller", "namespace": "flux-system"}])
+    );
+    let lease_role = find("Role", "image-reflector-controller-leader-election");
+    assert!(
+        grants(&lease_role["rules"]).contains(&(
+            "coordination.k8s.io".into(),
+            "leases".into(),
+            "update".into()
+        )),
+        "{lease_role}"
+    );
+    for crd in ["imagerepositories", "imagepolicies"] {
+        find(
+            "CustomResourceDefinition",
+            &format!("{crd}.image.toolkit.fluxcd.io"),
         );
     }
 }

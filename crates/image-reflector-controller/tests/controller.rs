@@ -92,28 +92,48 @@ struct Harness {
 
 impl Harness {
     fn start(name: &str) -> Self {
+        Self::start_with(name, None, &[])
+    }
+
+    /// The controller in a namespace of the test with `--watch-all-namespaces=false` (its own
+    /// Lease there), or, given `as_flux` (a kubeconfig and extra args), with Flux's args,
+    /// `RUNTIME_NAMESPACE=flux-system` and that kubeconfig.
+    fn start_with(name: &str, kubeconfig: Option<&Path>, extra: &[String]) -> Self {
         install_crds();
         let namespace = format!("irc-repo-{name}-{}", std::process::id());
         ok(&["create", "namespace", &namespace], None);
         let storage = tempfile::tempdir().unwrap();
         let health_port = free_port();
         let log = storage.path().join("controller.log");
-        let controller = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"));
+        match kubeconfig {
             // Flags alone, as Flux's Deployment passes them.
-            .args([
-                "--watch-all-namespaces=false",
-                "--enable-leader-election",
-                "--log-encoding=console",
-                "--min-retry-delay=200ms",
-                "--max-retry-delay=2s",
-            ])
+            None => command
+                .args([
+                    "--watch-all-namespaces=false",
+                    "--enable-leader-election",
+                    "--log-encoding=console",
+                ])
+                .env("RUNTIME_NAMESPACE", &namespace),
+            Some(path) => command
+                .args([
+                    "--watch-all-namespaces",
+                    "--log-level=info",
+                    "--log-encoding=json",
+                    "--enable-leader-election",
+                ])
+                .env("RUNTIME_NAMESPACE", "flux-system")
+                .env("KUBECONFIG", path),
+        };
+        let controller = command
+            .args(["--min-retry-delay=200ms", "--max-retry-delay=2s"])
+            .args(extra)
             .arg(format!("--health-addr=127.0.0.1:{health_port}"))
             .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
             .arg(format!(
                 "--storage-path={}",
                 storage.path().join("data").display()
             ))
-            .env("RUNTIME_NAMESPACE", &namespace)
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::options().append(true).open(&log).unwrap())
             .spawn()
@@ -345,5 +365,218 @@ fn credentials_come_from_a_docker_config_secret() {
     assert_eq!(
         repo["status"]["lastScanResult"]["latestTags"],
         json!(["v2", "v1"])
+    );
+}
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+fn message(object: &Value) -> String {
+    ready(object).unwrap()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn scans_through_the_proxy_of_proxy_secret_ref() {
+    let registry = Registry::start(Options::default());
+    registry.push("behind/app", &["1.0.0", "1.2.0"]);
+    let proxy = support::proxy::Proxy::start(Some(("tor", "onion")));
+    let harness = Harness::start("proxy");
+    let ns = harness.namespace.clone();
+    let image = format!("{}/behind/app", registry.host());
+    harness.apply(image_repository(
+        "app",
+        &image,
+        json!({"proxySecretRef": {"name": "proxy"}}),
+    ));
+    let repo = harness.wait_for("app", "the missing Secret named", |o| {
+        ready_is(o, "False", "AuthenticationFailed")
+    });
+    assert_eq!(
+        message(&repo),
+        format!("failed to configure authentication options: secret '{ns}/proxy' not found")
+    );
+
+    let secret = |data: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "proxy"}, "data": data});
+    harness.apply(secret(json!({"username": b64("tor")})));
+    harness.wait_for("app", "the missing key named", |o| {
+        message(o)
+            == format!(
+                "failed to configure authentication options: secret '{ns}/proxy': key 'address' not found"
+            )
+    });
+    harness.apply(secret(json!({"address": b64("ftp://127.0.0.1:21")})));
+    harness.wait_for("app", "the bad scheme named", |o| {
+        message(o)
+            .ends_with("proxy URL must use one of the supported schemes (http, https, socks5), got 'ftp'")
+    });
+    assert!(proxy.tunnels().is_empty(), "{:?}", proxy.tunnels());
+
+    harness.apply(secret(json!({
+        "address": b64(&format!("socks5://127.0.0.1:{}", proxy.port)),
+        "username": b64("tor"),
+        "password": b64("onion"),
+    })));
+    let repo = harness.wait_for("app", "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+    assert_eq!(
+        repo["status"]["lastScanResult"]["latestTags"],
+        json!(["1.2.0", "1.0.0"])
+    );
+    let through = format!("SOCKS5 {}", registry.host());
+    assert!(proxy.tunnels().contains(&through), "{:?}", proxy.tunnels());
+}
+
+#[test]
+fn credentials_come_from_the_service_accounts_image_pull_secrets() {
+    let registry = Registry::start(Options {
+        htpasswd: Some(("robot", "b33p")),
+        ..Options::default()
+    });
+    registry.push("fleet/app", &["7", "8"]);
+    let harness = Harness::start("sa");
+    let ns = harness.namespace.clone();
+    let image = format!("{}/fleet/app", registry.host());
+    harness.apply(image_repository(
+        "app",
+        &image,
+        json!({"serviceAccountName": "puller"}),
+    ));
+    harness.wait_for("app", "the missing ServiceAccount named", |o| {
+        message(o)
+            == format!("failed to configure authentication options: serviceaccount '{ns}/puller' not found")
+    });
+    harness.apply(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "puller"},
+        "imagePullSecrets": [{"name": "other"}, {"name": "pull"}],
+    }));
+    harness.wait_for("app", "the missing pull secret named", |o| {
+        message(o)
+            == format!(
+                "failed to configure authentication options: failed to get image pull secret \
+                 for serviceaccount '{ns}/puller': secret '{ns}/other' not found"
+            )
+    });
+    let docker_secret = |name: &str, host: &str, user_password: &str| {
+        let config = json!({"auths": {host: {"auth": b64(user_password)}}}).to_string();
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": name}, "data": {".dockerconfigjson": b64(&config)},
+        })
+    };
+    // The first pull secret is for another registry; the keyring picks the second's entry.
+    harness.apply(docker_secret("other", "ghcr.io", "someone:else"));
+    harness.apply(docker_secret("pull", &registry.host(), "robot:b33p"));
+    let repo = harness.wait_for("app", "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+    assert_eq!(repo["status"]["lastScanResult"]["latestTags"], json!(["8", "7"]));
+}
+
+#[test]
+fn a_cloud_provider_stalls_naming_it() {
+    let harness = Harness::start("provider");
+    harness.apply(image_repository(
+        "ecr",
+        "012345678901.dkr.ecr.eu-west-1.amazonaws.com/app",
+        json!({"provider": "aws"}),
+    ));
+    let repo = harness.wait_for("ecr", "Stalled", |o| {
+        ready_is(o, "False", "InvalidProviderConfiguration")
+    });
+    let conditions = repo["status"]["conditions"].as_array().unwrap();
+    let stalled = conditions.iter().find(|c| c["type"] == "Stalled").unwrap();
+    assert_eq!(stalled["status"], "True");
+    assert_eq!(stalled["reason"], "InvalidProviderConfiguration");
+    assert!(
+        message(&repo).starts_with("spec.provider 'aws' is not supported"),
+        "{}",
+        message(&repo)
+    );
+    assert_eq!(repo["status"]["observedGeneration"], 1);
+    assert!(
+        conditions.iter().all(|c| c["type"] != "Reconciling"),
+        "a stalled object is not reconciling: {conditions:?}"
+    );
+}
+
+/// `config/image-reflector/` applied for real (by kubectl's kustomize), and the controller run
+/// as its ServiceAccount with Flux's args: the shipped RBAC is enough to scan with a
+/// docker-config Secret and a ServiceAccount's pull secrets, write status, finalizer, events
+/// and hold its Lease in flux-system.
+#[test]
+fn the_shipped_rbac_is_enough_to_scan_as_the_service_account() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/image-reflector");
+    let _ = kubectl(&["create", "namespace", "flux-system"], None);
+    // Everything but the Deployment (`app` label), which nothing here could run;
+    // tests/integration/ship.rs validates it with the whole install.
+    ok(&["apply", "-n", "flux-system", "-k", config, "-l", "!app"], None);
+    // The admin's kubeconfig, acting as the shipped ServiceAccount.
+    let raw = ok(&["config", "view", "--raw", "--minify"], None);
+    let mut kubeconfig: Value = serde_yaml::from_str(&raw).unwrap();
+    kubeconfig["users"][0]["user"]["as"] =
+        json!("system:serviceaccount:flux-system:image-reflector-controller");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("controller.kubeconfig");
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+
+    let registry = Registry::start(Options {
+        htpasswd: Some(("ship", "it")),
+        ..Options::default()
+    });
+    registry.push("shipped/app", &["1.0.0", "1.0.1"]);
+    // Flux's args watch every namespace: a label keeps this controller to this test's objects.
+    let selector = format!("irc-install-test={}", std::process::id());
+    let harness = Harness::start_with(
+        "ship",
+        Some(&path),
+        &[format!("--watch-label-selector={selector}")],
+    );
+    let config = json!({"auths": {registry.host(): {"auth": b64("ship:it")}}}).to_string();
+    harness.apply(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": "pull"}, "data": {".dockerconfigjson": b64(&config)},
+    }));
+    harness.apply(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "puller"},
+        "imagePullSecrets": [{"name": "pull"}],
+    }));
+    let (key, value) = selector.split_once('=').unwrap();
+    for (name, extra) in [
+        ("by-secret", json!({"secretRef": {"name": "pull"}})),
+        ("by-sa", json!({"serviceAccountName": "puller"})),
+    ] {
+        let mut object = image_repository(name, &format!("{}/shipped/app", registry.host()), extra);
+        object["metadata"]["labels"] = json!({ key: value });
+        harness.apply(object);
+    }
+    for name in ["by-secret", "by-sa"] {
+        let repo = harness.wait_for(name, "Ready=True", |o| ready_is(o, "True", "Succeeded"));
+        assert_eq!(
+            repo["status"]["lastScanResult"]["latestTags"],
+            json!(["1.0.1", "1.0.0"])
+        );
+    }
+    let events = ok(
+        &[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &harness.namespace,
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(events.contains("successful scan"), "{events}");
+    let leases = ok(&["get", "leases", "-n", "flux-system", "-o", "name"], None);
+    assert!(
+        leases.contains("image-reflector-controller-leader-election"),
+        "{leases}"
+    );
+    assert!(
+        !harness.log().contains("forbidden"),
+        "the controller was refused something:\n{}",
+        harness.log()
     );
 }

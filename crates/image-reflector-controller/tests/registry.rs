@@ -7,7 +7,9 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use image_reflector::registry::{Credentials, ImageRef, Limits, RegistryClient, RegistryError, TlsOptions};
+use image_reflector::registry::{
+    Credentials, ImageRef, Limits, Proxy, RegistryClient, RegistryError, TlsOptions,
+};
 use support::paging::{LinkStyle, PagingFront};
 use support::token::{TokenRequest, TokenServer};
 use support::{Options, Registry};
@@ -418,5 +420,146 @@ async fn a_silent_server_is_cut_off_at_the_deadline() {
             "GET https://127.0.0.1:{port}/v2/: timed out: the operation's deadline passed \
              (over plain HTTP: GET http://127.0.0.1:{port}/v2/: timed out: the operation's deadline passed)"
         )
+    );
+}
+
+fn proxy_at(scheme: &str, port: u16, auth: Option<(&str, &str)>) -> Proxy {
+    Proxy::parse(
+        &format!("{scheme}://127.0.0.1:{port}"),
+        auth.map(|(u, _)| u.to_string()),
+        auth.map(|(_, p)| p.to_string()),
+    )
+    .unwrap()
+}
+
+fn proxied(tls: &TlsOptions, proxy: Proxy) -> RegistryClient {
+    RegistryClient::with_proxy(tls, Some(proxy), Limits::default()).unwrap()
+}
+
+#[tokio::test]
+async fn lists_tags_through_an_http_connect_proxy_that_demands_credentials() {
+    let registry = Registry::start(Options {
+        htpasswd: Some((USER, PASSWORD)),
+        ..Options::default()
+    });
+    registry.push("proxied/app", &["1.0.0", "2.0.0"]);
+    let image = ImageRef::parse(&format!("{}/proxied/app", registry.host()), false).unwrap();
+    let proxy = support::proxy::Proxy::start(Some(("squid", "ink")));
+
+    let wrong = proxied(
+        &TlsOptions::default(),
+        proxy_at("http", proxy.port, Some(("squid", "x"))),
+    );
+    let error = wrong
+        .list_tags(&image, Some(&credentials(PASSWORD)), deadline())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("proxy http://127.0.0.1:{}", proxy.port)),
+        "{error}"
+    );
+    assert!(
+        error.to_lowercase().contains("proxy authorization required"),
+        "{error}"
+    );
+    assert!(proxy.tunnels().is_empty(), "{:?}", proxy.tunnels());
+
+    let right = proxied(
+        &TlsOptions::default(),
+        proxy_at("http", proxy.port, Some(("squid", "ink"))),
+    );
+    let listed = right
+        .list_tags(&image, Some(&credentials(PASSWORD)), deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.into_iter().collect::<BTreeSet<_>>(),
+        set(&["1.0.0", "2.0.0"])
+    );
+    let through = format!("CONNECT {}", registry.host());
+    assert!(proxy.tunnels().contains(&through), "{:?}", proxy.tunnels());
+}
+
+#[tokio::test]
+async fn tls_to_the_registry_runs_inside_the_tunnel() {
+    let registry = Registry::start(Options {
+        tls: true,
+        ..Options::default()
+    });
+    registry.push("secure/app", &["1.0.0"]);
+    let image = ImageRef::parse(&format!("{}/secure/app", registry.host()), false).unwrap();
+    let proxy = support::proxy::Proxy::start(None);
+    let tls = TlsOptions {
+        ca_pem: Some(registry.ca_pem()),
+        ..TlsOptions::default()
+    };
+    let listed = proxied(&tls, proxy_at("http", proxy.port, None))
+        .list_tags(&image, None, deadline())
+        .await
+        .unwrap();
+    assert_eq!(listed, ["1.0.0"]);
+    // The ping and the listing may each open one; every one goes to the registry.
+    let tunnels = proxy.tunnels();
+    assert!(!tunnels.is_empty());
+    assert!(
+        tunnels
+            .iter()
+            .all(|t| *t == format!("CONNECT {}", registry.host())),
+        "{tunnels:?}"
+    );
+}
+
+#[tokio::test]
+async fn lists_tags_through_a_socks5_proxy_with_username_and_password() {
+    let registry = Registry::start(Options::default());
+    registry.push("socks/app", &["0.1.0", "0.2.0", "0.3.0"]);
+    let image = ImageRef::parse(&format!("{}/socks/app", registry.host()), false).unwrap();
+    let proxy = support::proxy::Proxy::start(Some(("sock", "puppet")));
+
+    let wrong = proxied(
+        &TlsOptions::default(),
+        proxy_at("socks5", proxy.port, Some(("sock", "x"))),
+    );
+    let error = wrong
+        .list_tags(&image, None, deadline())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("proxy socks5://127.0.0.1:{}", proxy.port)),
+        "{error}"
+    );
+    assert!(proxy.tunnels().is_empty(), "{:?}", proxy.tunnels());
+
+    let right = proxied(
+        &TlsOptions::default(),
+        proxy_at("socks5", proxy.port, Some(("sock", "puppet"))),
+    );
+    let listed = right.list_tags(&image, None, deadline()).await.unwrap();
+    assert_eq!(listed.len(), 3);
+    let through = format!("SOCKS5 {}", registry.host());
+    assert!(proxy.tunnels().contains(&through), "{:?}", proxy.tunnels());
+}
+
+#[tokio::test]
+async fn an_unreachable_proxy_fails_the_scan_naming_it() {
+    let registry = Registry::start(Options::default());
+    registry.push("lost/app", &["1.0.0"]);
+    let image = ImageRef::parse(&format!("{}/lost/app", registry.host()), false).unwrap();
+    // A port nothing listens on: the registry itself is never dialled.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let error = proxied(&TlsOptions::default(), proxy_at("http", port, None))
+        .list_tags(&image, None, deadline())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("proxy http://127.0.0.1:{port}")),
+        "{error}"
     );
 }

@@ -23,6 +23,9 @@ pub mod reason {
     pub const ACCESS_DENIED: &str = "AccessDenied";
     /// The object-level workload identity gate is off.
     pub const FEATURE_GATE_DISABLED: &str = "FeatureGateDisabled";
+    /// `spec.provider` names a cloud whose contextual login this controller does not do
+    /// (Flux's source-controller reason for a provider setting that cannot work).
+    pub const INVALID_PROVIDER_CONFIGURATION: &str = "InvalidProviderConfiguration";
     /// A reconcile step failed without a more specific reason.
     pub const FAILURE: &str = "Failure";
     /// Ready turned False by the result finalizer after an error without its own reason.

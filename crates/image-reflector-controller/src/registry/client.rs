@@ -21,6 +21,7 @@ use url::Url;
 
 use super::challenge::{Challenge, parse_challenge};
 use super::link::next_page;
+use super::proxy::{Proxy, Route};
 use super::reference::is_valid_tag;
 use super::response::{Fetched, error_chain, is_digest, is_html, status_error};
 use super::{ImageRef, RegistryError, display_url};
@@ -124,12 +125,17 @@ struct TokenResponse {
 
 /// A registry client for one TLS configuration.
 pub struct RegistryClient {
-    http: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    http: Client<HttpsConnector<Route>, Empty<Bytes>>,
     limits: Limits,
 }
 
 impl RegistryClient {
     pub fn new(tls: &TlsOptions, limits: Limits) -> Result<Self, RegistryError> {
+        Self::with_proxy(tls, None, limits)
+    }
+
+    /// A client whose connections all go through `proxy` (`proxySecretRef`).
+    pub fn with_proxy(tls: &TlsOptions, proxy: Option<Proxy>, limits: Limits) -> Result<Self, RegistryError> {
         let mut roots = rustls::RootCertStore::empty();
         let native = rustls_native_certs::load_native_certs();
         roots.add_parsable_certificates(native.certs);
@@ -176,11 +182,16 @@ impl RegistryClient {
         let mut http = HttpConnector::new();
         http.set_connect_timeout(Some(limits.request_timeout));
         http.enforce_http(false);
+        let to_proxy = HttpsConnectorBuilder::new()
+            .with_tls_config(config.clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http.clone());
         let https = HttpsConnectorBuilder::new()
             .with_tls_config(config)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(http);
+            .wrap_connector(Route::new(http, to_proxy, proxy));
         let http = Client::builder(TokioExecutor::new()).build(https);
         Ok(Self { http, limits })
     }

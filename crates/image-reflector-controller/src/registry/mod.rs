@@ -6,6 +6,7 @@
 mod challenge;
 mod client;
 mod link;
+mod proxy;
 mod reference;
 mod response;
 
@@ -15,6 +16,7 @@ use thiserror::Error;
 use url::Url;
 
 pub use client::{Credentials, Limits, RegistryClient, TlsOptions};
+pub use proxy::{Proxy, ProxyScheme};
 pub use reference::{ImageError, ImageRef};
 
 /// Why a registry operation failed. Only an invalid image is terminal; the rest are worth a

@@ -200,16 +200,18 @@ async fn steps(repo: &ImageRepository, ctx: &Context, now: Timestamp) -> (Outcom
         Ok(image) => image,
         Err(error) => return stalled(reason::IMAGE_URL_INVALID, error.to_string()),
     };
+    if let Err(message) = auth::provider_supported(spec.provider()) {
+        return stalled(reason::INVALID_PROVIDER_CONFIGURATION, message);
+    }
     let deadline = tokio::time::Instant::now() + spec.timeout();
     let namespace = repo.namespace().unwrap_or_default();
-    let auth = auth::scan_auth(
-        &ctx.client,
-        &namespace,
-        spec.secret_ref.as_ref().map(|r| r.name.as_str()),
-        spec.cert_secret_ref.as_ref().map(|r| r.name.as_str()),
-        &image,
-    )
-    .await;
+    let refs = auth::AuthRefs {
+        secret_ref: spec.secret_ref.as_ref().map(|r| r.name.as_str()),
+        cert_secret_ref: spec.cert_secret_ref.as_ref().map(|r| r.name.as_str()),
+        proxy_secret_ref: spec.proxy_secret_ref.as_ref().map(|r| r.name.as_str()),
+        service_account_name: spec.service_account_name.as_deref(),
+    };
+    let auth = auth::scan_auth(&ctx.client, &namespace, &refs, &image).await;
     let auth = match auth {
         Ok(auth) => auth,
         Err(error) => {
@@ -295,7 +297,8 @@ async fn scan(
     deadline: tokio::time::Instant,
     now: Timestamp,
 ) -> Result<ScanResult, String> {
-    let client = RegistryClient::new(&auth.tls, ctx.registry_limits.clone()).map_err(|e| e.to_string())?;
+    let client = RegistryClient::with_proxy(&auth.tls, auth.proxy, ctx.registry_limits.clone())
+        .map_err(|e| e.to_string())?;
     let listed = client
         .list_tags(image, auth.credentials.as_ref(), deadline)
         .await
