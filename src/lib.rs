@@ -12,6 +12,7 @@ pub mod kube_ext;
 pub mod remote;
 pub mod sops;
 pub mod source;
+pub(crate) mod tmpdir;
 
 /// The one classification every step error implements, shared by every controller.
 pub use flux_runtime::error;

@@ -241,6 +241,25 @@ impl ChangeSet {
             .find(|e| &e.object == object)
             .map(|e| e.action)
     }
+
+    /// The `output` of Flux's "server-side apply completed" log line: each object's action,
+    /// or with `grouped` (Flux's GroupChangeLog gate, fewer distinct keys for log stores) the
+    /// objects of each action. Keys sorted, as Go prints maps.
+    pub(crate) fn log_output(&self, grouped: bool) -> serde_json::Value {
+        let mut output = serde_json::Map::new();
+        for entry in &self.entries {
+            let (subject, action) = (entry.object.to_string(), entry.action.to_string());
+            if grouped {
+                let subjects = output.entry(action).or_insert_with(|| serde_json::json!([]));
+                if let Some(list) = subjects.as_array_mut() {
+                    list.push(subject.into());
+                }
+            } else {
+                output.insert(subject, action.into());
+            }
+        }
+        serde_json::Value::Object(output)
+    }
 }
 
 /// One line per entry, as Flux logs and puts in events.
@@ -330,6 +349,37 @@ mod tests {
             changes.push(object, api_version, action);
         }
         changes
+    }
+
+    // Before, no "server-side apply completed" line was logged, and the GroupChangeLog gate
+    // was accepted without effect.
+    #[test]
+    fn the_apply_log_output_is_fluxs_map_by_object_or_grouped_by_action() {
+        let cs = change_set([
+            (
+                ObjectRef::new("", "Namespace", "", "apps"),
+                "v1",
+                Action::Unchanged,
+            ),
+            (
+                ObjectRef::new("", "ConfigMap", "apps", "b"),
+                "v1",
+                Action::Created,
+            ),
+            (
+                ObjectRef::new("", "ConfigMap", "apps", "a"),
+                "v1",
+                Action::Created,
+            ),
+        ]);
+        assert_eq!(
+            cs.log_output(false).to_string(),
+            r#"{"ConfigMap/apps/a":"created","ConfigMap/apps/b":"created","Namespace/apps":"unchanged"}"#
+        );
+        assert_eq!(
+            cs.log_output(true).to_string(),
+            r#"{"created":["ConfigMap/apps/b","ConfigMap/apps/a"],"unchanged":["Namespace/apps"]}"#
+        );
     }
 
     #[test]

@@ -98,14 +98,16 @@ pub(crate) fn check_ready(
     Ok(())
 }
 
-/// Checks the dependency at `index` of `dependsOn`: its `readyExpr` when set (replacing the
-/// built-in check, as Flux without the AdditiveCELDependencyCheck gate), else [`check_ready`].
+/// Checks the dependency at `index` of `dependsOn`: its `readyExpr` when set, which replaces
+/// the built-in [`check_ready`] unless `additive` (Flux's AdditiveCELDependencyCheck gate)
+/// asks for both, the expression first.
 pub(crate) async fn check_dependency(
     ks: &Kustomization,
     index: usize,
     reference: &DependencyReference,
     dependency: &Kustomization,
     revision: &str,
+    additive: bool,
 ) -> Result<(), DependencyError> {
     let Some(expr) = reference.ready_expr.as_deref().filter(|e| !e.is_empty()) else {
         return check_ready(ks, dependency, revision);
@@ -118,6 +120,7 @@ pub(crate) async fn check_dependency(
     let as_value = |k: &Kustomization| serde_json::to_value(k).unwrap_or_default();
     let field = format!("dependsOn[{index}].readyExpr");
     match eval_ready_expr(field, expr.to_string(), as_value(ks), as_value(dependency)).await {
+        Ok(true) if additive => check_ready(ks, dependency, revision),
         Ok(true) => Ok(()),
         Ok(false) => Err(DependencyError::ReadyExprFalse(key)),
         Err(error) if error.is_terminal() => Err(DependencyError::InvalidReadyExpr(error)),
@@ -131,6 +134,7 @@ pub(crate) async fn check_dependencies(
     client: &Client,
     ks: &Kustomization,
     revision: &str,
+    additive: bool,
 ) -> Result<(), DependencyError> {
     for (index, dependency) in ks.spec.depends_on.iter().enumerate() {
         let (namespace, name) = dependency_key(ks, dependency);
@@ -144,7 +148,7 @@ pub(crate) async fn check_dependencies(
                 };
                 DependencyError::NotFound(format!("{namespace}/{name}"), message)
             })?;
-        check_dependency(ks, index, dependency, &dep, revision).await?;
+        check_dependency(ks, index, dependency, &dep, revision, additive).await?;
     }
     Ok(())
 }
@@ -230,7 +234,8 @@ mod tests {
                 0,
                 &reference("dep.status.lastAppliedRevision == 'r1'"),
                 &dep,
-                "r1"
+                "r1",
+                false
             )
             .await
             .is_ok()
@@ -241,6 +246,7 @@ mod tests {
             &reference("dep.metadata.name == self.metadata.name"),
             &dep,
             "r1",
+            false,
         )
         .await
         .unwrap_err();
@@ -248,10 +254,45 @@ mod tests {
             err.to_string(),
             "dependency 'apps/infra' is not ready according to readyExpr eval"
         );
-        let err = check_dependency(&me, 0, &reference("dep.status.("), &dep, "r1")
+        let err = check_dependency(&me, 0, &reference("dep.status.("), &dep, "r1", false)
             .await
             .unwrap_err();
         assert!(err.is_terminal(), "{err}");
+    }
+
+    // Before, the AdditiveCELDependencyCheck gate was accepted without effect: a readyExpr
+    // always replaced the built-in check.
+    #[tokio::test]
+    async fn with_the_additive_gate_the_built_in_check_follows_a_true_ready_expr() {
+        let repo = json!({"kind": "GitRepository", "name": "repo"});
+        let me = ks("app", repo.clone(), 1, json!({}));
+        // Not Ready by the built-in rules (generation 2 not observed).
+        let stale = ks("infra", repo.clone(), 2, ready(1, "r1"));
+        let fresh = ks("infra", repo, 1, ready(1, "r1"));
+        let reference = |expr: &str| DependencyReference {
+            name: "infra".into(),
+            namespace: None,
+            ready_expr: Some(expr.into()),
+        };
+        let yes = reference("dep.status.lastAppliedRevision == 'r1'");
+        let err = check_dependency(&me, 0, &yes, &stale, "r1", true)
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "dependency 'apps/infra' is not ready");
+        assert!(check_dependency(&me, 0, &yes, &fresh, "r1", true).await.is_ok());
+        assert!(
+            check_dependency(&me, 0, &yes, &fresh, "r2", true).await.is_err(),
+            "revision rule too"
+        );
+        // The expression still decides first.
+        let no = reference("dep.metadata.name == self.metadata.name");
+        let err = check_dependency(&me, 0, &no, &fresh, "r1", true)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dependency 'apps/infra' is not ready according to readyExpr eval"
+        );
     }
 
     #[test]
@@ -314,7 +355,7 @@ mod tests {
                 ".map(s, s + s)".repeat(24)
             )),
         };
-        let err = check_dependency(&me, 1, &reference, &dep, "r1")
+        let err = check_dependency(&me, 1, &reference, &dep, "r1", false)
             .await
             .unwrap_err();
         assert!(err.is_terminal());

@@ -21,6 +21,19 @@ pub struct FeatureGates {
     /// New work cancels a running health wait with Ready=False HealthCheckCanceled and an
     /// event (off, as in Flux: without it the wait is dropped silently and the new work runs).
     pub cancel_health_check_on_new_revision: bool,
+    /// No success event with `commit_status: update` (the one notification-controller turns
+    /// into a Git commit status): many Kustomizations would flood notifications.
+    pub disable_commit_status_event: bool,
+    /// A dependency's `readyExpr`, when true, is followed by the built-in readiness check
+    /// instead of replacing it.
+    pub additive_cel_dependency_check: bool,
+    /// Health checks wait until every object is Current or Failed instead of stopping at the
+    /// first Failed one.
+    pub disable_fail_fast_behavior: bool,
+    /// The "server-side apply completed" log line groups objects by action.
+    pub group_change_log: bool,
+    /// Source objects are read from the API server, never from the watch cache.
+    pub direct_source_fetch: bool,
     /// Gates set to a non-default value that change nothing in this controller, with why.
     pub without_effect: Vec<(&'static str, &'static str)>,
 }
@@ -34,6 +47,11 @@ impl Default for FeatureGates {
             migrate_api_version: false,
             object_level_workload_identity: false,
             cancel_health_check_on_new_revision: false,
+            disable_commit_status_event: false,
+            additive_cel_dependency_check: false,
+            disable_fail_fast_behavior: false,
+            group_change_log: false,
+            direct_source_fetch: false,
             without_effect: Vec::new(),
         }
     }
@@ -63,6 +81,10 @@ const GATES: &[Gate<FeatureGates>] = &[
         effect: Effect::Sets(|gates, on| gates.object_level_workload_identity = on),
     },
     Gate {
+        name: "DisableCommitStatusEvent",
+        effect: Effect::Sets(|gates, on| gates.disable_commit_status_event = on),
+    },
+    Gate {
         name: "CacheSecretsAndConfigMaps",
         effect: Effect::Nothing {
             default: false,
@@ -78,31 +100,19 @@ const GATES: &[Gate<FeatureGates>] = &[
     },
     Gate {
         name: "DirectSourceFetch",
-        effect: Effect::Nothing {
-            default: false,
-            why: "sources are always read directly",
-        },
+        effect: Effect::Sets(|gates, on| gates.direct_source_fetch = on),
     },
     Gate {
         name: "DisableFailFastBehavior",
-        effect: Effect::Nothing {
-            default: false,
-            why: "health checks always fail fast on a Failed object",
-        },
+        effect: Effect::Sets(|gates, on| gates.disable_fail_fast_behavior = on),
     },
     Gate {
         name: "GroupChangeLog",
-        effect: Effect::Nothing {
-            default: false,
-            why: "the change set is logged one line per object",
-        },
+        effect: Effect::Sets(|gates, on| gates.group_change_log = on),
     },
     Gate {
         name: "AdditiveCELDependencyCheck",
-        effect: Effect::Nothing {
-            default: false,
-            why: "readyExpr replaces the built-in dependency check",
-        },
+        effect: Effect::Sets(|gates, on| gates.additive_cel_dependency_check = on),
     },
     Gate {
         name: "CancelHealthCheckOnNewRevision",
@@ -138,6 +148,21 @@ mod tests {
             parse("ObjectLevelWorkloadIdentity=true")
                 .unwrap()
                 .object_level_workload_identity
+        );
+        let gates = parse(
+            "AdditiveCELDependencyCheck=true,DisableFailFastBehavior=true,GroupChangeLog=true,DirectSourceFetch=true",
+        )
+        .unwrap();
+        assert!(gates.additive_cel_dependency_check && gates.disable_fail_fast_behavior);
+        assert!(gates.group_change_log && gates.direct_source_fetch);
+        assert!(gates.without_effect.is_empty(), "{:?}", gates.without_effect);
+        let gates = parse("").unwrap();
+        // Flux v1.9.6's gate: a Flux Deployment setting it must start this controller.
+        assert!(!gates.disable_commit_status_event);
+        assert!(
+            parse("DisableCommitStatusEvent=true")
+                .unwrap()
+                .disable_commit_status_event
         );
     }
 

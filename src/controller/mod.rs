@@ -46,7 +46,7 @@ use crate::api::conditions::{READY, keys};
 use crate::api::kustomization::{KustomizationStatus, SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
 use crate::applier::{ApplierOptions, LiveWatches, Owner};
-use crate::source::{Fetcher, FetcherConfig};
+use crate::source::{Fetcher, FetcherConfig, LocalHosts};
 
 use identity::Identities;
 use options::RunOptions;
@@ -176,18 +176,26 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     for (gate, why) in &options.feature_gates.without_effect {
         tracing::warn!(gate, "feature gate has no effect in this controller: {why}");
     }
+    if options.feature_gates.direct_source_fetch {
+        tracing::info!(
+            "DirectSourceFetch feature gate is enabled, sources will be fetched directly from the API server bypassing the cache"
+        );
+    }
     let ignored = options.without_effect.set();
     if !ignored.is_empty() {
         tracing::warn!(flags = ?ignored, "flags accepted for compatibility with Flux have no effect in this controller");
     }
-    // Decrypted sources a killed predecessor (same /tmp after a container restart) left.
-    match crate::sops::workdir::remove_stale(&std::env::temp_dir()) {
-        Ok(removed) => {
-            for dir in removed {
-                tracing::info!(dir = %dir.display(), "removed the decrypted sources of a process that ended");
+    // Artifacts and decrypted sources a killed predecessor (same /tmp after a container
+    // restart) left: only our own session directories, whose lock nobody holds.
+    for prefix in [crate::source::CACHE_PREFIX, crate::sops::workdir::PREFIX] {
+        match crate::tmpdir::remove_stale(&std::env::temp_dir(), prefix) {
+            Ok(removed) => {
+                for dir in removed {
+                    tracing::info!(path = %dir.display(), "removed stale tmp dir");
+                }
             }
+            Err(error) => tracing::warn!(%error, "cannot look for tmp dirs left by ended processes"),
         }
-        Err(error) => tracing::warn!(%error, "cannot look for decrypted sources left by ended processes"),
     }
     let config = kube::Config::infer().await?;
     let Some(Started {
@@ -205,6 +213,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         max_artifact_bytes: options.max_artifact_size,
         // Retried by requeueing (see `Context::download_retry`), never inside a reconcile.
         retries: 0,
+        host_override: LocalHosts::from_env(|name| std::env::var(name).ok()),
         ..FetcherConfig::default()
     })?;
     let remote =

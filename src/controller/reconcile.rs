@@ -304,7 +304,8 @@ async fn conclude(
 }
 
 /// A pass that applied its revision: announced on every run, as Flux does (notification
-/// providers set commit statuses from it), then the next run at the interval.
+/// providers set commit statuses from it) unless the DisableCommitStatusEvent gate turns that
+/// event off, then the next run at the interval.
 fn succeeded(ctx: &Context, pass: &Pass) -> Action {
     let ks = &pass.ks;
     let message = format!(
@@ -313,7 +314,7 @@ fn succeeded(ctx: &Context, pass: &Pass) -> Action {
         duration::format(ks.spec.interval())
     );
     tracing::info!("{message}");
-    if commit_status_event(ctx) {
+    if !ctx.options.feature_gates.disable_commit_status_event {
         let mut notice = pass.info(
             reason::RECONCILIATION_SUCCEEDED,
             events::action::RECONCILE,
@@ -328,13 +329,6 @@ fn succeeded(ctx: &Context, pass: &Pass) -> Action {
         ctx.options.runtime.interval_jitter_percentage,
         random,
     ))
-}
-
-/// Whether the success event goes out. Flux (since v1.9.6) leaves it out with the feature gate
-/// `DisableCommitStatusEvent`; this controller does not accept that gate yet (branch kc-gaps
-/// adds it): once it does, this reads `!ctx.options.feature_gates.disable_commit_status_event`.
-fn commit_status_event(_ctx: &Context) -> bool {
-    true
 }
 
 /// A pass a step failed: its own notice always (as Flux sends it), a Warning when Ready

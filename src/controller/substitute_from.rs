@@ -37,13 +37,21 @@ impl StepError for VarsError {
     }
 }
 
+/// The postBuild variables, and the values that came from Secrets: an API server's validation
+/// error may echo one, and they are masked in apply errors as Flux masks them (since v1.9.6).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Substitution {
+    pub vars: BTreeMap<String, String>,
+    pub secret_values: Vec<String>,
+}
+
 /// `substituteFrom` in order (later ones win), then the inline `substitute` over all.
 pub(crate) async fn substitution_vars(
     client: &Client,
     ks: &Kustomization,
-) -> Result<BTreeMap<String, String>, VarsError> {
+) -> Result<Substitution, VarsError> {
     let Some(post_build) = &ks.spec.post_build else {
-        return Ok(BTreeMap::new());
+        return Ok(Substitution::default());
     };
     let namespace = ks.namespace().unwrap_or_default();
     let mut sources = Vec::new();
@@ -71,7 +79,7 @@ pub(crate) async fn substitution_vars(
             ),
         };
         match found {
-            Ok(Some(data)) => sources.push(data),
+            Ok(Some(data)) => sources.push((reference.kind, data)),
             Ok(None) if reference.optional => {}
             Ok(None) => {
                 return Err(VarsError::NotFound {
@@ -89,5 +97,55 @@ pub(crate) async fn substitution_vars(
             }
         }
     }
-    Ok(flux::merge_vars(sources, post_build.substitute.as_ref()))
+    Ok(merge(sources, post_build.substitute.as_ref()))
+}
+
+/// The variables of the read sources and the inline map, and the values read from Secrets as
+/// substitution writes them (newlines removed).
+fn merge(
+    sources: Vec<(SubstituteKind, BTreeMap<String, String>)>,
+    inline: Option<&BTreeMap<String, String>>,
+) -> Substitution {
+    let secret_values = sources
+        .iter()
+        .filter(|(kind, _)| *kind == SubstituteKind::Secret)
+        .flat_map(|(_, data)| data.values().map(|value| value.replace('\n', "")))
+        .collect();
+    let vars = flux::merge_vars(sources.into_iter().map(|(_, data)| data).collect(), inline);
+    Substitution { vars, secret_values }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    // Before, only SOPS-decrypted values were masked in apply errors: a Secret's value that the
+    // API server echoed went into the Ready condition and the event as is.
+    #[test]
+    fn values_from_secrets_are_kept_for_masking_and_others_are_not() {
+        let merged = merge(
+            vec![
+                (SubstituteKind::ConfigMap, map(&[("region", "eu-west-1")])),
+                (SubstituteKind::Secret, map(&[("token", "s3cr3t-t0ken\n")])),
+                (SubstituteKind::ConfigMap, map(&[("token", "overridden")])),
+            ],
+            Some(&map(&[("inline", "visible")])),
+        );
+        assert_eq!(merged.secret_values, ["s3cr3t-t0ken"]);
+        assert_eq!(
+            merged.vars,
+            map(&[
+                ("inline", "visible"),
+                ("region", "eu-west-1"),
+                ("token", "overridden")
+            ])
+        );
+    }
 }

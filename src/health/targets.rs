@@ -10,14 +10,16 @@ use super::wait::WaitTarget;
 
 /// The objects to wait for after an apply. `applied` lists `(apiVersion, object, current)` of
 /// what the apply wrote or found unchanged (skipped objects left out: nothing of ours changed
-/// them), `current` when the object is Current as soon as its write returned. Empty when there
-/// is nothing to wait for.
+/// them), `current` when the object is Current as soon as its write returned. `None` when
+/// nothing is checked (no `wait`, no `healthChecks`, nothing applied); otherwise the targets,
+/// the Kustomization itself left out as Flux does (the flux-system bootstrap applies its own
+/// Kustomization, which cannot be Ready while it waits): possibly none.
 pub(crate) fn wait_targets<'a>(
     ks: &Kustomization,
     applied: impl IntoIterator<Item = (&'a str, &'a ObjectRef, bool)>,
-) -> Vec<WaitTarget> {
-    if ks.spec.wait {
-        return applied
+) -> Option<Vec<WaitTarget>> {
+    let targets: Vec<WaitTarget> = if ks.spec.wait {
+        applied
             .into_iter()
             .map(|(api_version, object, current)| {
                 let namespace = (!object.namespace.is_empty()).then_some(object.namespace.as_str());
@@ -26,33 +28,34 @@ pub(crate) fn wait_targets<'a>(
                     ..WaitTarget::new(api_version, &object.kind, namespace, &object.name)
                 }
             })
-            .collect();
+            .collect()
+    } else {
+        ks.spec
+            .health_checks
+            .iter()
+            .map(health_check_target(ks))
+            .collect()
+    };
+    if targets.is_empty() {
+        return None;
     }
     let namespace = ks.metadata.namespace.as_deref().unwrap_or_default();
     let name = ks.metadata.name.as_deref().unwrap_or_default();
-    health_check_targets(namespace, name, &ks.spec.health_checks)
+    let is_self = |t: &WaitTarget| {
+        t.kind == "Kustomization" && t.name == name && t.namespace.as_deref() == Some(namespace)
+    };
+    Some(targets.into_iter().filter(|t| !is_self(t)).collect())
 }
 
-/// The objects named by `spec.healthChecks` of the Kustomization `ks_namespace/ks_name`:
-/// `apiVersion` defaults to `apps/v1` (what Flux's v1beta1 API assumed, still honoured),
-/// `namespace` to the Kustomization's; the Kustomization itself is left out, it never waits
-/// on itself.
-fn health_check_targets(
-    ks_namespace: &str,
-    ks_name: &str,
-    checks: &[NamespacedObjectKindReference],
-) -> Vec<WaitTarget> {
-    checks
-        .iter()
-        .map(|check| {
-            let api_version = given(check.api_version.as_deref()).unwrap_or("apps/v1");
-            let namespace = given(check.namespace.as_deref()).unwrap_or(ks_namespace);
-            WaitTarget::new(api_version, &check.kind, Some(namespace), &check.name)
-        })
-        .filter(|t| {
-            !(t.kind == "Kustomization" && t.name == ks_name && t.namespace.as_deref() == Some(ks_namespace))
-        })
-        .collect()
+/// A `spec.healthChecks` entry of `ks` as a target: `apiVersion` defaults to `apps/v1` (what
+/// Flux's v1beta1 API assumed, still honoured), `namespace` to the Kustomization's.
+fn health_check_target(ks: &Kustomization) -> impl Fn(&NamespacedObjectKindReference) -> WaitTarget + '_ {
+    let ks_namespace = ks.metadata.namespace.as_deref().unwrap_or_default();
+    move |check| {
+        let api_version = given(check.api_version.as_deref()).unwrap_or("apps/v1");
+        let namespace = given(check.namespace.as_deref()).unwrap_or(ks_namespace);
+        WaitTarget::new(api_version, &check.kind, Some(namespace), &check.name)
+    }
 }
 
 #[cfg(test)]
@@ -74,7 +77,8 @@ mod tests {
         .unwrap()
     }
 
-    fn shown(targets: &[WaitTarget]) -> Vec<String> {
+    fn shown(targets: Option<Vec<WaitTarget>>) -> Vec<String> {
+        let targets = targets.expect("a health check");
         targets.iter().map(|t| format!("{} {t}", t.api_version)).collect()
     }
 
@@ -88,7 +92,7 @@ mod tests {
         ]}));
         let applied = ObjectRef::new("", "ConfigMap", "flux-system", "ignored");
         assert_eq!(
-            shown(&wait_targets(&ks, [("v1", &applied, false)])),
+            shown(wait_targets(&ks, [("v1", &applied, false)])),
             [
                 "apps/v1 Deployment/flux-system/web",
                 "helm.toolkit.fluxcd.io/v2 HelmRelease/data/db",
@@ -103,7 +107,7 @@ mod tests {
         let namespace = ObjectRef::new("", "Namespace", "", "apps");
         let web = ObjectRef::new("apps", "Deployment", "apps", "web");
         assert_eq!(
-            shown(&wait_targets(
+            shown(wait_targets(
                 &ks,
                 [("v1", &namespace, false), ("apps/v1", &web, false)]
             )),
@@ -111,9 +115,48 @@ mod tests {
         );
     }
 
+    // Before, `wait: true` over a tree holding the Kustomization itself (flux-system's
+    // bootstrap) waited on its own Ready, which stays Unknown while it waits, until the
+    // timeout.
+    #[test]
+    fn wait_leaves_the_kustomization_itself_out() {
+        let ks = ks(json!({"wait": true}));
+        let itself = ObjectRef::new(
+            "kustomize.toolkit.fluxcd.io",
+            "Kustomization",
+            "flux-system",
+            "apps",
+        );
+        let other = ObjectRef::new(
+            "kustomize.toolkit.fluxcd.io",
+            "Kustomization",
+            "flux-system",
+            "infra",
+        );
+        let same_name = ObjectRef::new("kustomize.toolkit.fluxcd.io", "Kustomization", "apps", "apps");
+        let kustomize_v1 = "kustomize.toolkit.fluxcd.io/v1";
+        assert_eq!(
+            shown(wait_targets(
+                &ks,
+                [
+                    (kustomize_v1, &itself, false),
+                    (kustomize_v1, &other, false),
+                    (kustomize_v1, &same_name, false)
+                ]
+            )),
+            [
+                "kustomize.toolkit.fluxcd.io/v1 Kustomization/flux-system/infra",
+                "kustomize.toolkit.fluxcd.io/v1 Kustomization/apps/apps"
+            ]
+        );
+        // Only itself: a check with nothing to wait for (Flux reports it passed).
+        assert_eq!(wait_targets(&ks, [(kustomize_v1, &itself, false)]), Some(vec![]));
+    }
+
     #[test]
     fn nothing_to_wait_for_without_wait_or_health_checks() {
         let web = ObjectRef::new("apps", "Deployment", "apps", "web");
-        assert!(wait_targets(&ks(json!({})), [("apps/v1", &web, false)]).is_empty());
+        assert!(wait_targets(&ks(json!({})), [("apps/v1", &web, false)]).is_none());
+        assert!(wait_targets(&ks(json!({"wait": true})), []).is_none());
     }
 }

@@ -178,7 +178,7 @@ pub async fn wait(
     tokio::select! {
         biased;
         () = cancel => Err(HealthError::Canceled),
-        verdict = watch_until_verdict(watches, objects, exprs, timeout, None) => verdict,
+        verdict = watch_until_verdict(watches, objects, exprs, timeout, true, None) => verdict,
     }
 }
 
@@ -186,14 +186,16 @@ pub async fn wait(
 /// will be a real one: `undecided` is sent once every watch has listed its objects and they
 /// do not decide the wait yet. A wait decided by those first lists never sends it, so a
 /// caller can tell "already healthy" from "rollout in progress" without a timing guess.
+/// Without `fail_fast`, a Failed object ends the wait only once no object is still on its way.
 pub async fn wait_signalling(
     watches: &HealthWatches,
     objects: &[WaitTarget],
     exprs: &HealthExprs,
     timeout: Duration,
+    fail_fast: bool,
     undecided: tokio::sync::oneshot::Sender<()>,
 ) -> Result<Report, HealthError> {
-    watch_until_verdict(watches, objects, exprs, timeout, Some(undecided)).await
+    watch_until_verdict(watches, objects, exprs, timeout, fail_fast, Some(undecided)).await
 }
 
 async fn watch_until_verdict(
@@ -201,12 +203,13 @@ async fn watch_until_verdict(
     objects: &[WaitTarget],
     exprs: &HealthExprs,
     timeout: Duration,
+    fail_fast: bool,
     mut undecided: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Result<Report, HealthError> {
     let start = Instant::now();
     let deadline = start + timeout;
     let grace_end = start + NOT_FOUND_GRACE.min(timeout);
-    let mut board = Board::new(objects);
+    let mut board = Board::new(objects, fail_fast);
 
     let mut kinds: Vec<(String, String)> = Vec::new();
     for (entry, target) in board.entries.iter_mut().zip(objects) {
@@ -327,6 +330,9 @@ async fn start_watches(
 /// What is known about each awaited object.
 struct Board {
     entries: Vec<Entry>,
+    /// Stop at the first Failed object; otherwise only once every object is Current or Failed
+    /// (Flux's DisableFailFastBehavior gate turns it off).
+    fail_fast: bool,
 }
 
 struct Entry {
@@ -340,7 +346,7 @@ struct Entry {
 }
 
 impl Board {
-    fn new(targets: &[WaitTarget]) -> Self {
+    fn new(targets: &[WaitTarget], fail_fast: bool) -> Self {
         let entries = targets
             .iter()
             .map(|target| Entry {
@@ -350,7 +356,7 @@ impl Board {
                 expects_status: false,
             })
             .collect();
-        Self { entries }
+        Self { entries, fail_fast }
     }
 
     fn mark_kind(&mut self, api_version: &str, kind: &str, status: ObjectStatus) {
@@ -440,7 +446,12 @@ impl Board {
                 .collect();
             return Some(Ok(Report { objects }));
         }
-        if statuses.contains(&Some(Status::Failed)) {
+        let settled = || {
+            statuses
+                .iter()
+                .all(|s| matches!(s, Some(Status::Current | Status::Failed)))
+        };
+        if statuses.contains(&Some(Status::Failed)) && (self.fail_fast || settled()) {
             return Some(Err(HealthError::Failed(self.not_current())));
         }
         if grace_over && statuses.contains(&Some(Status::NotFound)) {
@@ -531,7 +542,8 @@ mod tests {
     use crate::health::cel;
 
     fn board(statuses: &[(WaitTarget, Option<ObjectStatus>)]) -> Board {
-        let mut board = Board::new(&statuses.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>());
+        let targets: Vec<WaitTarget> = statuses.iter().map(|(t, _)| t.clone()).collect();
+        let mut board = Board::new(&targets, true);
         for (entry, (_, status)) in board.entries.iter_mut().zip(statuses) {
             entry.status = status.clone();
         }
@@ -576,6 +588,37 @@ mod tests {
              CustomResourceDefinition/widgets.example.com: InProgress: Install in progress]"
         );
         assert_eq!(err.reason(), "HealthCheckFailed");
+    }
+
+    // Before, the DisableFailFastBehavior gate was accepted without effect: the first Failed
+    // object always ended the wait.
+    #[test]
+    fn without_fail_fast_a_failed_object_ends_the_wait_once_nothing_is_on_its_way() {
+        let failed = || Some(ObjectStatus::new(Status::Failed, "Progress deadline exceeded"));
+        let mut rolling = board(&[
+            (web(), failed()),
+            (crd(), Some(ObjectStatus::new(Status::InProgress, "Installing"))),
+        ]);
+        rolling.fail_fast = false;
+        assert!(
+            rolling.verdict(false).is_none(),
+            "the CRD may still become Current"
+        );
+        let mut settled = board(&[
+            (web(), failed()),
+            (
+                crd(),
+                Some(ObjectStatus::new(Status::Current, "CRD is established")),
+            ),
+        ]);
+        settled.fail_fast = false;
+        let Some(Err(err)) = settled.verdict(false) else {
+            panic!("nothing left on its way")
+        };
+        assert_eq!(
+            err.to_string(),
+            "failed early due to stalled resources: [Deployment/apps/web: Failed: Progress deadline exceeded]"
+        );
     }
 
     #[test]

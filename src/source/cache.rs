@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::SourceError;
+use crate::tmpdir::Session;
+
+/// The names of artifact cache directories in the temp dir.
+pub(crate) const CACHE_PREFIX: &str = "kustomize-controller-artifacts-";
 
 /// An extracted artifact. Read-only by contract: other reconciles may share it. Keeps its
 /// directory alive while held.
@@ -38,7 +42,7 @@ impl std::ops::Deref for ArtifactTree {
 struct TreeDir {
     path: PathBuf,
     // Keeps the cache directory alive as long as any tree in it.
-    _root: Arc<tempfile::TempDir>,
+    _root: Arc<Session>,
 }
 
 impl Drop for TreeDir {
@@ -68,17 +72,18 @@ struct State {
 
 /// The cache of extracted trees.
 pub(crate) struct TreeCache {
-    root: Arc<tempfile::TempDir>,
+    root: Arc<Session>,
     max_bytes: u64,
     next_dir: AtomicU64,
     state: Mutex<State>,
 }
 
 impl TreeCache {
-    /// Creates a private cache directory inside `parent`.
+    /// Creates a private cache directory inside `parent`: a session directory (see
+    /// [`crate::tmpdir`]), so that a killed process's trees are removed at the next start.
     pub(crate) fn new(parent: &Path, max_bytes: u64) -> Result<Self, SourceError> {
         std::fs::create_dir_all(parent)
-            .and_then(|()| tempfile::Builder::new().prefix("artifacts-").tempdir_in(parent))
+            .and_then(|()| Session::open(parent, CACHE_PREFIX))
             .map(|root| Self {
                 root: Arc::new(root),
                 max_bytes,
@@ -204,6 +209,33 @@ mod tests {
             .unwrap()
     }
 
+    // Before, the cache was a plain `artifacts-XXXX` temp dir: a killed process left its
+    // extracted trees in /tmp for good, and no sweep could tell them from another program's.
+    #[tokio::test]
+    async fn a_killed_process_s_cache_is_swept_at_start_and_a_live_one_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let live = TreeCache::new(parent.path(), 1000).unwrap();
+        let tree = fill_with(&live, "sha256:a", 10).await;
+        // What a killed process leaves: its cache with its trees, the lock held by nobody
+        // (the kernel drops it with the process; here, with the handle, the directory moved
+        // aside so that the drop does not remove it).
+        let dead = TreeCache::new(parent.path(), 1000).unwrap();
+        fill_with(&dead, "sha256:b", 10).await;
+        let dead_dir = dead.staging_dir().to_path_buf();
+        let aside = parent.path().join("aside");
+        std::fs::rename(&dead_dir, &aside).unwrap();
+        drop(dead);
+        std::fs::rename(&aside, &dead_dir).unwrap();
+        let name = dead_dir.file_name().unwrap().to_string_lossy().to_string();
+        assert!(name.starts_with("kustomize-controller-artifacts-"), "{name}");
+
+        let removed = crate::tmpdir::remove_stale(parent.path(), CACHE_PREFIX).unwrap();
+
+        assert_eq!(removed, std::slice::from_ref(&dead_dir));
+        assert!(!dead_dir.exists());
+        assert!(tree.root().join("data").exists(), "the live cache is kept");
+    }
+
     #[tokio::test]
     async fn a_cached_digest_is_not_filled_again() {
         let (_parent, cache) = new_cache(1000);
@@ -283,7 +315,12 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("boom"));
-        assert_eq!(std::fs::read_dir(cache.staging_dir()).unwrap().count(), 0);
+        let left: Vec<_> = std::fs::read_dir(cache.staging_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|name| name != "lock")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         assert!(cache.cached_keys().is_empty());
     }
 }

@@ -60,6 +60,13 @@ pub enum DigestError {
     Mismatch { expected: String },
 }
 
+impl DigestError {
+    /// The artifact was read but is not the one the digest names.
+    pub fn is_mismatch(&self) -> bool {
+        matches!(self, Self::Mismatch { .. })
+    }
+}
+
 impl ArtifactDigest {
     /// Parses `status.artifact.digest`. A bare hex string is read as sha256, as Flux does.
     pub fn parse(text: &str) -> Result<Self, DigestError> {

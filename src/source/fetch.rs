@@ -81,7 +81,7 @@ impl FetchInner {
     }
 
     pub(crate) async fn fetch(&self, artifact: &Artifact) -> Result<ArtifactTree, SourceError> {
-        let raw_url = match &self.config.host_override {
+        let raw_url = match self.config.host_override.for_url(&artifact.url) {
             Some(host) => override_host(&artifact.url, host),
             None => artifact.url.clone(),
         };

@@ -27,6 +27,7 @@ use crate::api::source::Artifact;
 use crate::error::{Retry, StepError};
 
 pub use cache::ArtifactTree;
+pub(crate) use cache::CACHE_PREFIX;
 pub use digest::{ArtifactDigest, DigestError};
 pub use extract::{ExtractError, ExtractLimits, ExtractStats, extract};
 pub use path::resolve_path;
@@ -56,9 +57,37 @@ pub struct FetcherConfig {
     /// Time allowed between bytes: for the response headers and for each body chunk. A
     /// stalled server fails the attempt instead of hanging the reconcile.
     pub read_timeout: Duration,
-    /// Replaces `host[:port]` of every artifact URL (Flux's `SOURCE_CONTROLLER_LOCALHOST`), for
-    /// running the controller outside the cluster.
-    pub host_override: Option<String>,
+    /// Replaces `host[:port]` of artifact URLs, for running the controller outside the cluster.
+    pub host_override: LocalHosts,
+}
+
+/// Flux's `SOURCE_CONTROLLER_LOCALHOST` and `SOURCE_WATCHER_LOCALHOST`: the `host[:port]` that
+/// replaces the host of artifact URLs served by source-controller, or by source-watcher.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalHosts {
+    pub source_controller: Option<String>,
+    pub source_watcher: Option<String>,
+}
+
+impl LocalHosts {
+    /// From the environment as Flux reads it; an empty variable is unset.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+        let read = |name: &str| var(name).filter(|host| !host.is_empty());
+        Self {
+            source_controller: read("SOURCE_CONTROLLER_LOCALHOST"),
+            source_watcher: read("SOURCE_WATCHER_LOCALHOST"),
+        }
+    }
+
+    /// The host for `url`: source-watcher's for its URLs (Flux tells them by `//source-watcher`
+    /// in the URL), source-controller's for every other.
+    pub fn for_url(&self, url: &str) -> Option<&str> {
+        if url.contains("//source-watcher") {
+            self.source_watcher.as_deref()
+        } else {
+            self.source_controller.as_deref()
+        }
+    }
 }
 
 impl FetcherConfig {
@@ -85,7 +114,7 @@ impl Default for FetcherConfig {
             retry_wait_max: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
-            host_override: None,
+            host_override: LocalHosts::default(),
         }
     }
 }
@@ -169,8 +198,6 @@ pub enum SourceError {
         path: PathBuf,
         cause: std::io::ErrorKind,
     },
-    #[error("kustomization path '{spec_path}' leads outside the source root")]
-    PathOutsideRoot { spec_path: String },
     #[error("kustomization path '{spec_path}': too many levels of symbolic links")]
     PathSymlinkLoop { spec_path: String },
 }
@@ -197,7 +224,8 @@ impl StepError for SourceError {
     }
 
     /// Flux's requeue rules: a blocked source is a configuration error; a source whose
-    /// artifact is not there yet is waited for like a dependency; a source that cannot be
+    /// artifact is not there yet (or not the one its status names) is waited for like a
+    /// dependency; a source that cannot be
     /// read or an artifact that cannot be understood backs off; the rest retry on the
     /// Kustomization's retry interval.
     fn retry(&self) -> Retry {
@@ -205,6 +233,7 @@ impl StepError for SourceError {
             Self::CrossNamespaceBlocked { .. } | Self::ExternalArtifactDisabled { .. } => Retry::Terminal,
             Self::SourceUnreadable { .. } | Self::InvalidArtifact { .. } => Retry::Backoff,
             Self::NoArtifact { .. } | Self::ArtifactNotFound { .. } => Retry::Dependency,
+            Self::Verify { source, .. } if source.is_mismatch() => Retry::Dependency,
             _ => Retry::RetryInterval,
         }
     }
@@ -217,6 +246,11 @@ impl StepError for SourceError {
             Self::NoArtifact { .. } => format!("Source artifact not found, retrying in {after}"),
             Self::ArtifactNotFound { .. } => {
                 format!("Source is not ready, artifact not found, retrying in {after}")
+            }
+            // The source moved on while this pass read it: its status names the new artifact
+            // soon (Flux v1.10.1).
+            Self::Verify { source, .. } if source.is_mismatch() => {
+                format!("Source is not ready, artifact digest changed, retrying in {after}")
             }
             other => other.to_string(),
         }
@@ -336,6 +370,37 @@ mod tests {
         assert_eq!(override_host("https://u:p@h:1?x=1", "l"), "https://u:p@l?x=1");
     }
 
+    // Before, neither variable was read: a controller run outside the cluster could not reach
+    // the artifacts.
+    #[test]
+    fn local_hosts_are_read_as_flux_reads_them() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| value.to_string())
+            }
+        };
+        let hosts = LocalHosts::from_env(env(&[
+            ("SOURCE_CONTROLLER_LOCALHOST", "localhost:9090"),
+            ("SOURCE_WATCHER_LOCALHOST", "localhost:9091"),
+        ]));
+        let controller =
+            "http://source-controller.flux-system.svc.cluster.local./gitrepository/ns/app/a.tar.gz";
+        let watcher =
+            "http://source-watcher.flux-system.svc.cluster.local./artifactgenerator/ns/app/a.tar.gz";
+        assert_eq!(hosts.for_url(controller), Some("localhost:9090"));
+        assert_eq!(hosts.for_url(watcher), Some("localhost:9091"));
+        // Only source-controller's set: source-watcher's URLs keep their host, as in Flux.
+        let hosts = LocalHosts::from_env(env(&[
+            ("SOURCE_CONTROLLER_LOCALHOST", "localhost:9090"),
+            ("SOURCE_WATCHER_LOCALHOST", ""),
+        ]));
+        assert_eq!(hosts.for_url(watcher), None);
+        assert_eq!(hosts.for_url(controller), Some("localhost:9090"));
+        assert_eq!(LocalHosts::from_env(env(&[])), LocalHosts::default());
+    }
+
     #[test]
     fn flux_requeue_rules() {
         let dep = Duration::from_secs(30);
@@ -358,8 +423,20 @@ mod tests {
             namespace: "other".into(),
             name: "app".into(),
         };
+        let changed = SourceError::Verify {
+            url: "http://x/a.tar.gz".into(),
+            source: DigestError::Mismatch {
+                expected: "sha256:abc".into(),
+            },
+        };
+        let malformed = SourceError::Verify {
+            url: "http://x/a.tar.gz".into(),
+            source: DigestError::InvalidFormat("sha256:abc".into()),
+        };
         let retries = [
             (&no_artifact, Retry::Dependency),
+            (&changed, Retry::Dependency),
+            (&malformed, Retry::RetryInterval),
             (&gone, Retry::Dependency),
             (&missing, Retry::RetryInterval),
             (&blocked, Retry::Terminal),
@@ -375,6 +452,12 @@ mod tests {
             gone.condition_message(dep),
             "Source is not ready, artifact not found, retrying in 30s"
         );
+        // Before, a digest mismatch waited the retry interval with the fetch error.
+        assert_eq!(
+            changed.condition_message(dep),
+            "Source is not ready, artifact digest changed, retrying in 30s"
+        );
+        assert_eq!(changed.reason(), "ArtifactFailed");
         assert_eq!(missing.reason(), "ArtifactFailed");
         assert!(blocked.is_terminal());
         assert_eq!(blocked.reason(), "AccessDenied");

@@ -7,17 +7,15 @@ use std::path::{Component, Path, PathBuf};
 
 use super::SourceError;
 
-/// How many symbolic links one resolution may follow (Linux's limit).
-const MAX_SYMLINK_HOPS: usize = 40;
+/// How many symbolic links one resolution may follow (Go's SecureJoin limit, which Flux uses).
+const MAX_SYMLINK_HOPS: usize = 255;
 
-/// Joins `spec_path` to `root`, following symbolic links one component at a time so that no
-/// link and no `..` can lead outside `root`. A leading `/` means the root, as in Flux. The
-/// result exists; it is `root` itself when `spec_path` is empty or missing.
+/// Joins `spec_path` to `root` as Flux's SecureJoin does: the root is the filesystem root of
+/// the walk, so a `..` at the root stays there and an absolute symbolic link starts again from
+/// it; no path and no link can lead outside `root`. Links are followed one component at a
+/// time. The result exists; it is `root` itself when `spec_path` is empty or missing.
 pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, SourceError> {
     let spec = spec_path.unwrap_or("");
-    let outside = || SourceError::PathOutsideRoot {
-        spec_path: spec.to_string(),
-    };
 
     // Components still to walk, last one on top.
     let mut pending: Vec<OsString> = Vec::new();
@@ -26,7 +24,8 @@ pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, Sou
     let mut hops = 0;
     while let Some(part) = pending.pop() {
         if part == ".." {
-            resolved.pop().ok_or_else(outside)?;
+            // Clamped: above the root is the root.
+            resolved.pop();
             continue;
         }
         let shown = join(Path::new(""), &resolved).join(&part);
@@ -41,22 +40,32 @@ pub fn resolve_path(root: &Path, spec_path: Option<&str>) -> Result<PathBuf, Sou
                 }
                 let target = fs::read_link(&candidate).map_err(|e| not_found(&shown, e))?;
                 if target.has_root() {
-                    return Err(outside());
+                    resolved.clear();
                 }
                 push_components(&mut pending, &target);
             }
             Ok(_) => resolved.push(part),
-            Err(e) => {
-                // Report the path as resolved so far plus what was left, like Go's SecureJoin,
-                // but relative to the root: where the artifact lies on disk is no tenant's
-                // business (it let one aim writes at another's tree).
-                let mut missing = shown;
-                missing.extend(pending.iter().rev());
-                return Err(not_found(&missing, e));
-            }
+            // As SecureJoin: a missing component is taken as a name, and the walk goes on (a
+            // later `..` may leave it); whether the result exists is checked at the end.
+            Err(e) if is_not_exist(&e) => resolved.push(part),
+            Err(e) => return Err(not_found(&shown, e)),
         }
     }
-    Ok(join(root, &resolved))
+    let path = join(root, &resolved);
+    // Flux's stat of the result, reported relative to the root: where the artifact lies on
+    // disk is no tenant's business (it let one aim writes at another's tree).
+    match fs::metadata(&path) {
+        Ok(_) => Ok(path),
+        Err(e) => Err(not_found(&join(Path::new(""), &resolved), e)),
+    }
+}
+
+/// Go's `IsNotExist` as SecureJoin reads it: ENOENT or ENOTDIR.
+fn is_not_exist(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
 }
 
 /// Pushes the components of `path` so that the first one is popped first. `..` is kept for
@@ -129,30 +138,60 @@ mod tests {
         );
     }
 
+    // Before, an escaping path was an error ("leads outside the source root") where Flux
+    // builds the root: Flux's SecureJoin clamps `..` and absolute links to the artifact root.
     #[test]
-    fn dot_dot_escapes_are_refused_by_name() {
+    fn dot_dot_escapes_are_clamped_to_the_root() {
         let dir = tree();
         let root = dir.path().join("root");
-        let err = resolve_path(&root, Some("../..")).unwrap_err();
+        for spec in ["..", "../..", "/../../", "apps/../../.."] {
+            assert_eq!(resolve_path(&root, Some(spec)).unwrap(), root, "{spec}");
+        }
+        assert_eq!(
+            resolve_path(&root, Some("../../apps/prod")).unwrap(),
+            root.join("apps/prod")
+        );
+        // A missing component is a name a later `..` may leave, as in SecureJoin.
+        assert_eq!(
+            resolve_path(&root, Some("nothing/../apps/prod")).unwrap(),
+            root.join("apps/prod")
+        );
+        let err = resolve_path(&root, Some("apps/../../secret")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "kustomization path '../..' leads outside the source root"
+            "kustomization path not found: stat secret: no such file or directory"
         );
         assert_eq!(err.reason(), "ArtifactFailed");
-        assert!(resolve_path(&root, Some("apps/../../secret")).is_err());
     }
 
     #[test]
-    fn symlinks_leading_outside_are_refused() {
+    fn symlinks_leading_outside_are_clamped_to_the_root() {
         let dir = tree();
         let root = dir.path().join("root");
-        for spec in ["escape", "escape/", "etc", "./etc/passwd"] {
-            let err = resolve_path(&root, Some(spec)).unwrap_err();
-            assert_eq!(
-                err.to_string(),
-                format!("kustomization path '{spec}' leads outside the source root")
-            );
-        }
+        // `escape` -> ../secret: the parent of the root is the root, which has no `secret`.
+        let err = resolve_path(&root, Some("escape")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "kustomization path not found: stat secret: no such file or directory"
+        );
+        // `etc` -> /etc: an absolute link starts from the artifact root, where `etc` is that
+        // link again (SecureJoin gives up the same way).
+        let err = resolve_path(&root, Some("./etc/passwd")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "kustomization path './etc/passwd': too many levels of symbolic links"
+        );
+        symlink("/secret", root.join("hidden")).unwrap();
+        let err = resolve_path(&root, Some("hidden")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "kustomization path not found: stat secret: no such file or directory"
+        );
+        symlink("/apps/prod", root.join("absolute")).unwrap();
+        assert_eq!(
+            resolve_path(&root, Some("absolute")).unwrap(),
+            root.join("apps/prod")
+        );
     }
 
     #[test]

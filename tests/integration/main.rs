@@ -14,6 +14,7 @@ mod events;
 mod failover;
 mod flux_build_cli;
 mod flux_cli;
+mod flux_gaps;
 mod flux_gitops;
 mod foundation;
 mod handover;

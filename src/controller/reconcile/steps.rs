@@ -26,7 +26,9 @@ use crate::flux::{self, Built};
 use crate::health::cel::HealthExprs;
 use crate::health::{self, HealthCheckFailed, HealthError};
 use crate::sops;
-use crate::source::{ArtifactTree, SourceAccess, SourceError, get_artifact_cached, resolve_path};
+use crate::source::{
+    ArtifactTree, SourceAccess, SourceError, get_artifact, get_artifact_cached, resolve_path,
+};
 
 use super::pass::{Pass, Reached, Rollout, StepFailure};
 use crate::controller::dependencies::{DependencyError, check_dependencies};
@@ -59,15 +61,19 @@ pub(super) async fn health_exprs(pass: &Pass) -> Result<Arc<HealthExprs>, StepFa
     Ok(Arc::new(exprs))
 }
 
-/// The source and its artifact, from the source caches.
+/// The source and its artifact, from the source caches (from the API server with Flux's
+/// DirectSourceFetch gate).
 pub(super) async fn resolve(pass: &mut Pass, ctx: &Context) -> Result<Artifact, StepFailure> {
     let access = SourceAccess {
         no_cross_namespace_refs: ctx.options.no_cross_namespace_refs,
         external_artifact: ctx.options.feature_gates.external_artifact,
     };
-    let resolved = get_artifact_cached(&ctx.client, &pass.ks, access, &ctx.sources)
-        .await
-        .map_err(|e| pass.fail(e))?;
+    let resolved = if ctx.options.feature_gates.direct_source_fetch {
+        get_artifact(&ctx.client, &pass.ks, access).await
+    } else {
+        get_artifact_cached(&ctx.client, &pass.ks, access, &ctx.sources).await
+    };
+    let resolved = resolved.map_err(|e| pass.fail(e))?;
     pass.source = Some(events::source_reference(&resolved));
     let artifact = resolved.artifact;
     pass.revision = Some(artifact.revision.clone());
@@ -81,7 +87,8 @@ pub(super) async fn depends_on(pass: &Pass, ctx: &Context, artifact: &Artifact) 
     if pass.ks.spec.depends_on.is_empty() {
         return Ok(());
     }
-    check_dependencies(&ctx.client, &pass.ks, &artifact.revision)
+    let additive = ctx.options.feature_gates.additive_cel_dependency_check;
+    check_dependencies(&ctx.client, &pass.ks, &artifact.revision, additive)
         .await
         .map_err(|e| dependency_failure(pass, e))
 }
@@ -140,9 +147,10 @@ pub(super) async fn build(
     artifact: &Artifact,
 ) -> Result<(Built, BuiltRevision), StepFailure> {
     let (ks, spec) = (&pass.ks, &pass.ks.spec);
-    let vars = substitution_vars(&ctx.client, ks)
+    let substitution = substitution_vars(&ctx.client, ks)
         .await
         .map_err(|e| pass.fail(e))?;
+    let vars = substitution.vars;
     // SOPS keys from spec.decryption's Secret.
     let age_secret = (ctx.options.sops_age_secret.as_deref())
         .map(|name| (ctx.options.runtime.runtime_namespace.as_str(), name));
@@ -155,7 +163,7 @@ pub(super) async fn build(
     let remote = ctx.remote.until(deadline);
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let key = object_key(ks);
-    let built = build_within(&ctx.builds, &key, deadline, move || {
+    let mut built = build_within(&ctx.builds, &key, deadline, move || {
         let options = BuildOptions::new().with_remote(remote);
         let keys = keys.as_ref();
         flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys, deadline)
@@ -164,6 +172,8 @@ pub(super) async fn build(
     .map_err(|e| pass.fail(e))?
     .map_err(|e| pass.fail(e))?;
     drop(tree);
+    // Masked in apply errors with the decrypted values.
+    built.masks.extend(substitution.secret_values);
     // Said once per revision: the interval's rebuilds of the same input would repeat it.
     if pass.old.last_applied_revision.as_deref() != Some(artifact.revision.as_str()) {
         for warning in &built.warnings {
@@ -217,6 +227,10 @@ pub(super) async fn apply(
         };
         pass.fail_with(masked, |f| f.build = Some(build))
     })?;
+    if !changes.is_empty() {
+        let output = changes.log_output(ctx.options.feature_gates.group_change_log);
+        tracing::info!(%output, "server-side apply completed");
+    }
     let lines = changed_lines(ctx, &changes);
     // Flux's apply event: the objects created or configured, when there are any.
     if !lines.is_empty() {
@@ -326,16 +340,24 @@ pub(super) async fn check_health(
                 applied.current_as_applied.contains(&e.object),
             )
         });
-    let targets = health::wait_targets(&ks, checked);
-    if targets.is_empty() {
+    let Some(targets) = health::wait_targets(&ks, checked) else {
         return Reached::Verdict(rollout, None);
+    };
+    if targets.is_empty() {
+        // Checked, with nothing left to wait for (the Kustomization itself): passed at once.
+        let passed = Waited {
+            verdict: Ok(health::Report { objects: Vec::new() }),
+            elapsed: Duration::ZERO,
+        };
+        return Reached::Verdict(rollout, Some(passed));
     }
     pass.enter(Progress::HealthChecks);
     let (watches, timeout) = (tools.health.clone(), ks.spec.timeout());
+    let fail_fast = !ctx.options.feature_gates.disable_fail_fast_behavior;
     let started = ctx
         .waits
         .start(ObjectRef::from_obj(ks.as_ref()), |undecided| async move {
-            health::wait_signalling(&watches, &targets, &exprs, timeout, undecided).await
+            health::wait_signalling(&watches, &targets, &exprs, timeout, fail_fast, undecided).await
         });
     let settled = if rolling_out {
         Settled::Undecided(started)

@@ -61,8 +61,21 @@ struct SpanFields(Vec<(String, Value)>);
 #[derive(Default)]
 struct FieldVisitor(Vec<(String, Value)>);
 
+/// Fields Flux's lines carry as JSON objects (a change set's `output` map): recorded as JSON
+/// text, written as the object it spells.
+const JSON_FIELDS: &[&str] = &["output"];
+
 impl FieldVisitor {
     fn put(&mut self, field: &Field, value: Value) {
+        let value = match value {
+            Value::String(text) if JSON_FIELDS.contains(&field.name()) => {
+                serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .filter(|v| v.is_object() || v.is_array())
+                    .unwrap_or(Value::String(text))
+            }
+            other => other,
+        };
         let name = field.name();
         match self.0.iter_mut().find(|(key, _)| key == name) {
             Some(slot) => slot.1 = value,
@@ -372,6 +385,20 @@ mod tests {
         assert_eq!(
             line["ImageRepository"],
             serde_json::json!({"name": "podinfo", "namespace": "apps"})
+        );
+    }
+
+    #[test]
+    fn a_change_set_output_is_written_as_the_map_it_is() {
+        let lines = lines(LogEncoding::Json, || {
+            let output = serde_json::json!({"ConfigMap/apps/a": "created"});
+            tracing::info!(%output, note = r#"{"not": "a map field"}"#, "server-side apply completed");
+        });
+        let line: Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(line["output"], serde_json::json!({"ConfigMap/apps/a": "created"}));
+        assert_eq!(
+            line["note"], r#"{"not": "a map field"}"#,
+            "other fields stay text"
         );
     }
 
