@@ -37,14 +37,14 @@ struct Intended {
 const INTENDED: &[Intended] = &[
     Intended {
         field: "ImageRepository/* conditions",
-        pattern: r"with checksum \S+",
+        pattern: r"with checksum [0-9a-z:]+",
         replacement: "with checksum <checksum>",
         reason: "Flux's Badger store names a decimal adler32 checksum of the tag list; our \
                  per-object file store names a sha256: revision (reference §4.4, FluxStorage)",
     },
     Intended {
         field: "ImageRepository/* events",
-        pattern: r"with checksum \S+",
+        pattern: r"with checksum [0-9a-z:]+",
         replacement: "with checksum <checksum>",
         reason: "the Ready message is the event's message: same checksum format as above",
     },
@@ -329,9 +329,10 @@ fn settled(namespace: &str, extra: &dyn Fn(&Value) -> bool) -> bool {
         let ready = o["status"]["conditions"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
-        ready.is_some_and(|r| r["status"] != "Unknown")
-            && o["status"]["observedGeneration"] == o["metadata"]["generation"]
-            && extra(o)
+        // The condition's generation: a failing object's status keeps its old one.
+        ready.is_some_and(|r| {
+            r["status"] != "Unknown" && r["observedGeneration"] == o["metadata"]["generation"]
+        }) && extra(o)
     })
 }
 
