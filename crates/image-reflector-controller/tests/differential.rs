@@ -9,6 +9,14 @@
 //! in the order first seen (retries repeat them at each controller's own backoff, so their
 //! count is not compared). Times are not compared and namespaces are masked.
 //!
+//! Scenarios: a plain scan with the default exclusion list, a custom exclusion list, a
+//! repository missing on the registry, 401 without credentials, a missing secretRef, a URL
+//! scheme and a tag in the image, a suspended repository; semver, alphabetical (both orders) and
+//! numerical policies, filterTags with extract (a match, a non-numeric value, no match, a bad
+//! regex), an invalid semver range, a missing ImageRepository, a repository with no tags, digest
+//! reflection and a suspended policy; then a new tag (`latestRef`, `observedPreviousRef`, the
+//! event) and a rescan that finds the same tags.
+//!
 //! Needs the e2e control plane (`KUBECONFIG`, `E2E_BIN`), the peer and Debian's
 //! docker-registry: `make test` runs it.
 
@@ -73,6 +81,12 @@ fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static s
         });
         ("ImagePolicy", name, value)
     };
+    let mut digest = policy("digest", "app", json!({"semver": {"range": "1.0.x"}}), None);
+    digest.2["spec"]["digestReflectionPolicy"] = json!("IfNotPresent");
+    let mut held = policy("held", "ubuntu", json!({"alphabetical": {}}), None);
+    held.2["spec"]["suspend"] = json!(true);
+    // Applied in this order: each policy after its repository, or a controller may see the
+    // policy before the repository exists (a race, not a difference).
     vec![
         // A plain scan, with a signature tag the default exclusion list drops.
         repo(
@@ -107,6 +121,21 @@ fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static s
             "suspended",
             json!({"image": format!("{host}/team/app"), "interval": "1h", "suspend": true}),
         ),
+        // Stalled on the spec: a URL scheme, a tag in the image.
+        repo(
+            "scheme",
+            json!({"image": format!("https://{host}/team/app"), "interval": "1h"}),
+        ),
+        repo(
+            "tagged",
+            json!({"image": format!("{host}/team/app:1.0.0"), "interval": "1h"}),
+        ),
+        // A secretRef that does not exist.
+        repo(
+            "no-secret",
+            json!({"image": format!("{}/team/secret", auth.host()), "interval": "1h",
+                   "secretRef": {"name": "absent"}}),
+        ),
         policy("semver", "app", json!({"semver": {"range": "1.0.x"}}), None),
         policy("asc", "ubuntu", json!({"alphabetical": {"order": "asc"}}), None),
         policy("desc", "ubuntu", json!({"alphabetical": {"order": "desc"}}), None),
@@ -129,9 +158,17 @@ fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static s
             json!({"numerical": {"order": "asc"}}),
             Some(json!({"pattern": "^release-(?P<id>[0-9]+)$", "extract": "$id"})),
         ),
+        policy(
+            "bad-regex",
+            "builds",
+            json!({"numerical": {"order": "asc"}}),
+            Some(json!({"pattern": "^main-(", "extract": "$1"})),
+        ),
         policy("bad-range", "app", json!({"semver": {"range": "*-*"}}), None),
         policy("no-repo", "missing", json!({"semver": {"range": "1.0.x"}}), None),
         policy("on-absent", "absent", json!({"semver": {"range": "1.0.x"}}), None),
+        digest,
+        held,
     ]
 }
 
@@ -395,14 +432,14 @@ fn compare(tally: &mut Tally, step: &str, ours: &Snapshot, flux: &Snapshot) {
     }
 }
 
-fn request_scan(namespace: &str, at: &str) {
+fn request_scan(namespace: &str, object: &str, at: &str) {
     ok(
         &[
             "annotate",
             "-n",
             namespace,
             "--overwrite",
-            "imagerepository/app",
+            object,
             &format!("reconcile.fluxcd.io/requestedAt={at}"),
         ],
         None,
@@ -444,11 +481,37 @@ fn flux_and_ours_agree_on_the_same_objects() {
 
     // A new tag in range, picked up on a requested scan in both namespaces.
     plain.push("team/app", &["1.0.2"]);
-    request_scan(&harness.namespace, "new-tag");
-    request_scan(&flux.0, "new-tag");
-    let moved = |o: &Value| o["metadata"]["name"] != "semver" || o["status"]["latestRef"]["tag"] == "1.0.2";
+    // And a rescan that finds the same tags.
+    for namespace in [&harness.namespace, &flux.0] {
+        request_scan(namespace, "imagerepository/app", "new-tag");
+        request_scan(namespace, "imagerepository/ubuntu", "same-tags");
+    }
+    let moved = |o: &Value| match o["metadata"]["name"].as_str() {
+        Some("semver") => o["status"]["latestRef"]["tag"] == "1.0.2",
+        Some("ubuntu") => o["status"]["lastHandledReconcileAt"] == "same-tags",
+        _ => true,
+    };
     let (ours, theirs) = stable(&harness.namespace, &flux.0, &peer, &harness, &moved);
     compare(&mut tally, "new tag", &ours, &theirs);
+    // The comparison covered what the steps were for (texts from the reference, §3.2 5 and 20).
+    let app = format!("{}/team/app", plain.host());
+    let expected = [
+        (
+            "ImagePolicy/semver events",
+            format!("Latest image tag for {app} resolved to 1.0.2 (previously {app}:1.0.1)"),
+        ),
+        (
+            "ImageRepository/ubuntu events",
+            "tags did not change, next scan in 1h0m0s".to_string(),
+        ),
+    ];
+    for (field, note) in expected {
+        let seen = theirs[field].as_array().unwrap();
+        assert!(
+            seen.iter().any(|e| e[2] == note.as_str()),
+            "{field}: no {note:?} in {seen:?}"
+        );
+    }
 
     eprintln!(
         "differential: {} scenarios, {} fields compared, {} identical, {} intended differences \
