@@ -58,7 +58,7 @@ test: tools
 	export E2E_FLUX_IRC_BIN=$$(e2e/fluxirc/build.sh); \
 	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
 	$(CARGO) test --locked -p kustomize-engine --test conformance || status=$$?; \
-	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server --test registry --test hostile --test flux_peer --test controller --test policy || status=$$?; \
+	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server --test registry --test hostile --test flux_peer --test controller --test policy --test differential || status=$$?; \
 	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \

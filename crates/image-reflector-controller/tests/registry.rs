@@ -63,7 +63,8 @@ async fn basic_auth_401_without_credentials_and_tags_with_them() {
     assert_eq!(
         anonymous.to_string(),
         format!(
-            "GET http://{}/v2/private/app/tags/list?n=1000: UNAUTHORIZED: authentication required",
+            "GET http://{}/v2/private/app/tags/list?n=1000: UNAUTHORIZED: authentication required; \
+             [map[Action:pull Class: Name:private/app Type:repository]]",
             registry.host()
         )
     );
@@ -293,7 +294,8 @@ async fn a_missing_repository_is_named_by_the_registry() {
     assert_eq!(
         err.to_string(),
         format!(
-            "GET http://{}/v2/no/such-repo/tags/list?n=1000: NAME_UNKNOWN: repository name not known to registry",
+            "GET http://{}/v2/no/such-repo/tags/list?n=1000: NAME_UNKNOWN: repository name not known to \
+             registry; map[name:no/such-repo]",
             registry.host()
         )
     );

@@ -27,6 +27,59 @@ struct ErrorEntry {
     code: String,
     #[serde(default)]
     message: String,
+    /// ggcr appends it to the message as Go's `%v` prints decoded JSON (`; map[name:foo]`).
+    #[serde(default)]
+    detail: Option<serde_json::Value>,
+}
+
+impl ErrorEntry {
+    fn text(&self) -> String {
+        match &self.detail {
+            Some(detail) if !detail.is_null() => {
+                format!("{}: {}; {}", self.code, self.message, go_value(detail))
+            }
+            _ => format!("{}: {}", self.code, self.message),
+        }
+    }
+}
+
+/// Go's `%v` of a value `encoding/json` decoded into `interface{}`: maps with sorted keys,
+/// slices space-separated, numbers as float64.
+fn go_value(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "<nil>".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => go_float(n.as_f64().unwrap_or_default()),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_value).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let entries: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{k}:{}", go_value(v)))
+                .collect();
+            format!("map[{}]", entries.join(" "))
+        }
+    }
+}
+
+/// Go's `%v` of a float64 (`%g`, shortest): an exponent below -4 or from 6 on is written
+/// `1.5e+06`, others in plain decimals.
+fn go_float(f: f64) -> String {
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or_default();
+    if f != 0.0 && !(-4..6).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    } else {
+        format!("{f}")
+    }
 }
 
 pub(super) fn is_html(fetched: &Fetched) -> bool {
@@ -61,7 +114,7 @@ pub(super) fn status_error(method: &'static str, url: &Url, fetched: &Fetched) -
             body.errors
                 .iter()
                 .filter(|e| !e.code.is_empty() || !e.message.is_empty())
-                .map(|e| format!("{}: {}", e.code, e.message))
+                .map(ErrorEntry::text)
                 .collect::<Vec<_>>()
         })
         .filter(|codes| !codes.is_empty());
@@ -144,7 +197,7 @@ mod tests {
                     &[],
                 ),
                 "GET",
-                "GET https://r.example:5000/v2/foo/tags/list?n=1000: NAME_UNKNOWN: repository name not known to registry",
+                "GET https://r.example:5000/v2/foo/tags/list?n=1000: NAME_UNKNOWN: repository name not known to registry; map[name:foo]",
             ),
             (
                 fetched(
@@ -177,6 +230,26 @@ mod tests {
         ];
         for (response, method, message) in table {
             assert_eq!(status_error(method, &url, &response).to_string(), message);
+        }
+    }
+
+    /// The first row as Flux's controller wrote it (tests/differential.rs); the numbers as
+    /// Go's `%v` prints float64.
+    #[test]
+    fn details_print_as_go_prints_decoded_json() {
+        let table = [
+            (
+                r#"[{"Type":"repository","Name":"a/b","Action":"pull","Class":""}]"#,
+                "[map[Action:pull Class: Name:a/b Type:repository]]",
+            ),
+            (
+                r#"{"n":1000,"big":1500000,"small":0.00001,"f":0.5,"t":true,"z":null}"#,
+                "map[big:1.5e+06 f:0.5 n:1000 small:1e-05 t:true z:<nil>]",
+            ),
+            (r#"[0, -2, 123456]"#, "[0 -2 123456]"),
+        ];
+        for (json, go) in table {
+            assert_eq!(go_value(&serde_json::from_str(json).unwrap()), go, "{json}");
         }
     }
 

@@ -1,0 +1,535 @@
+//! Differential test: the same ImageRepositories and ImagePolicies in two namespaces, one
+//! reconciled by Flux's own image-reflector-controller v1.2.0 (`E2E_FLUX_IRC_BIN`, from
+//! `e2e/fluxirc/build.sh`), one by ours, against the same real registries; then every compared
+//! field must be equal, except the differences listed in `INTENDED` (one table, a reason each).
+//!
+//! Compared per ImageRepository: conditions (type, status, reason, message), `latestTags`,
+//! `tagCount`, `canonicalImageName`, `observedExclusionList`; per ImagePolicy: conditions,
+//! `latestRef`, `observedPreviousRef`; per object: its events' distinct (type, reason, message)
+//! in the order first seen (retries repeat them at each controller's own backoff, so their
+//! count is not compared). Times are not compared and namespaces are masked.
+//!
+//! Scenarios: a plain scan with the default exclusion list, a custom exclusion list, a
+//! repository missing on the registry, 401 without credentials, a missing secretRef, a URL
+//! scheme and a tag in the image, a suspended repository; semver, alphabetical (both orders) and
+//! numerical policies, filterTags with extract (a match, a non-numeric value, no match, a bad
+//! regex), an invalid semver range, a missing ImageRepository, a repository with no tags, digest
+//! reflection and a suspended policy; then a new tag (`latestRef`, `observedPreviousRef`, the
+//! event) and a rescan that finds the same tags.
+//!
+//! Needs the e2e control plane (`KUBECONFIG`, `E2E_BIN`), the peer and Debian's
+//! docker-registry: `make test` runs it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use serde_json::{Value, json};
+use support::cluster::{Harness, kubectl, ok};
+use support::{Options, Registry, free_port};
+
+/// A difference between Flux and us that is intended; applied to both sides before comparing.
+struct Intended {
+    /// `Kind/name field`; `*` as the name matches every object of the kind.
+    field: &'static str,
+    pattern: &'static str,
+    replacement: &'static str,
+    reason: &'static str,
+}
+
+/// THE table of intended differences. Everything not masked here must be identical.
+const INTENDED: &[Intended] = &[
+    Intended {
+        field: "ImageRepository/* conditions",
+        pattern: r"with checksum [0-9a-z:]+",
+        replacement: "with checksum <checksum>",
+        reason: "Flux's Badger store names a decimal adler32 checksum of the tag list; our \
+                 per-object file store names a sha256: revision (reference §4.4, FluxStorage)",
+    },
+    Intended {
+        field: "ImageRepository/* events",
+        pattern: r"with checksum [0-9a-z:]+",
+        replacement: "with checksum <checksum>",
+        reason: "the Ready message is the event's message: same checksum format as above",
+    },
+];
+
+const USER: (&str, &str) = ("alice", "wonderland");
+
+/// (kind, name, object) of the scenarios, the same in both namespaces.
+fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static str, Value)> {
+    let host = plain.host();
+    let repo = |name: &'static str, spec: Value| {
+        let value = json!({
+            "apiVersion": "image.toolkit.fluxcd.io/v1", "kind": "ImageRepository",
+            "metadata": {"name": name}, "spec": spec,
+        });
+        ("ImageRepository", name, value)
+    };
+    let policy = |name: &'static str, repository: &str, policy: Value, filter: Option<Value>| {
+        let mut spec = json!({"imageRepositoryRef": {"name": repository}, "policy": policy});
+        if let Some(filter) = filter {
+            spec["filterTags"] = filter;
+        }
+        let value = json!({
+            "apiVersion": "image.toolkit.fluxcd.io/v1", "kind": "ImagePolicy",
+            "metadata": {"name": name}, "spec": spec,
+        });
+        ("ImagePolicy", name, value)
+    };
+    let mut digest = policy("digest", "app", json!({"semver": {"range": "1.0.x"}}), None);
+    digest.2["spec"]["digestReflectionPolicy"] = json!("IfNotPresent");
+    let mut held = policy("held", "ubuntu", json!({"alphabetical": {}}), None);
+    held.2["spec"]["suspend"] = json!(true);
+    // Applied in this order: each policy after its repository, or a controller may see the
+    // policy before the repository exists (a race, not a difference).
+    vec![
+        // A plain scan, with a signature tag the default exclusion list drops.
+        repo(
+            "app",
+            json!({"image": format!("{host}/team/app"), "interval": "1h"}),
+        ),
+        // A custom exclusion list replaces the default one.
+        repo(
+            "excl",
+            json!({"image": format!("{host}/team/excl"), "interval": "1h",
+                   "exclusionList": ["^.*\\-alpha$"]}),
+        ),
+        repo(
+            "ubuntu",
+            json!({"image": format!("{host}/team/ubuntu"), "interval": "1h"}),
+        ),
+        repo(
+            "builds",
+            json!({"image": format!("{host}/team/builds"), "interval": "1h"}),
+        ),
+        // Not on the registry.
+        repo(
+            "absent",
+            json!({"image": format!("{host}/team/nothing"), "interval": "1h"}),
+        ),
+        // Basic auth, no credentials: 401.
+        repo(
+            "unauth",
+            json!({"image": format!("{}/team/secret", auth.host()), "interval": "1h"}),
+        ),
+        repo(
+            "suspended",
+            json!({"image": format!("{host}/team/app"), "interval": "1h", "suspend": true}),
+        ),
+        // Stalled on the spec: a URL scheme, a tag in the image.
+        repo(
+            "scheme",
+            json!({"image": format!("https://{host}/team/app"), "interval": "1h"}),
+        ),
+        repo(
+            "tagged",
+            json!({"image": format!("{host}/team/app:1.0.0"), "interval": "1h"}),
+        ),
+        // A secretRef that does not exist.
+        repo(
+            "no-secret",
+            json!({"image": format!("{}/team/secret", auth.host()), "interval": "1h",
+                   "secretRef": {"name": "absent"}}),
+        ),
+        policy("semver", "app", json!({"semver": {"range": "1.0.x"}}), None),
+        policy("asc", "ubuntu", json!({"alphabetical": {"order": "asc"}}), None),
+        policy("desc", "ubuntu", json!({"alphabetical": {"order": "desc"}}), None),
+        policy(
+            "numerical",
+            "builds",
+            json!({"numerical": {"order": "asc"}}),
+            Some(json!({"pattern": "^main-[a-f0-9]+-(?P<id>[0-9]+)$", "extract": "$id"})),
+        ),
+        policy(
+            "not-numeric",
+            "builds",
+            json!({"numerical": {"order": "asc"}}),
+            // One tag only: with two, Flux names whichever its map iteration meets first.
+            Some(json!({"pattern": "^main-(?P<sha>[a-f0-9]+)-2$", "extract": "$sha"})),
+        ),
+        policy(
+            "no-match",
+            "builds",
+            json!({"numerical": {"order": "asc"}}),
+            Some(json!({"pattern": "^release-(?P<id>[0-9]+)$", "extract": "$id"})),
+        ),
+        policy(
+            "bad-regex",
+            "builds",
+            json!({"numerical": {"order": "asc"}}),
+            Some(json!({"pattern": "^main-(", "extract": "$1"})),
+        ),
+        policy("bad-range", "app", json!({"semver": {"range": "*-*"}}), None),
+        policy("no-repo", "missing", json!({"semver": {"range": "1.0.x"}}), None),
+        policy("on-absent", "absent", json!({"semver": {"range": "1.0.x"}}), None),
+        digest,
+        held,
+    ]
+}
+
+/// Flux's controller watching only `namespace`, its storage and log in a temporary directory.
+struct Peer {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Peer {
+    fn start(namespace: &str) -> Self {
+        let dir = PathBuf::from(
+            std::env::var_os("E2E_FLUX_IRC_BIN")
+                .expect("E2E_FLUX_IRC_BIN is not set: `make test` sets it from e2e/fluxirc/build.sh"),
+        );
+        let bin = dir.join("image-reflector-controller");
+        assert!(
+            bin.is_file(),
+            "{} is missing: run e2e/fluxirc/build.sh",
+            bin.display()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let storage = dir.path().join("data");
+        std::fs::create_dir(&storage).unwrap();
+        let log = std::fs::File::create(dir.path().join("peer.log")).unwrap();
+        let child = Command::new(&bin)
+            .arg(format!("--storage-path={}", storage.display()))
+            .args(["--watch-all-namespaces=false", "--log-encoding=json"])
+            // The retry bounds our harness gives ours.
+            .args(["--min-retry-delay=200ms", "--max-retry-delay=2s"])
+            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
+            .env("RUNTIME_NAMESPACE", namespace)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start Flux's image-reflector-controller");
+        Self { child, dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("peer.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The namespace Flux's controller watches; after a failure nobody removes Flux's finalizers,
+/// so they go before the namespace.
+struct FluxNamespace(String);
+
+impl Drop for FluxNamespace {
+    fn drop(&mut self) {
+        for kind in ["imagepolicies", "imagerepositories"] {
+            let list = kubectl(&["get", kind, "-n", &self.0, "-o", "name"], None);
+            for object in String::from_utf8_lossy(&list.stdout).lines() {
+                let unfinalized = r#"{"metadata":{"finalizers":null}}"#;
+                let _ = kubectl(
+                    &["patch", "-n", &self.0, object, "--type=merge", "-p", unfinalized],
+                    None,
+                );
+            }
+        }
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"], None);
+    }
+}
+
+/// `Kind/name field` -> the field's value, namespace masked; before the `INTENDED` masks.
+type Snapshot = BTreeMap<String, Value>;
+
+fn snapshot(namespace: &str) -> Snapshot {
+    let list: Value = serde_json::from_str(&ok(
+        &[
+            "get",
+            "-n",
+            namespace,
+            "imagerepositories,imagepolicies",
+            "-o",
+            "json",
+        ],
+        None,
+    ))
+    .unwrap();
+    let mut fields = Snapshot::new();
+    for object in list["items"].as_array().unwrap() {
+        let id = format!(
+            "{}/{}",
+            object["kind"].as_str().unwrap(),
+            object["metadata"]["name"].as_str().unwrap()
+        );
+        let status = &object["status"];
+        let mut conditions: Vec<Value> = status["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|c| json!([c["type"], c["status"], c["reason"], c["message"]]))
+            .collect();
+        conditions.sort_by_key(|c| c[0].to_string());
+        fields.insert(format!("{id} conditions"), json!(conditions));
+        let names: &[&str] = if object["kind"] == "ImageRepository" {
+            &[
+                "lastScanResult.latestTags",
+                "lastScanResult.tagCount",
+                "canonicalImageName",
+                "observedExclusionList",
+            ]
+        } else {
+            &["latestRef", "observedPreviousRef"]
+        };
+        for name in names {
+            let value = name.split('.').fold(status, |v, part| &v[part]);
+            fields.insert(format!("{id} {name}"), value.clone());
+        }
+        fields.insert(format!("{id} events"), json!([]));
+    }
+    let events: Value = serde_json::from_str(&ok(
+        &["get", "events.events.k8s.io", "-n", namespace, "-o", "json"],
+        None,
+    ))
+    .unwrap();
+    let mut seen: Vec<(String, String, Value)> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            // Flux's recorder fills the deprecated second-precision fields, ours eventTime.
+            let when = e["eventTime"]
+                .as_str()
+                .or(e["deprecatedFirstTimestamp"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            let id = format!(
+                "{}/{} events",
+                e["regarding"]["kind"].as_str().unwrap_or_default(),
+                e["regarding"]["name"].as_str().unwrap_or_default()
+            );
+            (when, id, json!([e["type"], e["reason"], e["note"]]))
+        })
+        .collect();
+    seen.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, id, event) in seen {
+        let list = fields.entry(id).or_insert_with(|| json!([]));
+        if !list.as_array().unwrap().contains(&event) {
+            list.as_array_mut().unwrap().push(event);
+        }
+    }
+    let text = serde_json::to_string(&fields).unwrap().replace(namespace, "<ns>");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The value with the `INTENDED` masks of its field applied.
+fn intended(field: &str, value: &Value) -> Value {
+    let (object, name) = field.split_once(' ').unwrap();
+    let kind = object.split('/').next().unwrap();
+    let mut text = serde_json::to_string(value).unwrap();
+    for entry in INTENDED {
+        let (pattern_object, pattern_name) = entry.field.split_once(' ').unwrap();
+        let matches =
+            pattern_name == name && (pattern_object == object || pattern_object == format!("{kind}/*"));
+        if matches {
+            text = Regex::new(entry.pattern)
+                .unwrap()
+                .replace_all(&text, entry.replacement)
+                .into_owned();
+        }
+    }
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every object settled: Ready decided for its generation (the suspended one has no status).
+fn settled(namespace: &str, extra: &dyn Fn(&Value) -> bool) -> bool {
+    let list: Value = serde_json::from_str(&ok(
+        &[
+            "get",
+            "-n",
+            namespace,
+            "imagerepositories,imagepolicies",
+            "-o",
+            "json",
+        ],
+        None,
+    ))
+    .unwrap();
+    list["items"].as_array().unwrap().iter().all(|o| {
+        if o["spec"]["suspend"] == true {
+            return true;
+        }
+        let ready = o["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
+        // The condition's generation: a failing object's status keeps its old one.
+        ready.is_some_and(|r| {
+            r["status"] != "Unknown" && r["observedGeneration"] == o["metadata"]["generation"]
+        }) && extra(o)
+    })
+}
+
+/// Waits until both namespaces are settled and their snapshots stay the same for a poll.
+fn stable(
+    ours: &str,
+    flux: &str,
+    peer: &Peer,
+    harness: &Harness,
+    extra: &dyn Fn(&Value) -> bool,
+) -> (Snapshot, Snapshot) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last: Option<(Snapshot, Snapshot)> = None;
+    loop {
+        let now = (snapshot(ours), snapshot(flux));
+        let done = settled(ours, extra) && settled(flux, extra);
+        if done && last.as_ref() == Some(&now) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not settled within 120s:\nours: {:#}\nflux: {:#}\nour log:\n{}\npeer log:\n{}",
+            json!(now.0),
+            json!(now.1),
+            harness.log(),
+            peer.log()
+        );
+        last = done.then_some(now);
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    identical: usize,
+    intended: usize,
+    differences: Vec<String>,
+}
+
+fn compare(tally: &mut Tally, step: &str, ours: &Snapshot, flux: &Snapshot) {
+    let fields: std::collections::BTreeSet<&String> = ours.keys().chain(flux.keys()).collect();
+    for field in fields {
+        let (a, b) = (
+            ours.get(field).unwrap_or(&Value::Null),
+            flux.get(field).unwrap_or(&Value::Null),
+        );
+        tally.compared += 1;
+        if a == b {
+            tally.identical += 1;
+        } else if intended(field, a) == intended(field, b) {
+            tally.intended += 1;
+        } else {
+            tally.differences.push(format!(
+                "{step}: {field}\n  ours: {}\n  flux: {}",
+                intended(field, a),
+                intended(field, b)
+            ));
+        }
+    }
+}
+
+fn request_scan(namespace: &str, object: &str, at: &str) {
+    ok(
+        &[
+            "annotate",
+            "-n",
+            namespace,
+            "--overwrite",
+            object,
+            &format!("reconcile.fluxcd.io/requestedAt={at}"),
+        ],
+        None,
+    );
+}
+
+#[test]
+fn flux_and_ours_agree_on_the_same_objects() {
+    let plain = Registry::start(Options::default());
+    let auth = Registry::start(Options {
+        htpasswd: Some(USER),
+        ..Options::default()
+    });
+    plain.push(
+        "team/app",
+        &["0.1.0", "1.0.0", "1.0.1", "1.1.0-alpha", "latest", "1.0.1.sig"],
+    );
+    plain.push(
+        "team/excl",
+        &["0.1.0", "0.1.1-alpha", "0.1.1", "0.1.1.sig", "1.0.0-alpha"],
+    );
+    plain.push("team/ubuntu", &["xenial", "yakkety", "zesty", "artful", "bionic"]);
+    plain.push("team/builds", &["main-845d3a80-2", "main-3e32dc8a-100", "pr-1-9"]);
+    auth.push("team/secret", &["1.0.0"]);
+
+    let harness = Harness::start("diff");
+    let flux = FluxNamespace(format!("irc-diff-flux-{}", std::process::id()));
+    ok(&["create", "namespace", &flux.0], None);
+    let peer = Peer::start(&flux.0);
+    let objects = scenarios(&plain, &auth);
+    for (_, _, object) in &objects {
+        harness.apply(object.clone());
+        ok(&["apply", "-n", &flux.0, "-f", "-"], Some(&object.to_string()));
+    }
+
+    let mut tally = Tally::default();
+    let (ours, theirs) = stable(&harness.namespace, &flux.0, &peer, &harness, &|_| true);
+    compare(&mut tally, "first scan", &ours, &theirs);
+
+    // A new tag in range, picked up on a requested scan in both namespaces.
+    plain.push("team/app", &["1.0.2"]);
+    // And a rescan that finds the same tags.
+    for namespace in [&harness.namespace, &flux.0] {
+        request_scan(namespace, "imagerepository/app", "new-tag");
+        request_scan(namespace, "imagerepository/ubuntu", "same-tags");
+    }
+    let moved = |o: &Value| match o["metadata"]["name"].as_str() {
+        Some("semver") => o["status"]["latestRef"]["tag"] == "1.0.2",
+        Some("ubuntu") => o["status"]["lastHandledReconcileAt"] == "same-tags",
+        _ => true,
+    };
+    let (ours, theirs) = stable(&harness.namespace, &flux.0, &peer, &harness, &moved);
+    compare(&mut tally, "new tag", &ours, &theirs);
+    // The comparison covered what the steps were for (texts from the reference, §3.2 5 and 20).
+    let app = format!("{}/team/app", plain.host());
+    let expected = [
+        (
+            "ImagePolicy/semver events",
+            format!("Latest image tag for {app} resolved to 1.0.2 (previously {app}:1.0.1)"),
+        ),
+        (
+            "ImageRepository/ubuntu events",
+            "tags did not change, next scan in 1h0m0s".to_string(),
+        ),
+    ];
+    for (field, note) in expected {
+        let seen = theirs[field].as_array().unwrap();
+        assert!(
+            seen.iter().any(|e| e[2] == note.as_str()),
+            "{field}: no {note:?} in {seen:?}"
+        );
+    }
+
+    eprintln!(
+        "differential: {} scenarios, {} fields compared, {} identical, {} intended differences \
+         ({} table entries), {} unexpected",
+        objects.len(),
+        tally.compared,
+        tally.identical,
+        tally.intended,
+        INTENDED.len(),
+        tally.differences.len()
+    );
+    for entry in INTENDED {
+        eprintln!("  intended: {}: {}", entry.field, entry.reason);
+    }
+    assert!(
+        tally.differences.is_empty(),
+        "{} fields differ between ours and Flux's:\n{}",
+        tally.differences.len(),
+        tally.differences.join("\n")
+    );
+}
