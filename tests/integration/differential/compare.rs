@@ -246,23 +246,18 @@ impl Verdict {
         }
     }
 
-    /// Scenarios by outcome: identical, only intended differences, some pending fixes, some
-    /// found and not fixed (no unexplained one), failing.
-    fn counts(&self) -> [usize; 5] {
-        let mut counts = [0; 5];
+    /// Scenarios by outcome: identical, only intended differences, some found and
+    /// not fixed (no unexplained one), failing.
+    fn counts(&self) -> [usize; 4] {
+        let mut counts = [0; 4];
         for (_, diffs) in &self.scenarios {
             let slot = if diffs.is_empty() {
                 0
             } else if diffs.iter().any(|(_, e)| e.is_none()) {
-                4
-            } else if diffs
-                .iter()
-                .any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Found)))
-            {
                 3
             } else if diffs
                 .iter()
-                .any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Pending(_))))
+                .any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Found)))
             {
                 2
             } else {
@@ -274,14 +269,14 @@ impl Verdict {
     }
 
     pub(super) fn passed(&self) -> bool {
-        self.counts()[4] == 0 && self.unused.is_empty()
+        self.counts()[3] == 0 && self.unused.is_empty()
     }
 
     pub(super) fn report(&self) -> String {
-        let [identical, intended, pending, found, failing] = self.counts();
+        let [identical, intended, found, failing] = self.counts();
         let mut out = format!(
             "differential suite: {} scenarios, {identical} identical, {intended} with intended differences only, \
-             {pending} with pending fixes (and intended), {found} with found differences not fixed yet, {failing} failing\n",
+             {found} with found differences not fixed yet, {failing} failing\n",
             self.scenarios.len()
         );
         for (name, diffs) in &self.scenarios {

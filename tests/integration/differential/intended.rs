@@ -4,14 +4,12 @@
 //! a side has nothing). An entry that matches no difference fails the suite: the table says
 //! what is true today, no more.
 //!
-//! Three kinds: `Intended`, a deliberate difference a user is better off with; `Pending`, a
-//! known gap being fixed on the named branch (removed from this table when it merges);
-//! `Found`, a difference this suite found that is not fixed yet (each is in issue 31's list
+//! Two kinds: `Intended`, a deliberate difference a user is better off with; `Found`, a
+//! difference this suite found that is not fixed yet (each is in issue 31's list
 //! of what is left; an entry goes when its fix lands).
 
 pub(super) enum Status {
     Intended,
-    Pending(&'static str),
     Found,
 }
 
@@ -19,7 +17,6 @@ impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Status::Intended => write!(f, "intended"),
-            Status::Pending(branch) => write!(f, "pending fix on {branch}"),
             Status::Found => write!(f, "found, not fixed"),
         }
     }
@@ -32,7 +29,7 @@ pub(super) struct Entry {
     pub(super) path: &'static str,
     pub(super) flux: &'static str,
     pub(super) ours: &'static str,
-    /// Why: for an intended difference, why a user is better off; for a pending one, the gap.
+    /// Why: for an intended difference, why a user is better off; for a found one, the gap.
     pub(super) reason: &'static str,
 }
 
@@ -61,8 +58,6 @@ const fn entry(
 /// pass sees the suspension within the step (Flux never does).
 pub(super) const INTERMITTENT: &[&str] = &["suspended-observed-generation"];
 
-const EVENTS: Status = Status::Pending("kc-events");
-const GAPS: Status = Status::Pending("kc-gaps");
 const FOUND: Status = Status::Found;
 /// Where a message shows: events, notifications, condition messages.
 const MESSAGES: &str = "events.*|notifications.*|*.conditions[*].message";
@@ -96,43 +91,6 @@ pub(super) const TABLE: &[Entry] = &[
         "*",
         "a SOPS-encrypted Secret is refused with a clear error when no decryption is configured; Flux applies the ciphertext as the Secret's value",
     ),
-    // Pending: being fixed on another branch.
-    entry(
-        "related-object-uid",
-        EVENTS,
-        "*",
-        "notifications.*.relatedObject.uid|notifications.*.relatedObject.resourceVersion",
-        "*",
-        "(absent)",
-        "relatedObject carries no uid and resourceVersion",
-    ),
-    entry(
-        "health-check-passed-event",
-        EVENTS,
-        "*",
-        "events.*|notifications.*",
-        "*Health check passed in <duration>*",
-        "(absent)",
-        "no 'Health check passed' event",
-    ),
-    entry(
-        "prune-event",
-        EVENTS,
-        "*",
-        "events.*|notifications.*",
-        "*: ConfigMap/<ns>/* skipped*|*\"action\":\"Prune\"*",
-        "(absent)",
-        "prune results (deleted, skipped) go out in the Apply event instead of their own Prune event",
-    ),
-    entry(
-        "prune-event-combined",
-        EVENTS,
-        "new-revision-prunes",
-        "events.*|notifications.*",
-        "*",
-        "*",
-        "as prune-event: one Apply event names the changes and the deletion",
-    ),
     entry(
         "deletion-policy-left-in-place",
         FOUND,
@@ -142,33 +100,15 @@ pub(super) const TABLE: &[Entry] = &[
         "*",
         "a deletion that leaves objects sends 'objects left in place (deletionPolicy ...)' where Flux sends 'Reconciliation finished'",
     ),
+    // Found by this suite, not fixed yet.
     entry(
-        "success-every-run",
-        EVENTS,
-        "*",
+        "finalize-success-event",
+        FOUND,
+        "deleted-kustomization|deletion-policy-delete|deletion-policy-wait",
         "events.*|notifications.*",
         "*Reconciliation finished in <duration>*",
         "(absent)",
-        "the success event (commit_status update) is sent only when Ready changes, where Flux sends it on every successful run (also the one that finalizes a deletion)",
-    ),
-    entry(
-        "escaping-path-clamp",
-        GAPS,
-        "escaping-path",
-        "*",
-        "*",
-        "*",
-        "a spec.path escaping the artifact is an error where Flux clamps it to the root",
-    ),
-    // Found by this suite, not fixed yet.
-    entry(
-        "finalize-related-object",
-        FOUND,
-        "deleted-kustomization|deletion-policy-delete|deletion-policy-wait",
-        "notifications.app[2].relatedObject",
-        "(absent)",
-        "*",
-        "the finalizing prune event names the source as relatedObject; Flux's has none",
+        "Flux sends one more 'Reconciliation finished' (commit_status update) around a deletion that prunes; ours sends none then",
     ),
     entry(
         "event-aggregation",
