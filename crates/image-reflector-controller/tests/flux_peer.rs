@@ -373,10 +373,13 @@ fn flux_controller_reconciles_our_crds_against_a_real_registry() {
         &ns,
         &peer,
         "imagerepository/app",
-        "Ready with 7 tags",
-        ready_with(|m| scan_checksum(m, 7).is_some()),
+        "Ready with 7 tags and the request handled",
+        // Flux may write the scan's condition before the handled request: wait for both.
+        |o| {
+            ready_with(|m| scan_checksum(m, 7).is_some())(o)
+                && o["status"]["lastHandledReconcileAt"] == "first"
+        },
     );
-    assert_eq!(repo["status"]["lastHandledReconcileAt"], "first");
     assert_ne!(
         scan_checksum(condition(&repo, "Ready").unwrap()["message"].as_str().unwrap(), 7),
         Some(first_checksum.as_str())
