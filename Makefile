@@ -34,6 +34,9 @@ tools:
 	@command -v htpasswd >/dev/null || { echo "htpasswd (Debian package apache2-utils) is required"; exit 1; }
 
 .PHONY: test
+# The image reflector's tests run beside the Kustomization integration tests (both mostly wait on
+# the API server and the registry): cargo holds its lock while tests run, so the integration
+# binary runs directly.
 test: tools
 	@e2e/controlplane/build.sh >/dev/null
 	@e2e/sops/build.sh >/dev/null
@@ -58,8 +61,13 @@ test: tools
 	export E2E_FLUX_IRC_BIN=$$(e2e/fluxirc/build.sh); \
 	$(CARGO) test --locked --workspace --lib --bins || status=$$?; \
 	$(CARGO) test --locked -p kustomize-engine --test conformance || status=$$?; \
-	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server --test registry --test hostile --test flux_peer --test controller --test policy --test differential || status=$$?; \
-	$(CARGO) test --locked --test integration -- --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
+	integration=$$($(CARGO) test --locked --no-run --test integration 2>&1 | sed -n 's/.*Executable .*(\(.*\))$$/\1/p'); \
+	test -x "$$integration" || { echo "no integration test binary"; status=1; }; \
+	$(CARGO) test --locked -p image-reflector-controller --test cli --test flux_crds --test api_server --test registry --test hostile --test flux_peer --test controller --test policy --test differential \
+	  >$(TEST_STATE)/image-tests.log 2>&1 & images=$$!; \
+	"$$integration" --test-threads=$(TEST_THREADS) $(CHAOS_SKIP) || status=$$?; \
+	wait $$images || status=$$?; \
+	echo "== image-reflector-controller tests (run beside the integration tests)"; cat $(TEST_STATE)/image-tests.log; \
 	E2E_STATE=$(TEST_REMOTE_STATE) e2e/cluster.sh down; \
 	E2E_STATE=$(TEST_STATE) e2e/cluster.sh down; \
 	exit $$status
