@@ -76,26 +76,51 @@ pub struct Harness {
 
 impl Harness {
     pub fn start(name: &str) -> Self {
-        Self::start_with(name, &[])
+        Self::launch(name, None, &[])
     }
 
     /// With more flags, after the harness's own (a later flag wins).
     pub fn start_with(name: &str, flags: &[&str]) -> Self {
+        Self::launch(name, None, flags)
+    }
+
+    /// As Flux's Deployment starts it: Flux's args, `RUNTIME_NAMESPACE=flux-system` and the
+    /// given kubeconfig (a ServiceAccount's), then `flags`.
+    pub fn start_as_flux(name: &str, kubeconfig: &Path, flags: &[&str]) -> Self {
+        Self::launch(name, Some(kubeconfig), flags)
+    }
+
+    /// The controller in a namespace of the test with `--watch-all-namespaces=false` (its own
+    /// Lease there), or, given a kubeconfig, with Flux's args as `start_as_flux` says.
+    fn launch(name: &str, kubeconfig: Option<&Path>, flags: &[&str]) -> Self {
         install_crds();
         let namespace = format!("irc-repo-{name}-{}", std::process::id());
         ok(&["create", "namespace", &namespace], None);
         let storage = tempfile::tempdir().unwrap();
         let health_port = free_port();
         let log = storage.path().join("controller.log");
-        let controller = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"));
+        match kubeconfig {
             // Flags alone, as Flux's Deployment passes them.
-            .args([
-                "--watch-all-namespaces=false",
-                "--enable-leader-election",
-                "--log-encoding=console",
-                "--min-retry-delay=200ms",
-                "--max-retry-delay=2s",
-            ])
+            None => command
+                .args([
+                    "--watch-all-namespaces=false",
+                    "--enable-leader-election",
+                    "--log-encoding=console",
+                ])
+                .env("RUNTIME_NAMESPACE", &namespace),
+            Some(path) => command
+                .args([
+                    "--watch-all-namespaces",
+                    "--log-level=info",
+                    "--log-encoding=json",
+                    "--enable-leader-election",
+                ])
+                .env("RUNTIME_NAMESPACE", "flux-system")
+                .env("KUBECONFIG", path),
+        };
+        let controller = command
+            .args(["--min-retry-delay=200ms", "--max-retry-delay=2s"])
             .arg(format!("--health-addr=127.0.0.1:{health_port}"))
             .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
             .arg(format!(
@@ -103,7 +128,6 @@ impl Harness {
                 storage.path().join("data").display()
             ))
             .args(flags)
-            .env("RUNTIME_NAMESPACE", &namespace)
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::options().append(true).open(&log).unwrap())
             .spawn()
