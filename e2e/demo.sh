@@ -59,7 +59,8 @@ up() {
   local flux; flux=$("$here/flux/build.sh")
   mkdir -p "$demo/git" "$demo/storage"
   log "building the controllers"
-  (cd "$root" && cargo build --quiet --bin kustomize-controller --bin image-reflector-controller)
+  (cd "$root" && cargo build --quiet --bin kustomize-controller &&
+    cargo build --quiet -p image-reflector-controller --bin image-reflector-controller)
   "$target/debug/kustomize-controller" crds | kubectl apply --server-side -f - >/dev/null
   kubectl apply --server-side --force-conflicts -f "$flux/crds/" >/dev/null
   kubectl wait --for=condition=Established --timeout=60s \
