@@ -18,7 +18,7 @@ help:
 	@echo "make test          build what is missing, start a control plane, run every test, stop it"
 	@echo "make chaos         the fault suite: control-plane outages and the soak (slow)"
 	@echo "make conformance   compare the kustomize engine with the real kustomize"
-	@echo "make bench         benchmarks (not tests)"
+	@echo "make bench         benchmarks (not tests); make bench-images: the image reflector alone"
 	@echo "make cluster-up | cluster-down | cluster-env   a control plane for development"
 	@echo "make crds          regenerate crds/ from src/api and crates/image-reflector-controller/src/api"
 
@@ -158,7 +158,7 @@ BENCH_SIZES ?= 100 1000
 # The benchmarks' control plane, started afresh and stopped by each benchmark.
 BENCH_STATE ?= $(CURDIR)/.e2e-bench
 .PHONY: bench
-bench: bench-kustomize bench-apply bench-controller
+bench: bench-kustomize bench-apply bench-controller bench-images
 
 # Applier benchmark, on the benchmarks' own control plane (started and stopped here).
 .PHONY: bench-apply
@@ -181,5 +181,21 @@ bench-controller: tools
 	status=0; \
 	KUBECONFIG=$(BENCH_STATE)/admin.kubeconfig E2E_STATE=$(BENCH_STATE) FLUX_KC_BIN=$$flux \
 	  $(CARGO) bench --quiet --locked --bench controller || status=$$?; \
+	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh down; \
+	exit $$status
+
+# Image reflector benchmark: ours (release) beside Flux's image-reflector-controller v1.2.0, in
+# turn, on one control plane and one registry: 1000 ImageRepositories x 100 tags and 1000
+# ImagePolicies, cold and after a restart (benches/images.py). BENCH_SCALE=0.1 makes it ten
+# times smaller; BENCH_PEERS=flux or ours runs one alone.
+.PHONY: bench-images
+bench-images: tools
+	@flux=$$(e2e/fluxirc/build.sh); \
+	$(CARGO) build --quiet --locked --release -p image-reflector-controller --bin image-reflector-controller; \
+	target=$$($(CARGO) metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])'); \
+	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh up; \
+	status=0; \
+	KUBECONFIG=$(BENCH_STATE)/admin.kubeconfig E2E_STATE=$(BENCH_STATE) FLUX_IRC_BIN=$$flux \
+	  BENCH_IRC=$$target/release/image-reflector-controller benches/images.py || status=$$?; \
 	E2E_STATE=$(BENCH_STATE) e2e/cluster.sh down; \
 	exit $$status

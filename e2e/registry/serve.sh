@@ -4,6 +4,7 @@
 # foreground (the caller owns the process).
 #
 #   serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls [--mtls]]
+#            [--access-log]
 #
 # --htpasswd  Basic auth from an htpasswd file (bcrypt, made with apache2-utils' htpasswd).
 # --token     Bearer tokens from the service at REALM (service "test-registry", issuer
@@ -12,6 +13,7 @@
 #             here with openssl: STATE_DIR/ca.crt is the CA to trust.
 # --mtls      With --tls, clients must show a certificate of that CA: STATE_DIR/client.crt
 #             and client.key are one.
+# --access-log One line per request on stdout (combined log format): the benchmark counts them.
 set -euo pipefail
 
 bin=${REGISTRY_BIN:-/usr/bin/docker-registry}
@@ -23,13 +25,14 @@ fi
 [ $# -ge 2 ] || { echo "usage: serve.sh STATE_DIR PORT [--htpasswd USER:PASSWORD | --token REALM CERT] [--tls [--mtls]]" >&2; exit 2; }
 state=$1 port=$2
 shift 2
-htpasswd_user='' tls='' mtls='' token_realm='' token_cert=''
+htpasswd_user='' tls='' mtls='' token_realm='' token_cert='' access_log_disabled=true
 while [ $# -gt 0 ]; do
   case $1 in
     --htpasswd) htpasswd_user=$2; shift 2 ;;
     --token) token_realm=$2 token_cert=$3; shift 3 ;;
     --tls) tls=1; shift ;;
     --mtls) mtls=1; shift ;;
+    --access-log) access_log_disabled=false; shift ;;
     *) echo "serve.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +44,7 @@ version: 0.1
 log:
   level: warn
   accesslog:
-    disabled: true
+    disabled: $access_log_disabled
 storage:
   filesystem:
     rootdirectory: $state/data
