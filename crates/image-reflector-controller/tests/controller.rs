@@ -159,9 +159,10 @@ fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
+/// The Ready condition's message, empty before the controller has written one.
 fn message(object: &Value) -> String {
-    ready(object).unwrap()["message"]
-        .as_str()
+    ready(object)
+        .and_then(|c| c["message"].as_str())
         .unwrap_or_default()
         .to_string()
 }
