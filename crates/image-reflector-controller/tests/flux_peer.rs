@@ -231,6 +231,15 @@ fn ready_with(message: impl Fn(&str) -> bool) -> impl Fn(&Value) -> bool {
     }
 }
 
+/// Ready after a scan of `count` tags, with the scan's result written: Flux may patch the
+/// condition and `lastScanResult` separately, and a read between the two saw no result.
+fn scanned(count: usize) -> impl Fn(&Value) -> bool {
+    move |object| {
+        ready_with(|m| scan_checksum(m, count).is_some())(object)
+            && object["status"]["lastScanResult"]["tagCount"] == count
+    }
+}
+
 /// `successful scan: found <count> tags with checksum <n>` (§1.7), the checksum a decimal number
 /// in Flux's messages; returns it.
 fn scan_checksum(message: &str, count: usize) -> Option<&str> {
@@ -313,13 +322,7 @@ fn flux_controller_reconciles_our_crds_against_a_real_registry() {
     );
     ns.apply(&repository(false));
 
-    let repo = wait_for(
-        &ns,
-        &peer,
-        "imagerepository/app",
-        "Ready with 6 tags",
-        ready_with(|m| scan_checksum(m, 6).is_some()),
-    );
+    let repo = wait_for(&ns, &peer, "imagerepository/app", "Ready with 6 tags", scanned(6));
     let ready = condition(&repo, "Ready").unwrap();
     assert_eq!(ready["reason"], "Succeeded");
     let scan = &repo["status"]["lastScanResult"];
@@ -375,10 +378,7 @@ fn flux_controller_reconciles_our_crds_against_a_real_registry() {
         "imagerepository/app",
         "Ready with 7 tags and the request handled",
         // Flux may write the scan's condition before the handled request: wait for both.
-        |o| {
-            ready_with(|m| scan_checksum(m, 7).is_some())(o)
-                && o["status"]["lastHandledReconcileAt"] == "first"
-        },
+        |o| scanned(7)(o) && o["status"]["lastHandledReconcileAt"] == "first",
     );
     assert_ne!(
         scan_checksum(condition(&repo, "Ready").unwrap()["message"].as_str().unwrap(), 7),
