@@ -23,14 +23,13 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
 use serde_json::{Value, json};
 use support::cluster::{Harness, kubectl, ok};
-use support::{Options, Registry, free_port};
+use support::flux_peer::Peer;
+use support::{Options, Registry};
 
 /// A difference between Flux and us that is intended; applied to both sides before comparing.
 struct Intended {
@@ -170,56 +169,6 @@ fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static s
         digest,
         held,
     ]
-}
-
-/// Flux's controller watching only `namespace`, its storage and log in a temporary directory.
-struct Peer {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Peer {
-    fn start(namespace: &str) -> Self {
-        let dir = PathBuf::from(
-            std::env::var_os("E2E_FLUX_IRC_BIN")
-                .expect("E2E_FLUX_IRC_BIN is not set: `make test` sets it from e2e/fluxirc/build.sh"),
-        );
-        let bin = dir.join("image-reflector-controller");
-        assert!(
-            bin.is_file(),
-            "{} is missing: run e2e/fluxirc/build.sh",
-            bin.display()
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let storage = dir.path().join("data");
-        std::fs::create_dir(&storage).unwrap();
-        let log = std::fs::File::create(dir.path().join("peer.log")).unwrap();
-        let child = Command::new(&bin)
-            .arg(format!("--storage-path={}", storage.display()))
-            .args(["--watch-all-namespaces=false", "--log-encoding=json"])
-            // The retry bounds our harness gives ours.
-            .args(["--min-retry-delay=200ms", "--max-retry-delay=2s"])
-            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
-            .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
-            .env("RUNTIME_NAMESPACE", namespace)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start Flux's image-reflector-controller");
-        Self { child, dir }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("peer.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The namespace Flux's controller watches; after a failure nobody removes Flux's finalizers,
@@ -468,7 +417,11 @@ fn flux_and_ours_agree_on_the_same_objects() {
     let harness = Harness::start("diff");
     let flux = FluxNamespace(format!("irc-diff-flux-{}", std::process::id()));
     ok(&["create", "namespace", &flux.0], None);
-    let peer = Peer::start(&flux.0);
+    let peer = Peer::start(
+        &flux.0,
+        // The retry bounds our harness gives ours.
+        &["--min-retry-delay=200ms", "--max-retry-delay=2s"],
+    );
     let objects = scenarios(&plain, &auth);
     for (_, _, object) in &objects {
         harness.apply(object.clone());

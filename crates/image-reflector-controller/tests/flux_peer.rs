@@ -10,12 +10,12 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::flux_peer::Peer;
 use support::{Options, Registry};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -72,64 +72,6 @@ fn apply_our_crds() {
             &["wait", "--for=condition=Established", "--timeout=60s", &crd],
             None,
         );
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The Flux controller watching only `namespace`, its storage and log in a temporary directory.
-struct Peer {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Peer {
-    fn start(namespace: &str) -> Self {
-        let bin = env_dir(
-            "E2E_FLUX_IRC_BIN",
-            "`make test` sets it from `e2e/fluxirc/build.sh` \
-             (or run `export E2E_FLUX_IRC_BIN=$(e2e/fluxirc/build.sh)`)",
-        )
-        .join("image-reflector-controller");
-        assert!(
-            bin.is_file(),
-            "{} is missing: run e2e/fluxirc/build.sh",
-            bin.display()
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let storage = dir.path().join("data");
-        std::fs::create_dir(&storage).unwrap();
-        let log = std::fs::File::create(dir.path().join("peer.log")).unwrap();
-        let child = Command::new(&bin)
-            .arg(format!("--storage-path={}", storage.display()))
-            .arg("--watch-all-namespaces=false")
-            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
-            .arg(format!("--health-addr=127.0.0.1:{}", free_port()))
-            .args(["--log-level=debug", "--log-encoding=json"])
-            .env("RUNTIME_NAMESPACE", namespace)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start Flux's image-reflector-controller");
-        Self { child, dir }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("peer.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -274,7 +216,7 @@ fn flux_controller_reconciles_our_crds_against_a_real_registry() {
         ],
     );
     let ns = Namespace::new();
-    let peer = Peer::start(&ns.0);
+    let peer = Peer::start(&ns.0, &["--log-level=debug"]);
     let image = format!("{}/app", registry.host());
 
     // The repository suspended first: the policy finds it with no tags yet, which Flux reports
@@ -486,7 +428,7 @@ fn flux_controller_reconciles_our_crds_against_a_real_registry() {
     assert_eq!(left, "", "deleted objects remain\n{}", peer.log());
     eprintln!("peer log:\n{}", peer.log());
     assert!(
-        peer.dir.path().join("data").read_dir().unwrap().next().is_some(),
+        peer.storage().read_dir().unwrap().next().is_some(),
         "the peer stored its tags"
     );
 }

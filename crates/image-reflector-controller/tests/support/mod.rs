@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses its own part of the support
 
 pub mod cluster;
+pub mod flux_peer;
 pub mod paging;
 pub mod proxy;
 pub mod raw;
