@@ -121,7 +121,15 @@ async fn create_update_prune_and_broken_revisions() {
     assert_eq!(inventory_ids(&ks), [format!("{n}_a__ConfigMap")]);
     assert_eq!(s.config_map_value("a").await.as_deref(), Some("two"));
     assert_eq!(s.config_map_value("b").await, None, "b was pruned");
-    let events = s.events("app").await;
+    // The prune's event may be recorded after the status the wait saw.
+    let pruned = format!("ConfigMap/{n}/b deleted");
+    let events = eventually("the prune event", Duration::from_secs(10), || async {
+        let events = s.events("app").await;
+        (events.iter())
+            .any(|(_, _, note, _)| *note == pruned)
+            .then_some(events)
+    })
+    .await;
     let notes: Vec<&str> = events.iter().map(|(_, _, note, _)| note.as_str()).collect();
     // The apply and the prune, each in its own event, as Flux sends them.
     assert!(
