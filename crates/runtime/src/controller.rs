@@ -95,14 +95,34 @@ pub async fn lead_while(
         work.await;
         return true;
     };
+    // The renewals run in a task of their own: polled beside `work`, they would wait for
+    // every synchronous stretch of the reconciles, and on a loaded machine those can add up
+    // past the renew deadline.
+    let mut renewals = tokio::spawn({
+        let elector = elector.clone();
+        async move { elector.hold().await }
+    });
+    let stop_renewals = AbortOnDrop(renewals.abort_handle());
     tokio::select! {
         () = work => {
+            // Stopped before the release, or a renewal could take the released Lease back.
+            drop(stop_renewals);
+            let _ = renewals.await;
             if release_on_cancel {
                 elector.release().await;
             }
             true
         }
-        () = elector.hold() => false,
+        _ = &mut renewals => false,
+    }
+}
+
+/// Aborts a task when dropped, so a caller that stops waiting does not leave it running.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -49,6 +49,7 @@ pub(crate) fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -
 }
 
 /// Holds (or waits for) one Lease.
+#[derive(Clone)]
 pub struct LeaderElector {
     api: Api<Lease>,
     name: String,
