@@ -14,8 +14,16 @@
 //! scheme and a tag in the image, a suspended repository; semver, alphabetical (both orders) and
 //! numerical policies, filterTags with extract (a match, a non-numeric value, no match, a bad
 //! regex), an invalid semver range, a missing ImageRepository, a repository with no tags, digest
-//! reflection and a suspended policy; then a new tag (`latestRef`, `observedPreviousRef`, the
-//! event) and a rescan that finds the same tags.
+//! reflection and a suspended policy; a TLS registry trusted through `certSecretRef` (its CA,
+//! and mutual TLS with a client certificate), the TLS registry reached through an HTTP
+//! `CONNECT` proxy of `proxySecretRef` (with proxy credentials), Basic auth with the right and
+//! wrong credentials in a `secretRef`; policies on repositories of another namespace (ACL
+//! allowed by `accessFrom`, denied by a label mismatch and by a missing `accessFrom`); then a new
+//! tag (`latestRef`, `observedPreviousRef`, the event), a rescan that finds the same tags, and
+//! an edited exclusion list (a rescan, `observedExclusionList`).
+//!
+//! Both controllers watch every namespace, label-selected to this test's objects (the ACL
+//! scenarios need a second namespace per side).
 //!
 //! Needs the e2e control plane (`KUBECONFIG`, `E2E_BIN`), the peer and Debian's
 //! docker-registry: `make test` runs it.
@@ -25,10 +33,12 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use regex::Regex;
 use serde_json::{Value, json};
 use support::cluster::{Harness, kubectl, ok};
 use support::flux_peer::Peer;
+use support::proxy::Proxy;
 use support::{Options, Registry};
 
 /// A difference between Flux and us that is intended; applied to both sides before comparing.
@@ -58,9 +68,28 @@ const INTENDED: &[Intended] = &[
 ];
 
 const USER: (&str, &str) = ("alice", "wonderland");
+const PROXY_USER: (&str, &str) = ("mole", "tunnel");
+/// The label both controllers select on (`--watch-label-selector`), valued with the pid.
+const SHARD: &str = "irc-diff";
+/// The label of the policies' namespaces that `accessFrom` selects on.
+const TEAM: &str = "irc-diff-team";
+
+/// The registries of the scenarios.
+struct Registries {
+    plain: Registry,
+    auth: Registry,
+    tls: Registry,
+    mtls: Registry,
+}
 
 /// (kind, name, object) of the scenarios, the same in both namespaces.
-fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static str, Value)> {
+fn scenarios(registries: &Registries, acl: &str) -> Vec<(&'static str, &'static str, Value)> {
+    let Registries {
+        plain,
+        auth,
+        tls,
+        mtls,
+    } = registries;
     let host = plain.host();
     let repo = |name: &'static str, spec: Value| {
         let value = json!({
@@ -135,6 +164,34 @@ fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static s
             json!({"image": format!("{}/team/secret", auth.host()), "interval": "1h",
                    "secretRef": {"name": "absent"}}),
         ),
+        // Basic auth with the right and the wrong credentials.
+        repo(
+            "authed",
+            json!({"image": format!("{}/team/secret", auth.host()), "interval": "1h",
+                   "secretRef": {"name": "creds"}}),
+        ),
+        repo(
+            "bad-creds",
+            json!({"image": format!("{}/team/secret", auth.host()), "interval": "1h",
+                   "secretRef": {"name": "wrong-creds"}}),
+        ),
+        // TLS: the registry's CA; mutual TLS: the CA and a client certificate.
+        repo(
+            "tls-ca",
+            json!({"image": format!("{}/team/tls", tls.host()), "interval": "1h",
+                   "certSecretRef": {"name": "ca"}}),
+        ),
+        repo(
+            "mtls",
+            json!({"image": format!("{}/team/mtls", mtls.host()), "interval": "1h",
+                   "certSecretRef": {"name": "client-cert"}}),
+        ),
+        // Through the proxy (HTTPS, so both tunnel with CONNECT), with the CA.
+        repo(
+            "proxied",
+            json!({"image": format!("{}/team/tls", tls.host()), "interval": "1h",
+                   "certSecretRef": {"name": "ca"}, "proxySecretRef": {"name": "proxy"}}),
+        ),
         policy("semver", "app", json!({"semver": {"range": "1.0.x"}}), None),
         policy("asc", "ubuntu", json!({"alphabetical": {"order": "asc"}}), None),
         policy("desc", "ubuntu", json!({"alphabetical": {"order": "desc"}}), None),
@@ -168,7 +225,93 @@ fn scenarios(plain: &Registry, auth: &Registry) -> Vec<(&'static str, &'static s
         policy("on-absent", "absent", json!({"semver": {"range": "1.0.x"}}), None),
         digest,
         held,
+        // Repositories in the `acl` namespace (see `acl_repositories`).
+        cross("acl-allowed", acl, "open"),
+        cross("acl-mismatch", acl, "closed"),
+        cross("acl-missing", acl, "private"),
+        policy("on-mtls", "mtls", json!({"alphabetical": {}}), None),
     ]
+}
+
+/// A semver policy on the repository `repository` of namespace `namespace`.
+fn cross(name: &'static str, namespace: &str, repository: &str) -> (&'static str, &'static str, Value) {
+    let value = json!({
+        "apiVersion": "image.toolkit.fluxcd.io/v1", "kind": "ImagePolicy",
+        "metadata": {"name": name},
+        "spec": {"imageRepositoryRef": {"name": repository, "namespace": namespace},
+                 "policy": {"semver": {"range": "1.x"}}},
+    });
+    ("ImagePolicy", name, value)
+}
+
+/// The repositories the cross-namespace policies refer to: one whose `accessFrom` selects the
+/// policies' namespace, one that selects another team, one without `accessFrom`.
+fn acl_repositories(plain: &Registry) -> Vec<Value> {
+    let image = format!("{}/team/app", plain.host());
+    let selector = |team: &str| json!({"namespaceSelectors": [{"matchLabels": {TEAM: team}}]});
+    [
+        ("open", Some(selector("apps"))),
+        ("closed", Some(selector("other"))),
+        ("private", None),
+    ]
+    .into_iter()
+    .map(|(name, access)| {
+        let mut spec = json!({"image": image, "interval": "1h"});
+        if let Some(access) = access {
+            spec["accessFrom"] = access;
+        }
+        json!({"apiVersion": "image.toolkit.fluxcd.io/v1", "kind": "ImageRepository",
+               "metadata": {"name": name}, "spec": spec})
+    })
+    .collect()
+}
+
+/// The Secrets of the scenarios in one namespace; `proxy` is that side's proxy port.
+fn secrets(registries: &Registries, proxy: u16) -> Vec<Value> {
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let docker_config = |password: &str| {
+        let auth = b64(format!("{}:{password}", USER.0).as_bytes());
+        let config = json!({"auths": {registries.auth.host(): {"auth": auth}}}).to_string();
+        b64(config.as_bytes())
+    };
+    let secret = |name: &str, type_: &str, data: Value| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": type_,
+               "metadata": {"name": name}, "data": data})
+    };
+    let config_type = "kubernetes.io/dockerconfigjson";
+    let (cert, key) = registries.mtls.client_pem();
+    vec![
+        secret(
+            "creds",
+            config_type,
+            json!({".dockerconfigjson": docker_config(USER.1)}),
+        ),
+        secret(
+            "wrong-creds",
+            config_type,
+            json!({".dockerconfigjson": docker_config("guess")}),
+        ),
+        secret("ca", "Opaque", json!({"ca.crt": b64(&registries.tls.ca_pem())})),
+        secret(
+            "client-cert",
+            "Opaque",
+            json!({"ca.crt": b64(&registries.mtls.ca_pem()), "tls.crt": b64(&cert),
+                   "tls.key": b64(&key)}),
+        ),
+        secret(
+            "proxy",
+            "Opaque",
+            json!({"address": b64(format!("http://127.0.0.1:{proxy}").as_bytes()),
+                   "username": b64(PROXY_USER.0.as_bytes()),
+                   "password": b64(PROXY_USER.1.as_bytes())}),
+        ),
+    ]
+}
+
+/// `object` with the shard label both controllers select on.
+fn labelled(mut object: Value, shard: &str) -> Value {
+    object["metadata"]["labels"] = json!({SHARD: shard});
+    object
 }
 
 /// The namespace Flux's controller watches; after a failure nobody removes Flux's finalizers,
@@ -194,19 +337,7 @@ impl Drop for FluxNamespace {
 /// `Kind/name field` -> the field's value, namespace masked; before the `INTENDED` masks.
 type Snapshot = BTreeMap<String, Value>;
 
-fn snapshot(namespace: &str) -> Snapshot {
-    let list: Value = serde_json::from_str(&ok(
-        &[
-            "get",
-            "-n",
-            namespace,
-            "imagerepositories,imagepolicies",
-            "-o",
-            "json",
-        ],
-        None,
-    ))
-    .unwrap();
+fn snapshot(namespace: &str, list: &Value) -> Snapshot {
     let mut fields = Snapshot::new();
     for object in list["items"].as_array().unwrap() {
         let id = format!(
@@ -294,20 +425,9 @@ fn intended(field: &str, value: &Value) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Every object settled: Ready decided for its generation (the suspended one has no status).
-fn settled(namespace: &str, extra: &dyn Fn(&Value) -> bool) -> bool {
-    let list: Value = serde_json::from_str(&ok(
-        &[
-            "get",
-            "-n",
-            namespace,
-            "imagerepositories,imagepolicies",
-            "-o",
-            "json",
-        ],
-        None,
-    ))
-    .unwrap();
+/// Every object settled: Ready decided for its generation and no pass under way (the suspended
+/// one has no status).
+fn settled(list: &Value, extra: &dyn Fn(&Value) -> bool) -> bool {
     list["items"].as_array().unwrap().iter().all(|o| {
         if o["spec"]["suspend"] == true {
             return true;
@@ -315,14 +435,30 @@ fn settled(namespace: &str, extra: &dyn Fn(&Value) -> bool) -> bool {
         let ready = o["status"]["conditions"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
+        // Reconciling=True with reason Progressing is a pass under way (a failing object's
+        // retry passes through it and rests at ProgressingWithRetry).
+        let running = o["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Reconciling" && c["reason"] == "Progressing")
+        });
         // The condition's generation: a failing object's status keeps its old one.
         ready.is_some_and(|r| {
             r["status"] != "Unknown" && r["observedGeneration"] == o["metadata"]["generation"]
-        }) && extra(o)
+        }) && !running
+            && extra(o)
     })
 }
 
-/// Waits until both namespaces are settled and their snapshots stay the same for a poll.
+/// The namespace's ImageRepositories and ImagePolicies: its snapshot, and whether it settled.
+fn observe(namespace: &str, extra: &dyn Fn(&Value) -> bool) -> (Snapshot, bool) {
+    let kinds = "imagerepositories,imagepolicies";
+    let list = ok(&["get", "-n", namespace, kinds, "-o", "json"], None);
+    let list: Value = serde_json::from_str(&list).unwrap();
+    (snapshot(namespace, &list), settled(&list, extra))
+}
+
+/// Waits until both namespaces are settled and their snapshots are the same at two settled
+/// polls in a row (a failing object's retry in between, a pass under way, does not count).
 fn stable(
     ours: &str,
     flux: &str,
@@ -333,10 +469,14 @@ fn stable(
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut last: Option<(Snapshot, Snapshot)> = None;
     loop {
-        let now = (snapshot(ours), snapshot(flux));
-        let done = settled(ours, extra) && settled(flux, extra);
-        if done && last.as_ref() == Some(&now) {
-            return now;
+        let ((our_snapshot, our_settled), (flux_snapshot, flux_settled)) =
+            (observe(ours, extra), observe(flux, extra));
+        let now = (our_snapshot, flux_snapshot);
+        if our_settled && flux_settled {
+            if last.as_ref() == Some(&now) {
+                return now;
+            }
+            last = Some(now.clone());
         }
         assert!(
             Instant::now() < deadline,
@@ -346,7 +486,6 @@ fn stable(
             harness.log(),
             peer.log()
         );
-        last = done.then_some(now);
         std::thread::sleep(Duration::from_millis(1500));
     }
 }
@@ -397,11 +536,24 @@ fn request_scan(namespace: &str, object: &str, at: &str) {
 
 #[test]
 fn flux_and_ours_agree_on_the_same_objects() {
-    let plain = Registry::start(Options::default());
-    let auth = Registry::start(Options {
-        htpasswd: Some(USER),
-        ..Options::default()
-    });
+    let began = Instant::now();
+    let registries = Registries {
+        plain: Registry::start(Options::default()),
+        auth: Registry::start(Options {
+            htpasswd: Some(USER),
+            ..Options::default()
+        }),
+        tls: Registry::start(Options {
+            tls: true,
+            ..Options::default()
+        }),
+        mtls: Registry::start(Options {
+            tls: true,
+            mtls: true,
+            ..Options::default()
+        }),
+    };
+    let plain = &registries.plain;
     plain.push(
         "team/app",
         &["0.1.0", "1.0.0", "1.0.1", "1.1.0-alpha", "latest", "1.0.1.sig"],
@@ -412,36 +564,94 @@ fn flux_and_ours_agree_on_the_same_objects() {
     );
     plain.push("team/ubuntu", &["xenial", "yakkety", "zesty", "artful", "bionic"]);
     plain.push("team/builds", &["main-845d3a80-2", "main-3e32dc8a-100", "pr-1-9"]);
-    auth.push("team/secret", &["1.0.0"]);
+    registries.auth.push("team/secret", &["1.0.0"]);
+    registries.tls.push("team/tls", &["2.0.0", "2.1.0"]);
+    registries.mtls.push("team/mtls", &["alpha", "beta"]);
+    // One proxy per side, so each proves its own controller tunnelled.
+    let (our_proxy, flux_proxy) = (Proxy::start(Some(PROXY_USER)), Proxy::start(Some(PROXY_USER)));
 
-    let harness = Harness::start("diff");
+    // Every namespace, only this side's objects: other tests run controllers of their own,
+    // and each controller here must leave the other's alone.
+    let shards = [
+        format!("ours-{}", std::process::id()),
+        format!("flux-{}", std::process::id()),
+    ];
+    let scope = |shard: &str| {
+        let selector = format!("--watch-label-selector={SHARD}={shard}");
+        ["--watch-all-namespaces=true".to_string(), selector]
+    };
+    let [our_scope, flux_scope] = [scope(&shards[0]), scope(&shards[1])];
+    let harness = Harness::start_with("diff", &[&our_scope[0], &our_scope[1]]);
     let flux = FluxNamespace(format!("irc-diff-flux-{}", std::process::id()));
     ok(&["create", "namespace", &flux.0], None);
+    // The repositories of the cross-namespace policies, in a second namespace per side.
+    let acl = [
+        FluxNamespace(format!("{}-acl", harness.namespace)),
+        FluxNamespace(format!("{}-acl", flux.0)),
+    ];
+    for namespace in [&harness.namespace, &flux.0] {
+        ok(&["label", "namespace", namespace, &format!("{TEAM}=apps")], None);
+    }
     let peer = Peer::start(
         &flux.0,
         // The retry bounds our harness gives ours.
-        &["--min-retry-delay=200ms", "--max-retry-delay=2s"],
+        &[
+            "--min-retry-delay=200ms",
+            "--max-retry-delay=2s",
+            &flux_scope[0],
+            &flux_scope[1],
+        ],
     );
-    let objects = scenarios(&plain, &auth);
-    for (_, _, object) in &objects {
-        harness.apply(object.clone());
-        ok(&["apply", "-n", &flux.0, "-f", "-"], Some(&object.to_string()));
+    let sides = [
+        (&harness.namespace, &acl[0].0, &our_proxy, &shards[0]),
+        (&flux.0, &acl[1].0, &flux_proxy, &shards[1]),
+    ];
+    let mut count = 0;
+    for (namespace, acl, proxy, shard) in sides {
+        ok(&["create", "namespace", acl], None);
+        let apply = |namespace: &str, object: Value| {
+            ok(&["apply", "-n", namespace, "-f", "-"], Some(&object.to_string()));
+        };
+        for object in secrets(&registries, proxy.port) {
+            apply(namespace, object);
+        }
+        for object in acl_repositories(plain) {
+            apply(acl, labelled(object, shard));
+        }
+        let objects = scenarios(&registries, acl);
+        count = objects.len();
+        for (_, _, object) in objects {
+            apply(namespace, labelled(object, shard));
+        }
     }
 
     let mut tally = Tally::default();
     let (ours, theirs) = stable(&harness.namespace, &flux.0, &peer, &harness, &|_| true);
     compare(&mut tally, "first scan", &ours, &theirs);
 
-    // A new tag in range, picked up on a requested scan in both namespaces.
+    // A new tag in range, picked up on a requested scan in both namespaces; a rescan that
+    // finds the same tags; and an edited exclusion list, which rescans on its own.
     plain.push("team/app", &["1.0.2"]);
-    // And a rescan that finds the same tags.
+    let exclusions = json!({"spec": {"exclusionList": ["^.*\\.sig$", "^0\\..*$"]}});
     for namespace in [&harness.namespace, &flux.0] {
         request_scan(namespace, "imagerepository/app", "new-tag");
         request_scan(namespace, "imagerepository/ubuntu", "same-tags");
+        let patch = exclusions.to_string();
+        let args = [
+            "patch",
+            "-n",
+            namespace,
+            "imagerepository/excl",
+            "--type=merge",
+            "-p",
+            &patch,
+        ];
+        ok(&args, None);
     }
     let moved = |o: &Value| match o["metadata"]["name"].as_str() {
         Some("semver") => o["status"]["latestRef"]["tag"] == "1.0.2",
         Some("ubuntu") => o["status"]["lastHandledReconcileAt"] == "same-tags",
+        Some("excl") => o["status"]["observedExclusionList"] == exclusions["spec"]["exclusionList"],
         _ => true,
     };
     let (ours, theirs) = stable(&harness.namespace, &flux.0, &peer, &harness, &moved);
@@ -465,16 +675,55 @@ fn flux_and_ours_agree_on_the_same_objects() {
             "{field}: no {note:?} in {seen:?}"
         );
     }
+    // Flux itself got where each scenario was meant to go (or both sides could agree on a
+    // failure the scenario did not intend).
+    let ready = |object: &str| theirs[&format!("{object} conditions")].to_string();
+    for object in [
+        "ImageRepository/authed",
+        "ImageRepository/tls-ca",
+        "ImageRepository/mtls",
+        "ImageRepository/proxied",
+        "ImagePolicy/on-mtls",
+        "ImagePolicy/acl-allowed",
+    ] {
+        assert!(
+            ready(object).contains(r#"["Ready","True","Succeeded""#),
+            "{object}: {}",
+            ready(object)
+        );
+    }
+    assert!(
+        ready("ImageRepository/bad-creds").contains("UNAUTHORIZED"),
+        "{}",
+        ready("ImageRepository/bad-creds")
+    );
+    for object in ["ImagePolicy/acl-mismatch", "ImagePolicy/acl-missing"] {
+        assert!(
+            ready(object).contains("AccessDenied"),
+            "{object}: {}",
+            ready(object)
+        );
+    }
+    assert_eq!(theirs["ImageRepository/excl lastScanResult.tagCount"], 1);
+    for (side, proxy) in [("ours", &our_proxy), ("flux", &flux_proxy)] {
+        let through = format!("CONNECT {}", registries.tls.host());
+        assert!(
+            proxy.tunnels().contains(&through),
+            "{side}: {:?}",
+            proxy.tunnels()
+        );
+    }
 
     eprintln!(
         "differential: {} scenarios, {} fields compared, {} identical, {} intended differences \
-         ({} table entries), {} unexpected",
-        objects.len(),
+         ({} table entries), {} unexpected, in {:.0?}",
+        count,
         tally.compared,
         tally.identical,
         tally.intended,
         INTENDED.len(),
-        tally.differences.len()
+        tally.differences.len(),
+        began.elapsed()
     );
     for entry in INTENDED {
         eprintln!("  intended: {}: {}", entry.field, entry.reason);
