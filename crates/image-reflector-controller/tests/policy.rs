@@ -241,6 +241,70 @@ fn a_missing_repository_is_waited_for() {
     let object = policy_ready(&harness, "late", "Ready after the repository's scan");
     assert_eq!(object["status"]["latestRef"]["tag"], "2.0.0");
     assert_eq!(object["status"]["conditions"].as_array().unwrap().len(), 1);
+    // Flux's duration histogram counts the policy's passes too: the finalizer's and a retry
+    // ended before the evaluation wrote Ready.
+    let timed = harness.reconciles_timed("ImagePolicy", "late");
+    assert!(
+        timed >= 2,
+        "{timed} passes timed in gotk_reconcile_duration_seconds"
+    );
+}
+
+/// Flux reads an empty tag store again for about 5 s before it reports "no tags in database":
+/// a policy evaluated while its repository has not stored its tags yet waits for them and
+/// never shows Ready=False. Every version of the policy is read from a watch.
+#[test]
+fn a_policy_waits_briefly_for_tags_being_stored() {
+    let registry = Registry::start(Options::default());
+    registry.push("team/slow", &["1.0.0", "1.1.0"]);
+    let harness = Harness::start("patient");
+    let image = format!("{}/team/slow", registry.host());
+    // Suspended: no scan, no tags, until the policy is being evaluated.
+    let mut repository = image_repository("slow", &image);
+    repository["spec"]["suspend"] = json!(true);
+    harness.apply(repository);
+    let mut watch = std::process::Command::new(support::cluster::kubectl_path())
+        .args([
+            "get",
+            "imagepolicies",
+            "-n",
+            &harness.namespace,
+            "-w",
+            "-o",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    harness.apply(image_policy(
+        "slow",
+        json!({"name": "slow"}),
+        json!({"policy": {"semver": {"range": "1.x"}}}),
+    ));
+    // The evaluation has begun (its progress write) and found no tags.
+    harness.wait_for_kind("imagepolicy", "slow", "the evaluation under way", |o| {
+        o["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    });
+    patch(&harness, "imagerepository/slow", json!({"suspend": false}));
+    let object = policy_ready(&harness, "slow", "Ready once the scan stored the tags");
+    assert_eq!(object["status"]["latestRef"]["tag"], "1.1.0");
+    let _ = watch.kill();
+    let mut text = String::new();
+    watch.stdout.take().unwrap().read_to_string(&mut text).unwrap();
+    let _ = watch.wait();
+    let versions: Vec<Value> = serde_json::Deserializer::from_str(&text)
+        .into_iter::<Value>()
+        .map(Result::unwrap)
+        .collect();
+    assert!(versions.len() >= 2, "the watch saw {} versions", versions.len());
+    let not_ready: Vec<&Value> = versions
+        .iter()
+        .filter_map(|v| ready(v).filter(|c| c["status"] == "False"))
+        .collect();
+    assert!(not_ready.is_empty(), "Ready=False on the way: {not_ready:#?}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! pipelines reconcile. ImageRepository scans live in `repository`, ImagePolicy evaluations
 //! in `policy`; both controllers run side by side in one process under one leadership.
 
+pub mod finalizers;
 pub(crate) mod policy;
 pub mod repository;
 
@@ -10,10 +11,11 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
+use flux_runtime::ControllerIdentity;
 use flux_runtime::controller::{StartError, Started, lead_while, shutdown_signal, start};
 use flux_runtime::events::Notifier;
 use flux_runtime::status_writes::{OwnWrites, StatusWriteError, object_key};
-use flux_runtime::telemetry::{self, Metrics};
+use flux_runtime::telemetry::{self, Metrics, ObjectLabels, ReconcileResult};
 use flux_runtime::watch_retry;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
@@ -77,6 +79,23 @@ pub(crate) async fn write_status(
         status,
     )
     .await
+}
+
+/// Flux's labels of `gotk_reconcile_duration_seconds` for one object of `identity`'s kind.
+fn object_labels(identity: &ControllerIdentity, namespace: &str, name: &str) -> ObjectLabels {
+    ObjectLabels {
+        kind: identity.kind.to_string(),
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+    }
+}
+
+fn result_label(ok: bool) -> ReconcileResult {
+    if ok {
+        ReconcileResult::Success
+    } else {
+        ReconcileResult::Failure
+    }
 }
 
 /// Why `run` stopped.

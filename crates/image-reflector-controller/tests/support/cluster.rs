@@ -71,6 +71,7 @@ pub struct Harness {
     controller: Child,
     pub storage: tempfile::TempDir,
     health_port: u16,
+    metrics_port: u16,
     log: PathBuf,
 }
 
@@ -97,7 +98,7 @@ impl Harness {
         let namespace = format!("irc-repo-{name}-{}", std::process::id());
         ok(&["create", "namespace", &namespace], None);
         let storage = tempfile::tempdir().unwrap();
-        let health_port = free_port();
+        let (health_port, metrics_port) = (free_port(), free_port());
         let log = storage.path().join("controller.log");
         let mut command = Command::new(env!("CARGO_BIN_EXE_image-reflector-controller"));
         match kubeconfig {
@@ -122,7 +123,7 @@ impl Harness {
         let controller = command
             .args(["--min-retry-delay=200ms", "--max-retry-delay=2s"])
             .arg(format!("--health-addr=127.0.0.1:{health_port}"))
-            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
             .arg(format!(
                 "--storage-path={}",
                 storage.path().join("data").display()
@@ -137,6 +138,7 @@ impl Harness {
             controller,
             storage,
             health_port,
+            metrics_port,
             log,
         }
     }
@@ -186,12 +188,23 @@ impl Harness {
 
     /// The status code of a GET on the probe port.
     pub fn http_status(&self, path: &str) -> String {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.health_port)).expect("probe port");
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-        let mut reply = String::new();
-        let _ = stream.read_to_string(&mut reply);
+        let reply = http_get(self.health_port, path);
         let line = reply.lines().next().unwrap_or_default();
         line.split(' ').nth(1).unwrap_or(line).to_string()
+    }
+
+    /// The `gotk_reconcile_duration_seconds` observations of one object of the test's
+    /// namespace (Flux's labels: kind, name, namespace), from `/metrics`; 0 when absent.
+    pub fn reconciles_timed(&self, kind: &str, name: &str) -> u64 {
+        let series = format!(
+            r#"gotk_reconcile_duration_seconds_count{{kind="{kind}",name="{name}",namespace="{}"}} "#,
+            self.namespace
+        );
+        let metrics = http_get(self.metrics_port, "/metrics");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .map_or(0, |count| count.trim().parse().expect("a count"))
     }
 }
 
@@ -213,6 +226,15 @@ impl Drop for Harness {
         let _ = self.controller.wait();
         let _ = kubectl(&["delete", "namespace", &self.namespace, "--wait=false"], None);
     }
+}
+
+/// The whole reply to an HTTP/1.0 GET of `path` on a port of 127.0.0.1.
+fn http_get(port: u16, path: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the controller");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply
 }
 
 pub fn ready(object: &Value) -> Option<&Value> {

@@ -13,7 +13,7 @@ use flux_runtime::telemetry::logs::reconcile_span;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::finalizer::Event as FinalizerEvent;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 use tracing::Instrument as _;
@@ -28,7 +28,8 @@ use super::select::{DigestPlan, digest_failure, digest_plan, policy_of, select};
 use super::status::{Evaluation, EventType, Requeue, compute, progress};
 use crate::IMAGE_POLICY;
 use crate::api::image_policy::{ImageRef, ReflectionPolicy};
-use crate::api::{FINALIZER, ImagePolicy, ImageRepository};
+use crate::api::{ImagePolicy, ImageRepository};
+use crate::controller::finalizers::finalized;
 use crate::controller::repository::auth::{AuthRefs, scan_auth};
 use crate::controller::{Context, REQUESTED_AT_ANNOTATION};
 use crate::registry::{ImageRef as RegistryImage, RegistryClient};
@@ -71,7 +72,9 @@ pub(crate) async fn reconcile(
     let api: Api<ImagePolicy> = Api::namespaced(ctx.client.clone(), &namespace);
     let key = object_key(policy.as_ref());
     let worker = ctx.policies.metrics.start();
-    let result = finalizer(&api, FINALIZER, policy, |event| async {
+    let labels = crate::controller::object_labels(&IMAGE_POLICY, &namespace, &policy.name_any());
+    let began = Instant::now();
+    let result = finalized(&api, policy, |event| async {
         match event {
             FinalizerEvent::Apply(policy) => apply(&policy, &ctx, &repositories).await,
             FinalizerEvent::Cleanup(policy) => {
@@ -83,6 +86,11 @@ pub(crate) async fn reconcile(
     .instrument(span)
     .await
     .map_err(|e| PolicyError::Finalizer(Box::new(e)));
+    ctx.metrics.record_reconcile(
+        &labels,
+        began.elapsed(),
+        crate::controller::result_label(result.is_ok()),
+    );
     worker.finish(match &result {
         Err(_) => flux_runtime::telemetry::Outcome::Error,
         Ok(_) => flux_runtime::telemetry::Outcome::Success,
@@ -230,7 +238,7 @@ async fn evaluate(
         ctx.options.feature_gates.object_level_workload_identity,
     )?;
     let chosen = policy_of(&policy.spec)?;
-    let tags = read_tags(ctx, repository).await?;
+    let tags = read_tags_patiently(ctx, repository).await?;
     let tag_refs: Vec<&str> = tags.iter().map(String::as_str).collect();
     let tag = select(&chosen, &policy.spec, &tag_refs)?;
     let name = repository.spec.image.clone();
@@ -252,6 +260,32 @@ async fn namespace_labels(ctx: &Context, namespace: &str) -> Result<BTreeMap<Str
         other => PolicyFailure::RepositoryRead(other.to_string()),
     })?;
     Ok(read.metadata.labels.unwrap_or_default())
+}
+
+/// The pauses before reading an empty tag list again: Flux does so before it reports "no tags
+/// in database" (4 reads, backoff from 1s by a factor of 1.5), so a policy evaluated while its
+/// repository's scan stores the tags (created together, a fresh store after a restart) waits
+/// for them instead of turning Ready=False with a Warning for a moment.
+const EMPTY_STORE_REREADS: [Duration; 3] = [
+    Duration::from_millis(1000),
+    Duration::from_millis(1500),
+    Duration::from_millis(2250),
+];
+
+/// The repository's tags, read again after each of `EMPTY_STORE_REREADS` while there are none.
+async fn read_tags_patiently(
+    ctx: &Context,
+    repository: &ImageRepository,
+) -> Result<Vec<String>, PolicyFailure> {
+    let mut tags = read_tags(ctx, repository).await?;
+    for pause in EMPTY_STORE_REREADS {
+        if !tags.is_empty() {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        tags = read_tags(ctx, repository).await?;
+    }
+    Ok(tags)
 }
 
 /// The repository's tags as its last scan stored them.

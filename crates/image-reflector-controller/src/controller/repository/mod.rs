@@ -15,15 +15,16 @@ use flux_runtime::status_writes::{StatusWriteError, object_key};
 use flux_runtime::telemetry::logs::reconcile_span;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::finalizer::Event as FinalizerEvent;
 use kube::{Api, ResourceExt};
 use tracing::Instrument as _;
 
+use super::finalizers::finalized;
 use super::{Context, REQUESTED_AT_ANNOTATION};
 use crate::IMAGE_REPOSITORY;
+use crate::api::ImageRepository;
 use crate::api::conditions::reason;
 use crate::api::image_repository::{Provider, ScanResult};
-use crate::api::{FINALIZER, ImageRepository};
 use crate::registry::{ImageRef, RegistryClient};
 use crate::store::{RepoKey, StoreError};
 use due::{Due, Observed};
@@ -72,7 +73,9 @@ pub(crate) async fn reconcile(
     let span = reconcile_span(&IMAGE_REPOSITORY, &namespace, &repo.name_any());
     let api: Api<ImageRepository> = Api::namespaced(ctx.client.clone(), &namespace);
     let key = object_key(repo.as_ref());
-    let result = finalizer(&api, FINALIZER, repo, |event| async {
+    let labels = super::object_labels(&IMAGE_REPOSITORY, &namespace, &repo.name_any());
+    let began = std::time::Instant::now();
+    let result = finalized(&api, repo, |event| async {
         match event {
             FinalizerEvent::Apply(repo) => apply(&repo, &ctx).await,
             FinalizerEvent::Cleanup(repo) => cleanup(&repo, &ctx).await,
@@ -81,6 +84,8 @@ pub(crate) async fn reconcile(
     .instrument(span)
     .await
     .map_err(|e| ReconcileError::Finalizer(Box::new(e)));
+    ctx.metrics
+        .record_reconcile(&labels, began.elapsed(), super::result_label(result.is_ok()));
     if result.is_ok() {
         ctx.failure_count(&key, false);
     }
