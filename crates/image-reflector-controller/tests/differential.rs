@@ -520,6 +520,10 @@ fn compare(tally: &mut Tally, step: &str, ours: &Snapshot, flux: &Snapshot) {
     }
 }
 
+fn as_strs(strings: &[String]) -> Vec<&str> {
+    strings.iter().map(String::as_str).collect()
+}
+
 fn request_scan(namespace: &str, object: &str, at: &str) {
     ok(
         &[
@@ -576,12 +580,20 @@ fn flux_and_ours_agree_on_the_same_objects() {
         format!("ours-{}", std::process::id()),
         format!("flux-{}", std::process::id()),
     ];
-    let scope = |shard: &str| {
+    // The same retry bounds on both sides; failing objects retry at most every 10 s, so that
+    // a poll rarely meets one of the dozen of them in the middle of a retry.
+    let flags = |shard: &str| {
         let selector = format!("--watch-label-selector={SHARD}={shard}");
-        ["--watch-all-namespaces=true".to_string(), selector]
+        let scope = ["--watch-all-namespaces=true".to_string(), selector];
+        let retries = ["--min-retry-delay=200ms", "--max-retry-delay=10s"];
+        retries
+            .map(String::from)
+            .into_iter()
+            .chain(scope)
+            .collect::<Vec<_>>()
     };
-    let [our_scope, flux_scope] = [scope(&shards[0]), scope(&shards[1])];
-    let harness = Harness::start_with("diff", &[&our_scope[0], &our_scope[1]]);
+    let [our_flags, flux_flags] = [flags(&shards[0]), flags(&shards[1])];
+    let harness = Harness::start_with("diff", &as_strs(&our_flags));
     let flux = FluxNamespace(format!("irc-diff-flux-{}", std::process::id()));
     ok(&["create", "namespace", &flux.0], None);
     // The repositories of the cross-namespace policies, in a second namespace per side.
@@ -592,16 +604,7 @@ fn flux_and_ours_agree_on_the_same_objects() {
     for namespace in [&harness.namespace, &flux.0] {
         ok(&["label", "namespace", namespace, &format!("{TEAM}=apps")], None);
     }
-    let peer = Peer::start(
-        &flux.0,
-        // The retry bounds our harness gives ours.
-        &[
-            "--min-retry-delay=200ms",
-            "--max-retry-delay=2s",
-            &flux_scope[0],
-            &flux_scope[1],
-        ],
-    );
+    let peer = Peer::start(&flux.0, &as_strs(&flux_flags));
     let sides = [
         (&harness.namespace, &acl[0].0, &our_proxy, &shards[0]),
         (&flux.0, &acl[1].0, &flux_proxy, &shards[1]),
@@ -609,25 +612,28 @@ fn flux_and_ours_agree_on_the_same_objects() {
     let mut count = 0;
     for (namespace, acl, proxy, shard) in sides {
         ok(&["create", "namespace", acl], None);
-        let apply = |namespace: &str, object: Value| {
-            ok(&["apply", "-n", namespace, "-f", "-"], Some(&object.to_string()));
+        // One kubectl apply per namespace: it applies a List's items in order.
+        let apply = |namespace: &str, items: Vec<Value>| {
+            let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+            ok(&["apply", "-n", namespace, "-f", "-"], Some(&list.to_string()));
         };
-        for object in secrets(&registries, proxy.port) {
-            apply(namespace, object);
-        }
-        for object in acl_repositories(plain) {
-            apply(acl, labelled(object, shard));
-        }
+        let repositories = acl_repositories(plain);
+        apply(
+            acl,
+            repositories.into_iter().map(|o| labelled(o, shard)).collect(),
+        );
         let objects = scenarios(&registries, acl);
         count = objects.len();
-        for (_, _, object) in objects {
-            apply(namespace, labelled(object, shard));
-        }
+        let mut items = secrets(&registries, proxy.port);
+        items.extend(objects.into_iter().map(|(_, _, o)| labelled(o, shard)));
+        apply(namespace, items);
     }
+    let applied = began.elapsed();
 
     let mut tally = Tally::default();
     let (ours, theirs) = stable(&harness.namespace, &flux.0, &peer, &harness, &|_| true);
     compare(&mut tally, "first scan", &ours, &theirs);
+    let first = began.elapsed();
 
     // A new tag in range, picked up on a requested scan in both namespaces; a rescan that
     // finds the same tags; and an edited exclusion list, which rescans on its own.
@@ -716,14 +722,17 @@ fn flux_and_ours_agree_on_the_same_objects() {
 
     eprintln!(
         "differential: {} scenarios, {} fields compared, {} identical, {} intended differences \
-         ({} table entries), {} unexpected, in {:.0?}",
+         ({} table entries), {} unexpected, in {:.0?} (applied at {:.0?}, first scan settled at \
+         {:.0?})",
         count,
         tally.compared,
         tally.identical,
         tally.intended,
         INTENDED.len(),
         tally.differences.len(),
-        began.elapsed()
+        began.elapsed(),
+        applied,
+        first
     );
     for entry in INTENDED {
         eprintln!("  intended: {}: {}", entry.field, entry.reason);
