@@ -16,6 +16,7 @@ mod flux_build_cli;
 mod flux_cli;
 mod flux_gaps;
 mod flux_gitops;
+mod flux_oci;
 mod foundation;
 mod handover;
 mod health;

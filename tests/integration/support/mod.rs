@@ -209,5 +209,6 @@ pub mod flux;
 pub mod flux_deployment;
 pub mod own_plane;
 pub mod receiver;
+pub mod registry;
 pub mod remote;
 pub mod tls;
