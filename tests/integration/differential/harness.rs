@@ -2,6 +2,8 @@
 //! Flux's controller and ours (each with an event receiver), a watch on Kubernetes events,
 //! and per scenario two namespaces driven through the same steps.
 
+mod oci_source;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,6 +24,7 @@ use crate::support::flux::{
     GitRepo, GitServer, SourceController, apply_git_repository, main_revision, source_controller_crds,
 };
 use crate::support::receiver::EventReceiver;
+use crate::support::registry::Registry;
 use crate::support::{TestNamespace, client, kustomization_crd, unique_suffix};
 
 /// How long one wait of a step may take before the snapshot is taken anyway (and shows it).
@@ -148,6 +151,8 @@ pub(super) struct Suite {
     namespace: TestNamespace,
     git: GitServer,
     source: SourceController,
+    /// The registry OCIRepository scenarios push to.
+    registry: Registry,
     flux: Peer,
     ours: Peer,
     events: Arc<Mutex<Vec<SeenEvent>>>,
@@ -190,6 +195,7 @@ impl Suite {
             namespace,
             git,
             source,
+            registry: Registry::start(),
             flux,
             ours,
             events,
@@ -242,6 +248,9 @@ impl Suite {
                         namespaces.iter().map(|ns| self.source_at(ns, &repo, &head, true)),
                     )
                     .await;
+                }
+                Action::Push(files) => {
+                    head = self.push(scenario.name, &repo, &namespaces, files).await;
                 }
                 Action::Delete(name) => {
                     for ns in &namespaces {

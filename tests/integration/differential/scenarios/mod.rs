@@ -4,6 +4,7 @@
 
 mod features;
 mod lifecycle;
+mod oci;
 
 use serde_json::Value;
 
@@ -32,6 +33,9 @@ pub(super) enum Action {
     Apply(Vec<(&'static str, Value)>),
     /// A new commit with exactly these files; both sources fetch it before the wait.
     Commit(Files),
+    /// A new commit with exactly these files, pushed as an OCI artifact (the commit its
+    /// origin); OCIRepository `oci` fetches it before the wait.
+    Push(Files),
     Delete(&'static str),
     /// Objects applied by the suite in each side's namespace.
     Objects(Vec<Value>),
@@ -50,6 +54,7 @@ pub(super) enum Expect {
 pub(super) fn all(keys: &Keys) -> Vec<Scenario> {
     let mut all = lifecycle::scenarios();
     all.extend(features::scenarios(keys));
+    all.extend(oci::scenarios());
     all
 }
 
