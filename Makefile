@@ -29,7 +29,8 @@ tools:
 	@for t in openssl curl python3 flock setsid git gpg; do command -v $$t >/dev/null || { echo "$$t is required"; exit 1; }; done
 	@# The hostile-input tests read a child's peak RSS and CPU through GNU time's wait4 counters.
 	@test -x /usr/bin/time || { echo "GNU time (/usr/bin/time, Debian package time) is required"; exit 1; }
-	@# The image reflector's tests run a real registry (CNCF distribution) with htpasswd auth.
+	@# The image reflector's tests and the OCIRepository tests run a real registry (CNCF
+	@# distribution), the former with htpasswd auth.
 	@test -x /usr/bin/docker-registry || { echo "docker-registry (Debian package docker-registry) is required"; exit 1; }
 	@command -v htpasswd >/dev/null || { echo "htpasswd (Debian package apache2-utils) is required"; exit 1; }
 
