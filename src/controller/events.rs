@@ -35,7 +35,8 @@ pub(crate) fn action(ks: &Kustomization, notice: &Notice) -> &'static str {
     match notice.reason.as_str() {
         reason::PROGRESSING => "Apply",
         reason::DEPENDENCY_NOT_READY => "CheckDependencies",
-        reason::HEALTH_CHECK_FAILED | reason::HEALTH_CHECK_CANCELED => "HealthCheck",
+        // A failed health check is reported by the end of the run, as Flux's is.
+        reason::HEALTH_CHECK_CANCELED => "HealthCheck",
         reason::ARTIFACT_FAILED => "ResolveSource",
         _ => "Reconcile",
     }
@@ -165,7 +166,8 @@ mod tests {
             (ks(), "Progressing", "Apply"),
             (ks(), "ReconciliationSucceeded", "Reconcile"),
             (ks(), "BuildFailed", "Reconcile"),
-            (ks(), "HealthCheckFailed", "HealthCheck"),
+            (ks(), "HealthCheckFailed", "Reconcile"),
+            (ks(), "HealthCheckCanceled", "HealthCheck"),
             (ks(), "DependencyNotReady", "CheckDependencies"),
             (ks(), "ArtifactFailed", "ResolveSource"),
             (deleted, "ReconciliationSucceeded", "Finalize"),

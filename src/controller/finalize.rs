@@ -62,6 +62,29 @@ pub(crate) fn inventory_lines(inventory: &ResourceInventory) -> String {
         .join("\n")
 }
 
+/// What Flux sends once a deletion is done, as after every run that ends Ready (its deferred
+/// report runs for deletions too): "Reconciliation finished" with a commit status update.
+/// `None` when not Ready or suspended.
+pub(crate) fn finished_notice(ks: &Kustomization, elapsed: std::time::Duration) -> Option<Notice> {
+    let status = ks.status.as_ref()?;
+    let ready = status::find(&status.conditions, READY).filter(|c| c.status == "True")?;
+    if ks.spec.suspend {
+        return None;
+    }
+    let message = format!(
+        "Reconciliation finished in {}, next run in {}",
+        crate::api::duration::format(elapsed),
+        crate::api::duration::format(ks.spec.interval())
+    );
+    let mut metadata = events::metadata(
+        ks,
+        status.last_applied_revision.as_deref(),
+        status.last_applied_origin_revision.as_deref(),
+    );
+    metadata.insert(events::COMMIT_STATUS_KEY.into(), "update".into());
+    Some(Notice::info(&ready.reason, message, metadata).acting(events::action::RECONCILE))
+}
+
 /// The finalizer's cleanup branch. Idempotent: a retry after a partial delete deletes the rest.
 pub(crate) async fn cleanup(ks: &Kustomization, ctx: &Context) -> Result<(), FinalizeError> {
     let labels = ObjectLabels {
@@ -242,5 +265,36 @@ mod tests {
             inventory_lines(&inventory),
             "Namespace/team-a\nDeployment/team-a/web"
         );
+    }
+
+    #[test]
+    fn a_deletion_of_a_ready_kustomization_is_announced_as_finished() {
+        let with_status = |ready: &str, suspend: bool| -> Kustomization {
+            let mut ks = ks(true, None);
+            ks.spec.suspend = suspend;
+            ks.status = serde_json::from_value(json!({
+                "lastAppliedRevision": "main@sha1:abc",
+                "conditions": [{"type": "Ready", "status": ready, "reason": "ReconciliationSucceeded",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            }))
+            .unwrap();
+            ks
+        };
+        let elapsed = std::time::Duration::from_millis(1500);
+        let notice = finished_notice(&with_status("True", false), elapsed).expect("announced");
+        assert_eq!(
+            notice.message,
+            "Reconciliation finished in 1.5s, next run in 5m0s"
+        );
+        assert_eq!(notice.reason, "ReconciliationSucceeded");
+        assert_eq!(notice.action, Some("Reconcile"));
+        assert_eq!(notice.metadata[events::COMMIT_STATUS_KEY], "update");
+        assert_eq!(notice.metadata[events::REVISION_KEY], "main@sha1:abc");
+        assert!(finished_notice(&with_status("False", false), elapsed).is_none());
+        assert!(
+            finished_notice(&with_status("True", true), elapsed).is_none(),
+            "suspended"
+        );
+        assert!(finished_notice(&ks(true, None), elapsed).is_none(), "no status");
     }
 }

@@ -8,6 +8,7 @@ pub(crate) mod dependencies;
 mod drift_mode;
 pub(crate) mod events;
 pub(crate) mod finalize;
+mod finalizer;
 pub(crate) mod gates;
 pub(crate) mod identity;
 mod kubeconfig;

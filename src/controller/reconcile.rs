@@ -32,10 +32,9 @@ use flux_runtime::telemetry::{ObjectLabels, Outcome, ReconcileResult};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use tracing::Instrument;
 
-use crate::api::conditions::{READY, keys, reason};
+use crate::api::conditions::{READY, reason};
 use crate::api::kustomization::KustomizationStatus;
 use crate::api::source::Artifact;
 use crate::api::{Kustomization, duration};
@@ -43,6 +42,7 @@ use crate::error::StepError;
 use crate::health::cel::HealthExprs;
 
 use super::events::{self, Notice};
+use super::finalizer::{self, FinalizerError, Stage};
 use super::pacing::{PROGRESS_DELAY, progress_after};
 use super::parked::{Resume, Started};
 use super::status::{self, Applied, Failed, Progress};
@@ -62,19 +62,14 @@ pub enum ReconcileError {
     #[error("{0}")]
     Finalize(#[from] finalize::FinalizeError),
     #[error("{0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<ReconcileError>>),
+    Finalizer(#[from] FinalizerError),
 }
 
 impl ReconcileError {
     pub fn is_terminal(&self) -> bool {
         match self {
             Self::Step(error) => error.is_terminal(),
-            Self::Finalizer(error) => match error.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.is_terminal(),
-                _ => false,
-            },
-            _ => false,
+            Self::Finalize(_) | Self::Finalizer(_) => false,
         }
     }
 }
@@ -95,28 +90,32 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     // run that parks a pass records nothing, the run that concludes it records from its start.
     let began = Mutex::new(Some(Instant::now()));
     let api: Api<Kustomization> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, keys::FINALIZER, ks, |event| async {
-        match event {
-            FinalizerEvent::Apply(ks) => reconcile_apply(ks, &ctx, &began).await,
-            FinalizerEvent::Cleanup(ks) => {
+    let result = async {
+        match finalizer::stage(&ks) {
+            Stage::Held => reconcile_apply(ks, &ctx, &began).await,
+            Stage::Deleting(index) => {
                 ctx.waits.cancel(&key);
                 ctx.own_writes.forget(&key);
-                finalize::cleanup(&ks, &ctx)
-                    .await
-                    .map(|()| Action::await_change())
-                    .map_err(ReconcileError::from)
+                finalize::cleanup(&ks, &ctx).await?;
+                finalizer::remove(&api, &ks, IDENTITY.field_manager, index).await?;
+                let elapsed = began.lock().expect("pass start lock").map(|b| b.elapsed());
+                if !ctx.options.feature_gates.disable_commit_status_event
+                    && let Some(notice) = finalize::finished_notice(&ks, elapsed.unwrap_or_default())
+                {
+                    ctx.notifier.emit(&ks, &notice);
+                }
+                Ok(Action::await_change())
             }
+            // The patch's watch event runs the first pass.
+            Stage::Missing => {
+                finalizer::add(&api, &ks, IDENTITY.field_manager).await?;
+                Ok(Action::await_change())
+            }
+            Stage::Released => Ok(Action::await_change()),
         }
-    })
+    }
     .instrument(span)
     .await;
-    let result = match result {
-        Err(error) if stale_finalizer_view(&error) => {
-            tracing::debug!(%error, "the finalizers changed since this view of the object; the watch event of that change runs the next pass");
-            Ok(Action::await_change())
-        }
-        other => other.map_err(|e| ReconcileError::Finalizer(Box::new(e))),
-    };
     let result_label = match &result {
         // A pass that returns no error ends the backoff; `error_policy` counts the failures.
         Ok(_) => {
@@ -135,19 +134,6 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
         Ok(_) => Outcome::RequeueAfter,
     });
     result
-}
-
-/// The finalizer patch tests the finalizers it read, so a 422 means the object changed since
-/// (typically a pass triggered by a source event, run from a cache that has not yet seen the
-/// finalizer the pass before it added). That change has a watch event of its own, which runs the
-/// next pass: not a failure to back off from.
-fn stale_finalizer_view(error: &kube::runtime::finalizer::Error<ReconcileError>) -> bool {
-    use kube::runtime::finalizer::Error;
-    matches!(
-        error,
-        Error::AddFinalizer(kube::Error::Api(status)) | Error::RemoveFinalizer(kube::Error::Api(status))
-            if status.code == 422
-    )
 }
 
 /// One pass: suspended, or the pipeline, then either parked off the worker or concluded.
@@ -299,7 +285,7 @@ async fn conclude(
     }
     match ended {
         Ok(_) => Ok(succeeded(ctx, &pass)),
-        Err(failure) => failed(ctx, &pass, failure, ready_changed(&pass.old, &status)),
+        Err(failure) => failed(ctx, &pass, failure),
     }
 }
 
@@ -331,14 +317,9 @@ fn succeeded(ctx: &Context, pass: &Pass) -> Action {
     ))
 }
 
-/// A pass a step failed: its own notice always (as Flux sends it), a Warning when Ready
-/// changed; then requeued as the error's classification says, or returned to `error_policy`.
-fn failed(
-    ctx: &Context,
-    pass: &Pass,
-    failure: StepFailure,
-    announce: bool,
-) -> Result<Action, ReconcileError> {
+/// A pass a step failed: its own notice, or a Warning, on every failed run as Flux sends
+/// them; then requeued as the error's classification says, or returned to `error_policy`.
+fn failed(ctx: &Context, pass: &Pass, failure: StepFailure) -> Result<Action, ReconcileError> {
     let elapsed = duration::format(pass.started.elapsed());
     let failed = match failure.requeue {
         Some(after) => format!(
@@ -350,7 +331,7 @@ fn failed(
     tracing::error!(error = %failure.failed.message, reason = failure.failed.reason, "{failed}");
     if let Some(notice) = failure.notice {
         ctx.notifier.emit(&pass.ks, &notice);
-    } else if announce && failure.warns {
+    } else if failure.warns {
         let Failed { reason, message, .. } = *failure.failed;
         let notice = Notice::error(reason, message, pass.metadata()).related_to(pass.source.as_ref());
         ctx.notifier.emit(&pass.ks, &notice);
@@ -369,15 +350,6 @@ fn emit_changes(ctx: &Context, pass: &Pass) {
     }
 }
 
-/// Whether the Ready condition says something else than before (a new failure, a recovery, a
-/// new revision).
-fn ready_changed(old: &KustomizationStatus, new: &KustomizationStatus) -> bool {
-    let view = |s: &KustomizationStatus| {
-        status::find(&s.conditions, READY).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-    };
-    view(old) != view(new)
-}
-
 /// Writes `status` when it differs from the stored one in more than times and counters.
 /// Returns whether it wrote.
 async fn write_if_changed(
@@ -393,28 +365,4 @@ async fn write_if_changed(
         .await
         .map_err(|e| ReconcileError::Step(Box::new(e)))?;
     Ok(true)
-}
-
-#[cfg(test)]
-mod tests {
-    use kube::core::Status;
-    use kube::runtime::finalizer::Error;
-
-    use super::stale_finalizer_view;
-
-    #[test]
-    fn only_a_failed_finalizer_test_is_a_stale_view() {
-        let api =
-            |code: u16| kube::Error::Api(Box::new(Status::failure("rejected", "Invalid").with_code(code)));
-        assert!(stale_finalizer_view(&Error::AddFinalizer(api(422))));
-        assert!(stale_finalizer_view(&Error::RemoveFinalizer(api(422))));
-        assert!(
-            !stale_finalizer_view(&Error::AddFinalizer(api(500))),
-            "a server error is retried"
-        );
-        assert!(
-            !stale_finalizer_view(&Error::AddFinalizer(api(403))),
-            "a forbidden patch is retried"
-        );
-    }
 }

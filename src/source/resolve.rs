@@ -5,7 +5,7 @@ use kube::{Client, ResourceExt};
 
 use super::SourceError;
 use crate::api::kustomization::{Kustomization, SourceKind, given};
-use crate::api::source::{Artifact, artifact_of};
+use crate::api::source::{Artifact, SOURCE_GROUP, artifact_of};
 
 /// The source object behind `spec.sourceRef` and its current artifact.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +68,12 @@ pub(crate) trait CachedSources {
     /// What the API answered when the cache could not vouch: the cache must never answer with
     /// an older state of that object afterwards.
     fn read(&self, kind: SourceKind, object: &DynamicObject);
+    /// How a missing source is named: as a watch cache names it, by its Kind
+    /// (`GitRepository.source.toolkit.fluxcd.io "app" not found`, Flux's text), unless the
+    /// reads go to the API, whose own text (`api_text`, by the plural resource) is kept.
+    fn not_found(&self, kind: SourceKind, name: &str, _api_text: String) -> String {
+        format!("{}.{SOURCE_GROUP} \"{name}\" not found", kind.as_str())
+    }
 }
 
 struct NoCache;
@@ -77,6 +83,9 @@ impl CachedSources for NoCache {
         None
     }
     fn read(&self, _: SourceKind, _: &DynamicObject) {}
+    fn not_found(&self, _: SourceKind, _: &str, api_text: String) -> String {
+        api_text
+    }
 }
 
 /// [`get_artifact`], taking the source object from `cache` when it vouches for it, so that a
@@ -101,8 +110,8 @@ pub(crate) async fn get_artifact_cached(
             return Err(SourceError::SourceNotFound {
                 kind: kind.as_str(),
                 namespace,
+                message: cache.not_found(kind, &name, status.message),
                 name,
-                message: status.message,
             });
         }
         Err(source) => {

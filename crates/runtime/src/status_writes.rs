@@ -1,5 +1,5 @@
-//! Status writes: the server-side apply of an object's status, and the writes this replica
-//! made that its cache of the objects does not show yet.
+//! Status writes: a merge patch of an object's status, and the writes this replica made that
+//! its cache of the objects does not show yet.
 //!
 //! A pass triggered by another object (a source's new artifact, a parked wait's verdict) reads
 //! the object from the cache, which lags the status the pass before it wrote by a watch round
@@ -15,6 +15,7 @@ use kube::core::object::HasStatus;
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::conditions::reason;
 use crate::error::{Retry, StepError};
@@ -24,8 +25,9 @@ pub fn object_key(object: &impl Resource) -> String {
     format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
-/// Server-side apply of the status subresource of `object` by `field_manager`, forced: the
-/// controller owns these fields. The write is remembered in `own_writes`.
+/// A JSON merge patch of the status subresource of `object` by `field_manager` (operation
+/// Update, as Flux's patch helper writes status; a write from an older view wins, as it does
+/// in Flux). The write is remembered in `own_writes`.
 pub async fn write_status<K>(
     client: &Client,
     field_manager: &str,
@@ -42,19 +44,22 @@ where
     K::Status: Serialize + Clone,
 {
     let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
-    let body = serde_json::json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": status,
-    });
-    let params = PatchParams::apply(field_manager).force();
+    let key = object_key(object);
+    // What the stored status may hold: the cached one and the last write the cache lags.
+    let earlier = [object.status().cloned(), own_writes.ahead(&key)];
+    let bases: Vec<Value> = earlier.iter().flatten().map(to_json).collect();
+    let body = serde_json::json!({"status": removing_absent(to_json(status), &bases)});
+    let params = PatchParams {
+        field_manager: Some(field_manager.into()),
+        ..PatchParams::default()
+    };
     match api
-        .patch_status(&object.name_any(), &params, &Patch::Apply(&body))
+        .patch_status(&object.name_any(), &params, &Patch::Merge(&body))
         .await
     {
         Ok(written) => {
             own_writes.wrote(
-                &object_key(object),
+                &key,
                 object.resource_version(),
                 written.resource_version(),
                 status,
@@ -65,6 +70,32 @@ where
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(error) => Err(StatusWriteError(error)),
     }
+}
+
+fn to_json(status: &impl Serialize) -> Value {
+    serde_json::to_value(status).expect("a status serializes to JSON")
+}
+
+/// `new` as a merge patch that replaces any of `bases`: a key a base has and `new` lacks is
+/// set to null (removed), in nested objects too. Lists are replaced whole by a merge patch.
+fn removing_absent(mut new: Value, bases: &[Value]) -> Value {
+    if let Value::Object(fields) = &mut new {
+        for base in bases {
+            let Value::Object(old) = base else { continue };
+            for (name, old_value) in old {
+                match fields.get_mut(name) {
+                    None => {
+                        fields.insert(name.clone(), Value::Null);
+                    }
+                    Some(value @ Value::Object(_)) if old_value.is_object() => {
+                        *value = removing_absent(value.take(), std::slice::from_ref(old_value));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    new
 }
 
 /// The status subresource could not be written.
@@ -127,6 +158,12 @@ where
         written.ahead = Some(status.clone());
     }
 
+    /// The status of the last write while the cache does not show it.
+    fn ahead(&self, key: &str) -> Option<K::Status> {
+        let writes = self.0.lock().expect("own writes lock");
+        writes.get(key).and_then(|written| written.ahead.clone())
+    }
+
     /// The cache shows `object`: once that is the last write, the cache is not behind.
     pub fn seen(&self, key: &str, object: &K) {
         let mut writes = self.0.lock().expect("own writes lock");
@@ -160,8 +197,31 @@ where
 #[cfg(test)]
 mod tests {
     use kube::core::{ApiResource, GroupVersionKind, Object};
+    use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_status_patch_removes_what_the_new_status_lacks() {
+        let new = json!({"observedGeneration": 2, "inventory": {"entries": []},
+            "conditions": [{"type": "Ready"}]});
+        let cached = json!({"observedGeneration": 1, "lastAppliedRevision": "main@sha1:a",
+            "inventory": {"entries": [{"id": "x"}], "old": true},
+            "conditions": [{"type": "Ready"}, {"type": "Reconciling"}]});
+        let written = json!({"lastHandledReconcileAt": "now"});
+        assert_eq!(
+            removing_absent(new.clone(), &[cached, written]),
+            json!({"observedGeneration": 2, "lastAppliedRevision": null,
+                "lastHandledReconcileAt": null,
+                "inventory": {"entries": [], "old": null},
+                "conditions": [{"type": "Ready"}]})
+        );
+        assert_eq!(
+            removing_absent(new.clone(), &[]),
+            new,
+            "nothing stored, nothing removed"
+        );
+    }
 
     /// A kind's status, reduced to what tells the writes apart.
     #[derive(Clone, Debug, PartialEq)]

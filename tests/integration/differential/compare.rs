@@ -236,7 +236,7 @@ impl Verdict {
         let unused = table
             .iter()
             .enumerate()
-            .filter(|(i, e)| !used.contains(i) && !super::intended::INTERMITTENT.contains(&e.id))
+            .filter(|(i, _)| !used.contains(i))
             .map(|(_, e)| e)
             .collect();
         Self {

@@ -471,6 +471,7 @@ fn settled(ks: Option<&Value>, generation: i64, expect: &Expect, head: &str) -> 
     match expect {
         Expect::Revision => done && ks["status"]["lastAttemptedRevision"] == head,
         Expect::Done => done,
+        Expect::Suspended => ks["status"]["observedGeneration"] == generation,
         Expect::Gone | Expect::Quiet => false,
     }
 }

@@ -34,6 +34,8 @@ fn sops(keys: &Keys) -> Vec<Scenario> {
         ("secret.yaml", &encrypted),
     ]);
     let decryption = json!({"decryption": {"provider": "sops", "secretRef": {"name": "sops-keys"}}});
+    let mut retried = tree.clone();
+    retried.push(("README.md".into(), "a change beside the manifests\n".into()));
     vec![
         Scenario {
             name: "sops-decrypts",
@@ -51,7 +53,11 @@ fn sops(keys: &Keys) -> Vec<Scenario> {
             name: "sops-missing-key-secret",
             files: tree.clone(),
             setup: vec![],
-            steps: vec![apply("app", decryption)],
+            // A new revision failing the same way: Flux warns on every failed run.
+            steps: vec![
+                apply("app", decryption),
+                step(Action::Commit(retried), vec![("app", Expect::Revision)]),
+            ],
         },
         Scenario {
             name: "sops-not-configured",

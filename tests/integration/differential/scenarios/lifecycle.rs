@@ -55,7 +55,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             setup: vec![],
             steps: vec![
                 apply("app", json!({})),
-                step(Action::Apply(vec![("app", json!({"suspend": true}))]), vec![("app", Expect::Quiet)]),
+                step(Action::Apply(vec![("app", json!({"suspend": true}))]), vec![("app", Expect::Suspended)]),
                 step(Action::Commit(tree(&[config_map("a", "two")])), vec![("app", Expect::Quiet)]),
                 apply("app", json!({"suspend": false})),
             ],
@@ -123,7 +123,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
                     Action::Apply(vec![("a", json!({"path": "./a"})), ("b", json!({"path": "./b"}))]),
                     vec![("a", Expect::Revision), ("b", Expect::Revision)],
                 ),
-                step(Action::Apply(vec![("a", json!({"path": "./a", "suspend": true}))]), vec![("a", Expect::Quiet)]),
+                step(Action::Apply(vec![("a", json!({"path": "./a", "suspend": true}))]), vec![("a", Expect::Suspended)]),
                 step(
                     Action::Commit(files(&[
                         ("a/kustomization.yaml", "resources: [objects.yaml]\n"),

@@ -47,6 +47,9 @@ pub(super) enum Expect {
     /// Ready decided for the current generation (whatever the revision).
     Done,
     Gone,
+    /// Suspended while Ready: both controllers record the new generation in
+    /// status.observedGeneration (Flux's deferred status write does) and do nothing else.
+    Suspended,
     /// Nothing to wait for: a few seconds for the controllers to (not) act.
     Quiet,
 }
