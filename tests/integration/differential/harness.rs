@@ -413,7 +413,22 @@ impl Suite {
                 expect,
                 head,
             ) {
-                return true;
+                // A failure has no status.observedGeneration to wait for, and Flux writes its
+                // history in a second patch after the conditions: settled once nothing more
+                // is written for a moment.
+                let failed = ks
+                    .as_ref()
+                    .is_some_and(|k| ready_status(&k.data) == Some("False"));
+                if !failed {
+                    return true;
+                }
+                let version = ks.and_then(|k| k.metadata.resource_version);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let again = api.get_opt(name).await.unwrap();
+                if again.and_then(|k| k.metadata.resource_version) == version {
+                    return true;
+                }
+                continue;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -451,16 +466,24 @@ fn k_generation(ks: Option<&DynamicObject>) -> i64 {
     ks.and_then(|k| k.metadata.generation).unwrap_or(0)
 }
 
+fn ready_condition(ks: &Value) -> Option<&Value> {
+    ks["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+}
+
+fn ready_status(ks: &Value) -> Option<&str> {
+    ready_condition(ks).and_then(|c| c["status"].as_str())
+}
+
 /// Whether a Kustomization (`None`: absent) meets `expect` with the source at `head`.
 fn settled(ks: Option<&Value>, generation: i64, expect: &Expect, head: &str) -> bool {
     let Some(ks) = ks else {
         return matches!(expect, Expect::Gone);
     };
-    let ready = ks["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Ready");
+    let ready = ready_condition(ks);
     // Flux writes the conditions and the rest of the status in two patches: a success is
     // whole once status.observedGeneration follows.
     let done = ready.is_some_and(|c| {
