@@ -12,6 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use sha1::Digest;
@@ -26,12 +27,31 @@ mod source {
     #[allow(dead_code)]
     pub mod symlinks;
 }
+// Both check the build's deadline, `crate::deadline`, which names spec.timeout as
+// `crate::api::duration` formats it.
+#[allow(dead_code)]
+#[path = "../../src/deadline.rs"]
+mod deadline;
+#[path = "../../crates/runtime/src"]
+mod api {
+    #[allow(dead_code)]
+    pub mod duration;
+}
 
+use deadline::Deadline;
 use pack::{Kind, Objects, Oid, PackLimits, object_id, parse};
 use tree::{TreeLimits, checkout, commit_tree};
 
-const PACK_LIMITS: PackLimits = PackLimits { max_bytes: 4 << 20, max_objects: 4096 };
-const TREE_LIMITS: TreeLimits = TreeLimits { max_bytes: 4 << 20, max_entries: 512 };
+/// Far beyond libFuzzer's `-timeout`: a slow input is reported by libFuzzer, not cut short.
+const DEADLINE: Duration = Duration::from_secs(3600);
+
+fn pack_limits() -> PackLimits {
+    PackLimits { max_bytes: 4 << 20, max_objects: 4096, deadline: Deadline::after(DEADLINE) }
+}
+
+fn tree_limits() -> TreeLimits {
+    TreeLimits { max_bytes: 4 << 20, max_entries: 512, deadline: Deadline::after(DEADLINE) }
+}
 /// Objects of a made pack: enough for chains, trees of trees and copies.
 const MAX_RECORDS: usize = 64;
 
@@ -39,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
     if mode == 0 {
         let Some((count, body)) = rest.split_first_chunk::<2>() else { return };
-        let Ok(objects) = parse(&sealed(u16::from_be_bytes(*count).into(), body), PACK_LIMITS) else {
+        let Ok(objects) = parse(&sealed(u16::from_be_bytes(*count).into(), body), pack_limits()) else {
             return;
         };
         for (id, kind, content) in objects.iter() {
@@ -55,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
         }
     } else {
         let records = Records::read(rest);
-        let made = parse(&records.pack(), PACK_LIMITS)
+        let made = parse(&records.pack(), pack_limits())
             .unwrap_or_else(|e| panic!("a well-formed pack is refused: {e}"));
         let expected: HashMap<Oid, (Kind, &[u8])> =
             records.objects.iter().map(|o| (o.id, (o.kind, o.content.as_slice()))).collect();
@@ -82,16 +102,17 @@ fn check_out(objects: &Objects, id: &Oid) {
     let parent = tempfile::tempdir().expect("temp dir");
     let dest = parent.path().join("tree");
     fs::create_dir(&dest).unwrap();
-    let result = checkout(objects, &tree, &dest, TREE_LIMITS);
+    let limits = tree_limits();
+    let result = checkout(objects, &tree, &dest, limits);
     let names: Vec<_> = fs::read_dir(parent.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(names.iter().all(|n| n == "tree"), "created outside the destination: {names:?} ({result:?})");
     if let Ok(bytes) = result {
         let root = fs::canonicalize(&dest).unwrap();
         let mut seen = Seen::default();
         seen.walk(objects, &root, &root);
-        assert!(seen.entries <= TREE_LIMITS.max_entries, "{} entries", seen.entries);
+        assert!(seen.entries <= limits.max_entries, "{} entries", seen.entries);
         assert!(
-            seen.file_bytes <= bytes && bytes <= TREE_LIMITS.max_bytes,
+            seen.file_bytes <= bytes && bytes <= limits.max_bytes,
             "files of {} bytes, {bytes} bytes reported",
             seen.file_bytes
         );

@@ -28,6 +28,7 @@ mod remote_bases;
 mod revision;
 mod sharding;
 mod ship;
+mod shutdown;
 mod soak;
 mod sops;
 mod source;

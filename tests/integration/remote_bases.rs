@@ -548,6 +548,20 @@ async fn checkouts_are_cached_by_repository_and_commit() {
     );
     let by_main = checkout(format!("{}?ref=main", repo.url));
     assert_ne!(by_main, by_tag);
+    // Nobody can aim at a checkout (issue 28, finding 2: tenant A planted a file in tenant B's
+    // tree, named by a counter): another fetcher's checkout of the same commit has another
+    // name, not one made from the commit or a count.
+    let other = std::sync::Arc::new(RemoteFetcher::new(RemoteConfig::default()).unwrap()).until(deadline);
+    let again = other
+        .repository(&parse_repo_spec(&format!("{}//base?ref=v1.0.0", repo.url)).unwrap())
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(again.join("base/cm.yaml")).unwrap(),
+        base_files("one")[1].1
+    );
+    let name = |path: &Path| path.file_name().unwrap().to_string_lossy().into_owned();
+    assert_ne!(name(&again), name(&by_tag));
+    assert_ne!(again.parent(), by_tag.parent());
     // The cache is bounded: with room for one checkout, the older one is removed.
     let small = std::sync::Arc::new(
         RemoteFetcher::new(RemoteConfig {

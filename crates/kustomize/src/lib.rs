@@ -155,5 +155,11 @@ pub mod fuzzing {
         pub fn apply(&self, target: &Value) -> Result<Value, String> {
             patch::apply(target, &self.0, None).map_err(|e| e.to_string())
         }
+
+        /// Applies a JSON6902 patch with `limit` bytes of memory growth allowed instead of the
+        /// production bound; `None` for a strategic merge patch.
+        pub fn apply_json6902_within(&self, target: &Value, limit: usize) -> Option<Result<Value, String>> {
+            patch::apply_json6902_within(target, &self.0, limit).map(|r| r.map_err(|e| e.to_string()))
+        }
     }
 }

@@ -151,6 +151,21 @@ pub(crate) fn apply(
     }
 }
 
+/// Applies a JSON6902 `patch` allowing it to grow `target` by `limit` bytes of memory instead
+/// of the production bound, so that a fuzzer's small inputs reach the bound; `None` for a
+/// strategic merge patch.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn apply_json6902_within(
+    target: &Value,
+    patch: &PatchDoc,
+    limit: usize,
+) -> Option<Result<Value, PatchError>> {
+    match &patch.kind {
+        PatchKind::Json6902(ops) => Some(json6902::apply(target, ops, limit)),
+        PatchKind::StrategicMerge(_) => None,
+    }
+}
+
 fn apply_strategic_merge(
     target: &Value,
     document: &serde_json::Map<String, Value>,
