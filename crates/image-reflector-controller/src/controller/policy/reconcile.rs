@@ -96,7 +96,7 @@ pub(crate) async fn reconcile(
         Ok(_) => flux_runtime::telemetry::Outcome::Success,
     });
     if result.is_ok() {
-        ctx.policies.failure_count(&key, false);
+        ctx.policies.failures.reset(&key);
     }
     result
 }
