@@ -10,6 +10,7 @@ pub(crate) mod events;
 pub(crate) mod finalize;
 pub(crate) mod gates;
 pub(crate) mod identity;
+mod identity_error;
 mod kubeconfig;
 pub mod options;
 mod pacing;
