@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use flux_runtime::controller::{run_until, shutdown_signal};
 use flux_runtime::events::Notifier;
 use flux_runtime::requeue::{Failures, after_error};
-use flux_runtime::status_writes::{OwnWrites, StatusWriteError, object_key};
+use flux_runtime::status_writes::{OwnWrites, object_key};
 use flux_runtime::telemetry::RuntimeMetrics;
 use flux_runtime::triggers::{own_objects, watch_config, watched};
 use flux_runtime::watch_retry;
@@ -20,7 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use super::reconcile::{PolicyError, Remembered, reconcile};
 use super::repository::repository_key;
 use crate::IMAGE_POLICY;
-use crate::api::{ImagePolicy, ImagePolicyStatus, ImageRepository};
+use crate::api::{ImagePolicy, ImageRepository};
 use crate::controller::Context;
 
 /// What the ImagePolicy controller keeps beside the shared context.
@@ -60,22 +60,6 @@ impl Policies {
         self.failures.reset(key);
         self.writes.forget(key);
     }
-}
-
-/// Server-side apply of an ImagePolicy's status by `gotk-image-reflector-controller`.
-pub(crate) async fn write_status(
-    ctx: &Context,
-    policy: &ImagePolicy,
-    status: &ImagePolicyStatus,
-) -> Result<(), StatusWriteError> {
-    flux_runtime::status_writes::write_status(
-        &ctx.client,
-        IMAGE_POLICY.field_manager,
-        &ctx.policies.writes,
-        policy,
-        status,
-    )
-    .await
 }
 
 /// A repository wakes its policies only with a new scan revision (Flux v1's predicate); its
