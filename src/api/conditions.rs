@@ -40,7 +40,7 @@ pub mod keys {
     /// objects at once, `warn` only reports it; absent, drift is corrected at the interval.
     pub(crate) const DRIFT_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/drift";
     /// Set by `flux reconcile` to ask for a run now.
-    pub(crate) const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
+    pub(crate) use flux_runtime::triggers::REQUESTED_AT_ANNOTATION;
     pub(crate) const FINALIZER: &str = "finalizers.fluxcd.io";
     /// Field manager of applied objects (that of status writes is the controller identity's).
     pub(crate) const APPLY_FIELD_MANAGER: &str = "kustomize-controller";

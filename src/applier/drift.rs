@@ -13,9 +13,9 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::Action;
 use super::diff::drifted_fields;
 use super::plan::{Desired, Outcome, Write};
+use super::{Action, Drift};
 use crate::api::inventory::ObjectRef;
 
 /// What an apply does about drift.
@@ -27,15 +27,6 @@ pub enum DriftPolicy {
     /// Report it and leave it. `same_build`: the last successful pass applied this very build,
     /// which tells drift from change when no applied manifest is remembered (after a restart).
     Warn { same_build: bool },
-}
-
-/// How one object differs from what was applied.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Drift {
-    /// Deleted out of band.
-    Missing,
-    /// These fields (dotted paths) differ; none named when an immutable field differs.
-    Changed(Vec<String>),
 }
 
 /// A drifted object, left in place.

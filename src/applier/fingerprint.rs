@@ -29,8 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::Action;
-use super::drift::Drift;
+use super::{Action, Drift};
 use crate::api::kustomization::IgnoreRule;
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use kube::Client;
 
-pub use drift::{Drift, DriftPolicy, DriftReport};
+pub use drift::{DriftPolicy, DriftReport};
 pub use preview::ObjectDiff;
 pub use prune::PruneError;
 pub use watch::LiveWatches;
@@ -192,6 +192,16 @@ impl fmt::Display for Action {
             Action::Skipped => "skipped",
         })
     }
+}
+
+/// How one object differs from what was applied: what `drift: warn` reports and the
+/// fingerprints remember (beside [`Action`], so that neither imports the drift detection).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Drift {
+    /// Deleted out of band.
+    Missing,
+    /// These fields (dotted paths) differ; none named when an immutable field differs.
+    Changed(Vec<String>),
 }
 
 /// One line of a change set.

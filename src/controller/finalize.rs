@@ -15,7 +15,7 @@ use crate::applier::{Owner, PruneError};
 
 use super::Context;
 use super::events::{self, Notice};
-use super::identity::IdentityError;
+use super::identity_error::IdentityError;
 use super::status;
 use crate::error::{Retry, StepError};
 

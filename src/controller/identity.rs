@@ -24,13 +24,12 @@ use kube::config::KubeConfigOptions;
 use kube::{Client, Config, ResourceExt};
 use sha2::{Digest, Sha256};
 
-use super::kubeconfig::{self, KubeconfigPolicy, Refusal};
+use super::identity_error::IdentityError;
+use super::kubeconfig::{self, KubeconfigPolicy};
 use super::workload_identity::{self as workload, WorkloadCluster, WorkloadPolicy};
 use crate::api::Kustomization;
-use crate::api::conditions::reason;
 use crate::api::kustomization::given;
 use crate::applier::{Applier, ApplierOptions, LiveWatches};
-use crate::error::{Retry, StepError};
 use crate::health::HealthWatches;
 use crate::kube_ext::ResourceResolver;
 
@@ -42,78 +41,6 @@ const CAPACITY: usize = 256;
 
 /// An identity unused for this long is forgotten (its next pass is a full run).
 const IDLE: Duration = Duration::from_secs(3600);
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum IdentityError {
-    #[error("unable to read KubeConfig secret '{0}' error: {1}")]
-    ReadSecret(String, #[source] kube::Error),
-    #[error("KubeConfig secret '{0}' does not contain a '{1}' key with a kubeconfig")]
-    MissingKey(String, String),
-    #[error("the kubeconfig in secret '{0}' {1}")]
-    Refused(String, #[source] Refusal),
-    #[error("invalid kubeconfig in secret '{0}': {1}")]
-    InvalidKubeConfig(String, String),
-    #[error("unable to read KubeConfig configmap '{0}' error: {1}")]
-    ReadConfigMap(String, #[source] kube::Error),
-    #[error("KubeConfig configmap '{0}' has no '{1}' key")]
-    ConfigMapKey(String, &'static str),
-    #[error("KubeConfig configmap '{0}' has an invalid '{1}'")]
-    ConfigMapValue(String, &'static str),
-    #[error(
-        "KubeConfig configmap '{0}' names provider '{1}', which is not supported: only 'generic' (a Kubernetes ServiceAccount token) is"
-    )]
-    UnsupportedProvider(String, String),
-    #[error("unable to create a token for ServiceAccount '{0}': {1}")]
-    TokenRequest(String, #[source] kube::Error),
-    #[error(
-        "KubeConfig configmap '{0}' needs a ServiceAccount token: ObjectLevelWorkloadIdentity feature gate is not enabled"
-    )]
-    GateDisabled(String),
-    #[error("KubeConfig configmap '{0}' names {1} '{2}', which is not in {3}")]
-    NotAllowed(String, &'static str, String, &'static str),
-    #[error("the token request for ServiceAccount '{0}' returned no token")]
-    NoToken(String),
-    #[error("{0}")]
-    Build(#[source] kube::Error),
-}
-
-impl IdentityError {
-    /// The kubeconfig Secret or ConfigMap, or the ServiceAccount a ConfigMap names, does not
-    /// exist: the remote cluster cannot be reached until someone recreates it.
-    pub(crate) fn reference_gone(&self) -> bool {
-        match self {
-            Self::ReadSecret(_, e) | Self::ReadConfigMap(_, e) | Self::TokenRequest(_, e) => {
-                matches!(e, kube::Error::Api(s) if s.code == 404)
-            }
-            _ => false,
-        }
-    }
-}
-
-impl StepError for IdentityError {
-    fn reason(&self) -> &'static str {
-        reason::RECONCILIATION_FAILED
-    }
-
-    /// What the tenant wrote is refused or incomplete: retrying cannot help until it changes.
-    fn retry(&self) -> Retry {
-        match self {
-            Self::MissingKey(..)
-            | Self::Refused(..)
-            | Self::InvalidKubeConfig(..)
-            | Self::ConfigMapKey(..)
-            | Self::ConfigMapValue(..)
-            | Self::UnsupportedProvider(..)
-            | Self::GateDisabled(..)
-            | Self::NotAllowed(..) => Retry::Terminal,
-            _ => Retry::RetryInterval,
-        }
-    }
-
-    fn condition_message(&self, _: Duration) -> String {
-        format!("failed to build kube client: {self}")
-    }
-}
 
 /// Who applies: the key of the tools cache.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -425,6 +352,7 @@ async fn target_cluster_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{Retry, StepError};
 
     fn ks(name: &str, service_account: Option<&str>) -> Kustomization {
         serde_json::from_value(serde_json::json!({

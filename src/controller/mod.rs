@@ -11,6 +11,7 @@ pub(crate) mod finalize;
 mod finalizer;
 pub(crate) mod gates;
 pub(crate) mod identity;
+mod identity_error;
 mod kubeconfig;
 pub mod options;
 mod pacing;
@@ -21,20 +22,22 @@ pub(crate) mod status;
 mod substitute_from;
 mod workload_identity;
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use flux_runtime::ControllerIdentity;
 use flux_runtime::controller::{
-    GRACEFUL_SHUTDOWN, StartError, Started, Stopped, lead_while, run_with_grace, shutdown_signal, start,
+    GRACEFUL_SHUTDOWN, StartError, Started, Stopped, lead_while, run_until, run_with_grace, shutdown_signal,
+    start,
 };
 use flux_runtime::events::Notifier;
+use flux_runtime::requeue::{Failures, after_error};
 use flux_runtime::status_writes::{OwnWrites, StatusWriteError};
 use flux_runtime::telemetry::{self, Metrics};
+use flux_runtime::triggers::{own_objects, watched};
 use flux_runtime::watch_retry;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
@@ -43,7 +46,7 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::api::Kustomization;
-use crate::api::conditions::{READY, keys};
+use crate::api::conditions::READY;
 use crate::api::kustomization::{KustomizationStatus, SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
 use crate::applier::{ApplierOptions, LiveWatches, Owner};
@@ -82,9 +85,9 @@ pub(crate) struct Context {
     /// The source objects of the source watches, read instead of a GET.
     sources: source_cache::SourceCache,
     /// Consecutive failures per object, for the error backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Failures,
     /// Consecutive failed artifact downloads per object, for the download retries.
-    download_failures: Mutex<HashMap<String, u32>>,
+    download_failures: Failures,
     /// Health waits parked off the workers, with the passes they conclude.
     pub waits: parked::Waits<reconcile::ParkedPass>,
     /// Status writes the Kustomization cache does not show yet.
@@ -92,16 +95,12 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    fn failure_count(&self, key: &str, failed: bool) -> u32 {
-        count_consecutive(&self.failures, key, failed)
-    }
-
     /// Records whether the artifact download of `key` failed and, after a failure, says when
     /// to try again while retries (`--http-retry`) remain. Flux retries inside the reconcile
     /// and holds a worker for minutes while a source server is down, starving every other
     /// Kustomization; requeueing with the same waits leaves the worker free meanwhile.
     pub(crate) fn download_retry(&self, key: &str, failed: bool) -> Option<Duration> {
-        let failures = count_consecutive(&self.download_failures, key, failed);
+        let failures = self.download_failures.record(key, failed);
         (failures > 0 && failures <= self.options.artifact_fetch_retries)
             .then(|| self.fetcher.config().retry_wait(failures - 1))
     }
@@ -124,35 +123,9 @@ pub(crate) async fn write_status(
     .await
 }
 
-/// An API for every namespace, or only the runtime namespace when not watching them all.
-fn namespaced_or_all<K>(client: &Client, options: &RunOptions) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    if options.runtime.watch_all_namespaces {
-        Api::all(client.clone())
-    } else {
-        Api::namespaced(client.clone(), &options.runtime.runtime_namespace)
-    }
-}
-
 /// `namespace/name`: the key of the per-object counters.
 fn object_key(ks: &Kustomization) -> String {
     flux_runtime::status_writes::object_key(ks)
-}
-
-/// Counts consecutive failures per key: one more on failure, back to zero on success.
-fn count_consecutive(counts: &Mutex<HashMap<String, u32>>, key: &str, failed: bool) -> u32 {
-    let mut counts = counts.lock().expect("failure counts lock");
-    if failed {
-        let count = counts.entry(key.to_string()).or_default();
-        *count += 1;
-        *count
-    } else {
-        counts.remove(key);
-        0
-    }
 }
 
 /// Why `run` stopped.
@@ -251,8 +224,8 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         metrics,
         client,
         sources: source_cache::SourceCache::default(),
-        failures: Mutex::default(),
-        download_failures: Mutex::default(),
+        failures: Failures::default(),
+        download_failures: Failures::default(),
         waits: parked::Waits::default(),
         own_writes: OwnWrites::default(),
         options,
@@ -275,20 +248,6 @@ pub(crate) fn applier_options(options: &RunOptions) -> ApplierOptions {
         migrate_api_version: options.feature_gates.migrate_api_version,
         ..ApplierOptions::default()
     }
-}
-
-/// What makes a Kustomization worth reconciling again: a spec change (generation), a
-/// `reconcile.fluxcd.io/requestedAt` request, finalizer changes and deletion. Status writes
-/// and label edits do not.
-fn trigger_hash(ks: &Kustomization) -> Option<u64> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    ks.metadata.generation.hash(&mut hasher);
-    ks.annotations()
-        .get(keys::REQUESTED_AT_ANNOTATION)
-        .hash(&mut hasher);
-    ks.finalizers().hash(&mut hasher);
-    ks.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Some(hasher.finish())
 }
 
 /// A source triggers only when its artifact revision changes (or first appears).
@@ -396,7 +355,7 @@ where
     let options = &ctx.options;
     let config = watch_retry::config().labels(&options.watch_configs_label_selector);
     let changes = watch_retry::with_backoff(watcher(
-        namespaced_or_all::<PartialObjectMeta<K>>(&ctx.client, options),
+        watched::<PartialObjectMeta<K>>(&ctx.client, &options.runtime),
         config,
     ))
     .touched_objects()
@@ -415,19 +374,10 @@ where
 /// `live_changes`: owners of objects changed out of band, from the shared metadata watches.
 async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Receiver<Owner>) {
     let options = &ctx.options;
-    let api: Api<Kustomization> = namespaced_or_all(&ctx.client, options);
-    let mut own_config = watch_retry::config();
-    if !options.runtime.watch_label_selector.is_empty() {
-        own_config = own_config.labels(&options.runtime.watch_label_selector);
-    }
-    let (reader, writer) = reflector::store();
     let seen = ctx.clone();
-    let kustomizations = watch_retry::with_backoff(watcher(api, own_config))
-        .modify(|ks: &mut Kustomization| ks.managed_fields_mut().clear())
-        .reflect(writer)
-        .applied_objects()
-        .inspect_ok(move |ks| seen.own_writes.seen(&object_key(ks), ks))
-        .predicate_filter(trigger_hash, Default::default());
+    let (reader, kustomizations) = own_objects(&ctx.client, &options.runtime, move |ks: &Kustomization| {
+        seen.own_writes.seen(&object_key(ks), ks)
+    });
     let mut controller = watch_retry::controller(kustomizations, reader.clone(), options.runtime.concurrent);
 
     // ExternalArtifact stays behind Flux's (default-off) feature gate.
@@ -473,16 +423,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
     }
     controller = controller.reconcile_on(drift_mode::triggers(live_changes, reader.clone()));
 
-    let run = |stopping| {
-        controller
-            .graceful_shutdown_on(stopping)
-            .run(reconcile::reconcile, error_policy, ctx)
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(%error, "controller event");
-                }
-            })
-    };
+    let run = |stopping| run_until(controller, stopping, reconcile::reconcile, error_policy, ctx);
     if run_with_grace(shutdown_signal(), GRACEFUL_SHUTDOWN, run).await == Stopped::GracePeriodOver {
         tracing::warn!("graceful shutdown period over: exiting with reconciles still running");
     }
@@ -491,21 +432,15 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
 /// Errors that reach here were not turned into a requeue by the driver: terminal ones wait
 /// for a change of the object; transient ones back off exponentially (Flux: 750 ms … 15 min).
 fn error_policy(ks: Arc<Kustomization>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let span =
-        telemetry::logs::reconcile_span(&IDENTITY, &ks.namespace().unwrap_or_default(), &ks.name_any());
-    let _entered = span.enter();
-    if error.is_terminal() {
-        tracing::error!(%error, "Reconciler error: waiting for a change of the object");
-        return Action::await_change();
-    }
-    let failures = ctx.failure_count(&object_key(&ks), true);
-    ctx.metrics.runtime.record_retry();
-    tracing::error!(%error, "Reconciler error");
-    Action::requeue(flux_runtime::requeue::backoff(
-        failures,
-        ctx.options.runtime.min_retry_delay,
-        ctx.options.runtime.max_retry_delay,
-    ))
+    after_error(
+        &IDENTITY,
+        ks.as_ref(),
+        error,
+        error.is_terminal(),
+        &ctx.failures,
+        &ctx.metrics.runtime,
+        &ctx.options.runtime,
+    )
 }
 
 #[cfg(test)]
@@ -626,23 +561,5 @@ mod tests {
             "a Secret is not the ConfigMap of that name"
         );
         assert_eq!(names(false, "web", "settings"), ["other-ns"]);
-    }
-
-    #[test]
-    fn status_writes_do_not_trigger_but_requests_and_spec_changes_do() {
-        let base = ks("a", json!({"kind": "GitRepository", "name": "repo"}), json!({}));
-        let mut status_only = (*base).clone();
-        status_only.status = Some(Default::default());
-        status_only.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
-        assert_eq!(trigger_hash(&base), trigger_hash(&status_only));
-
-        let mut requested = (*base).clone();
-        requested.metadata.annotations =
-            Some([(keys::REQUESTED_AT_ANNOTATION.to_string(), "1".to_string())].into());
-        assert_ne!(trigger_hash(&base), trigger_hash(&requested));
-
-        let mut new_generation = (*base).clone();
-        new_generation.metadata.generation = Some(2);
-        assert_ne!(trigger_hash(&base), trigger_hash(&new_generation));
     }
 }

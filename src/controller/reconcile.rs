@@ -119,7 +119,7 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     let result_label = match &result {
         // A pass that returns no error ends the backoff; `error_policy` counts the failures.
         Ok(_) => {
-            ctx.failure_count(&key, false);
+            ctx.failures.reset(&key);
             ReconcileResult::Success
         }
         Err(_) => ReconcileResult::Failure,

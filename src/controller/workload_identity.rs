@@ -19,7 +19,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 
-use super::identity::IdentityError;
+use super::identity_error::IdentityError;
 
 /// Providers that get a TokenRequest token.
 const TOKEN_REQUEST_PROVIDERS: [&str; 2] = ["generic", "kubernetes"];

@@ -12,6 +12,7 @@ use kustomize_controller::api::kustomization::SourceKind;
 use serde_json::{Value, json};
 
 use crate::support::artifacts::{Reply, artifact_json, publish_artifact, source_crds};
+use crate::support::config_maps;
 use crate::support::controller::{
     ControllerProcess, OBJECTS_KUSTOMIZATION as KUSTOMIZATION, Scenario, condition,
 };
@@ -21,18 +22,6 @@ const REV1: &str = "main@sha1:1111111111111111111111111111111111111111";
 const REV2: &str = "main@sha1:2222222222222222222222222222222222222222";
 const REV3: &str = "main@sha1:3333333333333333333333333333333333333333";
 const REV4: &str = "main@sha1:4444444444444444444444444444444444444444";
-
-fn config_maps(entries: &[(&str, &str)]) -> String {
-    entries
-        .iter()
-        .map(|(name, value)| {
-            format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n"
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("---\n")
-}
 
 fn inventory_ids(ks: &Kustomization) -> Vec<String> {
     let inventory = ks

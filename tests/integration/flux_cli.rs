@@ -7,15 +7,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kustomize_controller::api::Kustomization;
 
+use crate::support::config_map;
 use crate::support::controller::events_about;
 use crate::support::eventually;
 use crate::support::flux::{GitOps, flux, flux_text, main_revision};
 
 const KUSTOMIZATION: &str = "resources: [objects.yaml]\n";
-
-fn config_map(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
 
 /// The revision as `flux get` shows it: the commit cut to 8 characters.
 fn shown_revision(commit: &str) -> String {

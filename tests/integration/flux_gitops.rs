@@ -1,21 +1,10 @@
 //! The GitOps loop with the real source-controller: commits on a Git server over HTTP become
 //! source-controller artifacts, which our controller applies, prunes and refuses when broken.
 
+use crate::support::config_maps;
 use crate::support::flux::{GitOps, main_revision};
 
 const KUSTOMIZATION: &str = "resources: [objects.yaml]\n";
-
-fn config_maps(entries: &[(&str, &str)]) -> String {
-    entries
-        .iter()
-        .map(|(name, value)| {
-            format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n"
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("---\n")
-}
 
 #[tokio::test]
 async fn commits_are_applied_pruned_and_a_broken_force_push_keeps_what_runs() {

@@ -6,23 +6,13 @@
 //!
 //! Needs the e2e control plane (`KUBECONFIG`, and `E2E_BIN` for kubectl): `make test` runs it.
 
-use std::path::{Path, PathBuf};
+mod support;
+
 use std::process::{Command, Output};
 use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
-
-fn kubectl_path() -> PathBuf {
-    let bin = std::env::var_os("E2E_BIN").expect(
-        "E2E_BIN is not set: `make test` sets it (the control plane's build directory, which holds kubectl)",
-    );
-    assert!(
-        std::env::var_os("KUBECONFIG").is_some(),
-        "KUBECONFIG is not set: `make test` points it at the e2e control plane"
-    );
-    Path::new(&bin).join("kubectl")
-}
 
 /// kubectl's discovery cache, fresh for this run: one written before the CRDs were installed
 /// would hide their short names and categories.
@@ -30,7 +20,7 @@ const CACHE_DIR: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/irc-api-server-ku
 
 fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
     use std::io::Write;
-    let mut child = Command::new(kubectl_path())
+    let mut child = Command::new(support::cluster::kubectl_path())
         .arg(format!("--cache-dir={CACHE_DIR}"))
         .args(args)
         .stdin(std::process::Stdio::piped())
@@ -62,28 +52,8 @@ fn install_crds() {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
         let _ = std::fs::remove_dir_all(CACHE_DIR);
-        apply_crds();
+        support::cluster::install_crds();
     });
-}
-
-fn apply_crds() {
-    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../crds");
-    for plural in ["imagerepositories", "imagepolicies"] {
-        let file = format!("{crds}/image.toolkit.fluxcd.io_{plural}.yaml");
-        ok(
-            &["apply", "--server-side", "--force-conflicts", "-f", &file],
-            None,
-        );
-        ok(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{plural}.image.toolkit.fluxcd.io"),
-            ],
-            None,
-        );
-    }
 }
 
 /// A namespace of its own, deleted when the test ends.

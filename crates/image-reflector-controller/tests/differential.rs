@@ -37,7 +37,7 @@ use base64::Engine as _;
 use regex::Regex;
 use serde_json::{Value, json};
 use support::cluster::{Harness, kubectl, ok};
-use support::flux_peer::Peer;
+use support::flux_peer::{Peer, delete_namespace};
 use support::proxy::Proxy;
 use support::{Options, Registry};
 
@@ -320,17 +320,7 @@ struct FluxNamespace(String);
 
 impl Drop for FluxNamespace {
     fn drop(&mut self) {
-        for kind in ["imagepolicies", "imagerepositories"] {
-            let list = kubectl(&["get", kind, "-n", &self.0, "-o", "name"], None);
-            for object in String::from_utf8_lossy(&list.stdout).lines() {
-                let unfinalized = r#"{"metadata":{"finalizers":null}}"#;
-                let _ = kubectl(
-                    &["patch", "-n", &self.0, object, "--type=merge", "-p", unfinalized],
-                    None,
-                );
-            }
-        }
-        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"], None);
+        delete_namespace(&self.0);
     }
 }
 

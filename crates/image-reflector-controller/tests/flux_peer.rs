@@ -10,70 +10,14 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::flux_peer::Peer;
+use support::cluster::{install_crds, kubectl, ok};
+use support::flux_peer::{Peer, delete_namespace};
 use support::{Options, Registry};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-fn env_dir(name: &str, hint: &str) -> PathBuf {
-    PathBuf::from(std::env::var_os(name).unwrap_or_else(|| panic!("{name} is not set: {hint}")))
-}
-
-fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let bin = env_dir(
-        "E2E_BIN",
-        "`make test` sets it (the control plane's build directory, which holds kubectl)",
-    );
-    assert!(
-        std::env::var_os("KUBECONFIG").is_some(),
-        "KUBECONFIG is not set: `make test` points it at the e2e control plane"
-    );
-    let mut child = Command::new(bin.join("kubectl"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kubectl");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(input);
-    child.wait_with_output().expect("kubectl runs")
-}
-
-fn ok(args: &[&str], stdin: Option<&str>) -> String {
-    let out = kubectl(args, stdin);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed:\n{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// Our committed CRDs, exactly as `config/` installs them.
-fn apply_our_crds() {
-    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../crds");
-    for plural in ["imagerepositories", "imagepolicies"] {
-        let file = format!("{crds}/image.toolkit.fluxcd.io_{plural}.yaml");
-        ok(
-            &["apply", "--server-side", "--force-conflicts", "-f", &file],
-            None,
-        );
-        let crd = format!("crd/{plural}.image.toolkit.fluxcd.io");
-        ok(
-            &["wait", "--for=condition=Established", "--timeout=60s", &crd],
-            None,
-        );
-    }
-}
 
 /// A namespace of its own, deleted when the test ends.
 struct Namespace(String);
@@ -122,19 +66,7 @@ impl Namespace {
 
 impl Drop for Namespace {
     fn drop(&mut self) {
-        // After a failure the peer is gone: nobody would remove Flux's finalizers and the
-        // namespace would hang in Terminating.
-        for kind in ["imagepolicies", "imagerepositories"] {
-            let list = kubectl(&["get", kind, "-n", &self.0, "-o", "name"], None);
-            for object in String::from_utf8_lossy(&list.stdout).lines() {
-                let unfinalized = r#"{"metadata":{"finalizers":null}}"#;
-                let _ = kubectl(
-                    &["patch", "-n", &self.0, object, "--type=merge", "-p", unfinalized],
-                    None,
-                );
-            }
-        }
-        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"], None);
+        delete_namespace(&self.0);
     }
 }
 
@@ -200,7 +132,7 @@ fn strings(value: &Value) -> Vec<&str> {
 
 #[test]
 fn flux_controller_reconciles_our_crds_against_a_real_registry() {
-    apply_our_crds();
+    install_crds();
     let registry = Registry::start(Options::default());
     // A signature tag too: the default exclusion list (`^.*\.sig$`) drops it.
     registry.push(

@@ -1,11 +1,16 @@
 //! What runs a controller beside its reconciles: its start-up (client, metrics, probes,
 //! leadership), its instance name and its bounded shutdown.
 
+use std::fmt::Debug;
 use std::future::Future;
+use std::hash::Hash;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::Arc;
+use futures::{StreamExt, TryFuture};
+use kube::runtime::controller::{Action, Controller};
+use serde::de::DeserializeOwned;
 
 use crate::client::{RequestCounts, counting_client};
 use crate::identity::ControllerIdentity;
@@ -149,6 +154,31 @@ pub async fn shutdown_signal() {
         "shutting down: waiting for running reconciles to finish, at most {}s",
         GRACEFUL_SHUTDOWN.as_secs()
     );
+}
+
+/// Runs `controller`'s reconciles until `stopping` fires and the running ones finish. The
+/// errors are the error policy's to log; what else the controller reports is debug detail.
+pub async fn run_until<K, Ctx, F>(
+    controller: Controller<K>,
+    stopping: impl Future<Output = ()> + Send + Sync + 'static,
+    reconcile: impl FnMut(Arc<K>, Arc<Ctx>) -> F,
+    error_policy: impl Fn(Arc<K>, &F::Error, Arc<Ctx>) -> Action,
+    ctx: Arc<Ctx>,
+) where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Debug + Unpin,
+    F: TryFuture<Ok = Action> + Send + 'static,
+    F::Error: std::error::Error + Send + 'static,
+{
+    controller
+        .graceful_shutdown_on(stopping)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller event");
+            }
+        })
+        .await;
 }
 
 /// How long running reconciles get after SIGTERM: controller-runtime's default graceful

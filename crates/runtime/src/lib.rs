@@ -21,6 +21,7 @@ pub mod status_writes;
 pub mod task;
 pub mod telemetry;
 mod text;
+pub mod triggers;
 pub mod watch_retry;
 
 pub use identity::ControllerIdentity;

@@ -212,3 +212,17 @@ pub mod receiver;
 pub mod registry;
 pub mod remote;
 pub mod tls;
+
+/// A ConfigMap manifest `name` with `data.value`.
+pub fn config_map(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// One ConfigMap manifest per `(name, value)`, as one YAML stream.
+pub fn config_maps(entries: &[(&str, &str)]) -> String {
+    entries
+        .iter()
+        .map(|(name, value)| config_map(name, value))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}

@@ -7,22 +7,18 @@ pub mod finalizers;
 pub(crate) mod policy;
 pub mod repository;
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use flux_runtime::ControllerIdentity;
-use flux_runtime::controller::{StartError, Started, lead_while, shutdown_signal, start};
+use flux_runtime::controller::{StartError, Started, lead_while, run_until, shutdown_signal, start};
 use flux_runtime::events::Notifier;
+use flux_runtime::requeue::{Failures, after_error};
 use flux_runtime::status_writes::{OwnWrites, StatusWriteError, object_key};
 use flux_runtime::telemetry::{self, Metrics, ObjectLabels, ReconcileResult};
+use flux_runtime::triggers::own_objects;
 use flux_runtime::watch_retry;
-use futures::{StreamExt, TryStreamExt};
-use kube::api::Api;
+use kube::Client;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 
 use crate::api::{ImageRepository, ImageRepositoryStatus};
 use crate::options::{InvalidOptions, RunOptions};
@@ -32,7 +28,7 @@ use crate::{IMAGE_POLICY, IMAGE_REPOSITORY};
 use repository::ReconcileError;
 
 /// The annotation that asks for a reconcile now (`flux reconcile`).
-pub(crate) const REQUESTED_AT_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
+pub(crate) use flux_runtime::triggers::REQUESTED_AT_ANNOTATION;
 
 /// Everything a reconcile needs, shared by all of them.
 pub(crate) struct Context {
@@ -43,26 +39,11 @@ pub(crate) struct Context {
     pub notifier: Notifier<ImageRepository>,
     pub metrics: Arc<Metrics>,
     /// Consecutive failures per object, for the error backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Failures,
     /// Status writes the ImageRepository cache does not show yet.
     own_writes: OwnWrites<ImageRepository>,
     /// The ImagePolicy controller's own state.
     pub(crate) policies: policy::run::Policies,
-}
-
-impl Context {
-    /// One more failure of `key`, or back to zero after a success.
-    fn failure_count(&self, key: &str, failed: bool) -> u32 {
-        let mut counts = self.failures.lock().expect("failure counts lock");
-        if failed {
-            let count = counts.entry(key.to_string()).or_default();
-            *count += 1;
-            *count
-        } else {
-            counts.remove(key);
-            0
-        }
-    }
 }
 
 /// Server-side apply of an ImageRepository's status by `gotk-image-reflector-controller`.
@@ -163,7 +144,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         store,
         registry_limits: Limits::default(),
         metrics,
-        failures: Mutex::default(),
+        failures: Failures::default(),
         own_writes: OwnWrites::default(),
         options,
     });
@@ -176,97 +157,34 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
     }
 }
 
-/// What makes an ImageRepository worth reconciling again (Flux's generation and
-/// requested-at predicates), plus finalizer changes and deletion. Status writes do not.
-fn trigger_hash(repo: &ImageRepository) -> Option<u64> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    repo.metadata.generation.hash(&mut hasher);
-    repo.annotations().get(REQUESTED_AT_ANNOTATION).hash(&mut hasher);
-    repo.finalizers().hash(&mut hasher);
-    repo.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Some(hasher.finish())
-}
-
 /// The ImageRepository controller: every namespace or the runtime one, label-selected shards.
 async fn run_repositories(ctx: Arc<Context>) {
-    let runtime = &ctx.options.runtime;
-    let api: Api<ImageRepository> = if runtime.watch_all_namespaces {
-        Api::all(ctx.client.clone())
-    } else {
-        Api::namespaced(ctx.client.clone(), &runtime.runtime_namespace)
-    };
-    let mut config = watch_retry::config();
-    if !runtime.watch_label_selector.is_empty() {
-        config = config.labels(&runtime.watch_label_selector);
-    }
-    let (reader, writer) = reflector::store();
     let seen = ctx.clone();
-    let repositories = watch_retry::with_backoff(watcher(api, config))
-        .modify(|repo: &mut ImageRepository| repo.managed_fields_mut().clear())
-        .reflect(writer)
-        .applied_objects()
-        .inspect_ok(move |repo| seen.own_writes.seen(&object_key(repo), repo))
-        .predicate_filter(trigger_hash, Default::default());
-    watch_retry::controller(repositories, reader, runtime.concurrent)
-        .graceful_shutdown_on(shutdown_signal())
-        .run(repository::reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "controller event");
-            }
-        })
-        .await;
-}
-
-/// Terminal errors wait for a change of the object; the rest back off exponentially
-/// (`--min-retry-delay` .. `--max-retry-delay`).
-fn error_policy(repo: Arc<ImageRepository>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let span = telemetry::logs::reconcile_span(
-        &IMAGE_REPOSITORY,
-        &repo.namespace().unwrap_or_default(),
-        &repo.name_any(),
+    let (reader, repositories) = own_objects(
+        &ctx.client,
+        &ctx.options.runtime,
+        move |repo: &ImageRepository| seen.own_writes.seen(&object_key(repo), repo),
     );
-    let _entered = span.enter();
-    if error.is_terminal() {
-        tracing::error!(%error, "Reconciler error: waiting for a change of the object");
-        return Action::await_change();
-    }
-    let failures = ctx.failure_count(&object_key(repo.as_ref()), true);
-    ctx.metrics.runtime.record_retry();
-    tracing::error!(%error, "Reconciler error");
-    Action::requeue(flux_runtime::requeue::backoff(
-        failures,
-        ctx.options.runtime.min_retry_delay,
-        ctx.options.runtime.max_retry_delay,
-    ))
+    let controller = watch_retry::controller(repositories, reader, ctx.options.runtime.concurrent);
+    run_until(
+        controller,
+        shutdown_signal(),
+        repository::reconcile,
+        error_policy,
+        ctx,
+    )
+    .await;
 }
 
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn status_writes_do_not_trigger_but_requests_and_spec_changes_do() {
-        let base: ImageRepository = serde_json::from_value(json!({
-            "apiVersion": "image.toolkit.fluxcd.io/v1", "kind": "ImageRepository",
-            "metadata": {"name": "a", "namespace": "apps", "generation": 1},
-            "spec": {"image": "ghcr.io/a/b", "interval": "5m"},
-        }))
-        .unwrap();
-        let mut status_only = base.clone();
-        status_only.status = Some(ImageRepositoryStatus::default());
-        status_only.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
-        assert_eq!(trigger_hash(&base), trigger_hash(&status_only));
-
-        let mut requested = base.clone();
-        requested.metadata.annotations =
-            Some([("reconcile.fluxcd.io/requestedAt".to_string(), "1".to_string())].into());
-        assert_ne!(trigger_hash(&base), trigger_hash(&requested));
-
-        let mut new_generation = base.clone();
-        new_generation.metadata.generation = Some(2);
-        assert_ne!(trigger_hash(&base), trigger_hash(&new_generation));
-    }
+/// Terminal errors wait for a change of the object; the rest back off exponentially.
+fn error_policy(repo: Arc<ImageRepository>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    after_error(
+        &IMAGE_REPOSITORY,
+        repo.as_ref(),
+        error,
+        error.is_terminal(),
+        &ctx.failures,
+        &ctx.metrics.runtime,
+        &ctx.options.runtime,
+    )
 }

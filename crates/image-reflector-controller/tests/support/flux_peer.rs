@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+use super::cluster::kubectl;
 use super::free_port;
 
 pub struct Peer {
@@ -58,4 +59,28 @@ impl Drop for Peer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Deletes `namespace` without waiting, Flux's finalizers first: after a failure the peer is
+/// gone, nobody would remove them and the namespace would hang in Terminating.
+pub fn delete_namespace(namespace: &str) {
+    for kind in ["imagepolicies", "imagerepositories"] {
+        let list = kubectl(&["get", kind, "-n", namespace, "-o", "name"], None);
+        for object in String::from_utf8_lossy(&list.stdout).lines() {
+            let unfinalized = r#"{"metadata":{"finalizers":null}}"#;
+            let _ = kubectl(
+                &[
+                    "patch",
+                    "-n",
+                    namespace,
+                    object,
+                    "--type=merge",
+                    "-p",
+                    unfinalized,
+                ],
+                None,
+            );
+        }
+    }
+    let _ = kubectl(&["delete", "namespace", namespace, "--wait=false"], None);
 }

@@ -9,6 +9,7 @@ mod oci;
 use serde_json::Value;
 
 use super::harness::Keys;
+use crate::support::config_map;
 
 pub(super) type Files = Vec<(String, String)>;
 
@@ -81,10 +82,6 @@ fn tree(objects: &[String]) -> Files {
         ("kustomization.yaml", "resources: [objects.yaml]\n"),
         ("objects.yaml", &objects.join("---\n")),
     ])
-}
-
-fn config_map(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
 }
 
 /// A Deployment the fake kubelet runs; `behavior` steers its pods (`fail`, `never-ready`).

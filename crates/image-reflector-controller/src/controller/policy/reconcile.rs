@@ -28,7 +28,7 @@ use super::select::{DigestPlan, digest_failure, digest_plan, policy_of, select};
 use super::status::{Evaluation, EventType, Requeue, compute, progress};
 use crate::IMAGE_POLICY;
 use crate::api::image_policy::{ImageRef, ReflectionPolicy};
-use crate::api::{ImagePolicy, ImageRepository};
+use crate::api::{ImagePolicy, ImagePolicyStatus, ImageRepository};
 use crate::controller::finalizers::finalized;
 use crate::controller::repository::auth::{AuthRefs, scan_auth};
 use crate::controller::{Context, REQUESTED_AT_ANNOTATION};
@@ -96,9 +96,25 @@ pub(crate) async fn reconcile(
         Ok(_) => flux_runtime::telemetry::Outcome::Success,
     });
     if result.is_ok() {
-        ctx.policies.failure_count(&key, false);
+        ctx.policies.failures.reset(&key);
     }
     result
+}
+
+/// Server-side apply of an ImagePolicy's status by `gotk-image-reflector-controller`.
+async fn write_status(
+    ctx: &Context,
+    policy: &ImagePolicy,
+    status: &ImagePolicyStatus,
+) -> Result<(), StatusWriteError> {
+    flux_runtime::status_writes::write_status(
+        &ctx.client,
+        IMAGE_POLICY.field_manager,
+        &ctx.policies.writes,
+        policy,
+        status,
+    )
+    .await
 }
 
 async fn apply(
@@ -151,7 +167,7 @@ async fn apply(
         Err(PolicyFailure::IntervalNotConfigured)
     } else {
         if let Some(progressing) = progress(&old, &stamp) {
-            super::run::write_status(ctx, policy, &progressing).await?;
+            write_status(ctx, policy, &progressing).await?;
         }
         evaluate(
             policy,
@@ -175,7 +191,7 @@ async fn apply(
         .ahead_of(&key, policy)
         .or_else(|| policy.status.clone());
     if written.as_ref() != Some(&verdict.status) {
-        super::run::write_status(ctx, policy, &verdict.status).await?;
+        write_status(ctx, policy, &verdict.status).await?;
     }
     if let Some(event) = &verdict.event {
         let severity = match event.type_ {

@@ -5,23 +5,23 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use flux_runtime::controller::shutdown_signal;
+use flux_runtime::controller::{run_until, shutdown_signal};
 use flux_runtime::events::Notifier;
-use flux_runtime::status_writes::{OwnWrites, StatusWriteError, object_key};
-use flux_runtime::telemetry::{self, RuntimeMetrics};
+use flux_runtime::requeue::{Failures, after_error};
+use flux_runtime::status_writes::{OwnWrites, object_key};
+use flux_runtime::telemetry::RuntimeMetrics;
+use flux_runtime::triggers::{own_objects, watch_config, watched};
 use flux_runtime::watch_retry;
-use futures::{StreamExt, TryStreamExt};
-use kube::api::Api;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 
 use super::reconcile::{PolicyError, Remembered, reconcile};
 use super::repository::repository_key;
 use crate::IMAGE_POLICY;
-use crate::api::{ImagePolicy, ImagePolicyStatus, ImageRepository};
-use crate::controller::{Context, REQUESTED_AT_ANNOTATION};
+use crate::api::{ImagePolicy, ImageRepository};
+use crate::controller::Context;
 
 /// What the ImagePolicy controller keeps beside the shared context.
 pub(crate) struct Policies {
@@ -29,7 +29,7 @@ pub(crate) struct Policies {
     /// controller-runtime's metrics labelled `imagepolicy`.
     pub metrics: RuntimeMetrics,
     pub writes: OwnWrites<ImagePolicy>,
-    failures: Mutex<HashMap<String, u32>>,
+    pub(crate) failures: Failures,
     evaluations: Mutex<HashMap<String, Remembered>>,
 }
 
@@ -39,21 +39,8 @@ impl Policies {
             notifier,
             metrics,
             writes: OwnWrites::default(),
-            failures: Mutex::default(),
+            failures: Failures::default(),
             evaluations: Mutex::default(),
-        }
-    }
-
-    /// One more failure of `key`, or back to zero after a success.
-    pub(crate) fn failure_count(&self, key: &str, failed: bool) -> u32 {
-        let mut counts = self.failures.lock().expect("failure counts lock");
-        if failed {
-            let count = counts.entry(key.to_string()).or_default();
-            *count += 1;
-            *count
-        } else {
-            counts.remove(key);
-            0
         }
     }
 
@@ -70,39 +57,9 @@ impl Policies {
     /// The policy is gone: nothing of it is kept.
     pub(crate) fn forget(&self, key: &str) {
         self.evaluations.lock().expect("evaluations lock").remove(key);
-        self.failures.lock().expect("failure counts lock").remove(key);
+        self.failures.reset(key);
         self.writes.forget(key);
     }
-}
-
-/// Server-side apply of an ImagePolicy's status by `gotk-image-reflector-controller`.
-pub(crate) async fn write_status(
-    ctx: &Context,
-    policy: &ImagePolicy,
-    status: &ImagePolicyStatus,
-) -> Result<(), StatusWriteError> {
-    flux_runtime::status_writes::write_status(
-        &ctx.client,
-        IMAGE_POLICY.field_manager,
-        &ctx.policies.writes,
-        policy,
-        status,
-    )
-    .await
-}
-
-/// Flux's generation and requested-at predicates for policies, plus finalizer changes and
-/// deletion. Status writes do not trigger.
-fn trigger_hash(policy: &ImagePolicy) -> Option<u64> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    policy.metadata.generation.hash(&mut hasher);
-    policy
-        .annotations()
-        .get(REQUESTED_AT_ANNOTATION)
-        .hash(&mut hasher);
-    policy.finalizers().hash(&mut hasher);
-    policy.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    Some(hasher.finish())
 }
 
 /// A repository wakes its policies only with a new scan revision (Flux v1's predicate); its
@@ -135,78 +92,50 @@ fn policies_of(policies: &Store<ImagePolicy>, repository: &ImageRepository) -> V
         .collect()
 }
 
-fn api<K>(client: &Client, ctx: &Context) -> Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
-{
-    let runtime = &ctx.options.runtime;
-    if runtime.watch_all_namespaces {
-        Api::all(client.clone())
-    } else {
-        Api::namespaced(client.clone(), &runtime.runtime_namespace)
-    }
-}
-
 /// The ImagePolicy controller: every namespace or the runtime one, label-selected shards (the
 /// selector applies to both kinds, as Flux's cache does).
 pub(crate) async fn run_policies(ctx: Arc<Context>) {
     let runtime = &ctx.options.runtime;
-    let mut config = watch_retry::config();
-    if !runtime.watch_label_selector.is_empty() {
-        config = config.labels(&runtime.watch_label_selector);
-    }
-    let (reader, writer) = reflector::store();
     let seen = ctx.clone();
-    let policies = watch_retry::with_backoff(watcher(api::<ImagePolicy>(&ctx.client, &ctx), config.clone()))
-        .modify(|policy: &mut ImagePolicy| policy.managed_fields_mut().clear())
-        .reflect(writer)
-        .applied_objects()
-        .inspect_ok(move |policy| seen.policies.writes.seen(&object_key(policy), policy))
-        .predicate_filter(trigger_hash, Default::default());
+    let (reader, policies) = own_objects(&ctx.client, runtime, move |policy: &ImagePolicy| {
+        seen.policies.writes.seen(&object_key(policy), policy)
+    });
     let (repositories, repository_writer) = reflector::store();
-    let repository_changes =
-        watch_retry::with_backoff(watcher(api::<ImageRepository>(&ctx.client, &ctx), config))
-            .modify(|repository: &mut ImageRepository| repository.managed_fields_mut().clear())
-            .reflect(repository_writer)
-            .applied_objects()
-            .predicate_filter(revision_hash, Default::default());
+    let repository_changes = watch_retry::with_backoff(watcher(
+        watched::<ImageRepository>(&ctx.client, runtime),
+        watch_config(runtime),
+    ))
+    .modify(|repository: &mut ImageRepository| repository.managed_fields_mut().clear())
+    .reflect(repository_writer)
+    .applied_objects()
+    .predicate_filter(revision_hash, Default::default());
     let mapped = reader.clone();
-    let concurrency = runtime.concurrent;
-    watch_retry::controller(policies, reader, concurrency)
+    let controller = watch_retry::controller(policies, reader, runtime.concurrent)
         .watches_stream(repository_changes, move |repository| {
             policies_of(&mapped, &repository)
-        })
-        .graceful_shutdown_on(shutdown_signal())
-        .run(
-            move |policy, ctx| reconcile(policy, ctx, repositories.clone()),
-            error_policy,
-            ctx,
-        )
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "controller event");
-            }
-        })
-        .await;
+        });
+    run_until(
+        controller,
+        shutdown_signal(),
+        move |policy, ctx| reconcile(policy, ctx, repositories.clone()),
+        error_policy,
+        ctx,
+    )
+    .await;
 }
 
-/// Terminal errors wait for a change of the object; the rest back off exponentially
-/// (`--min-retry-delay` .. `--max-retry-delay`).
+/// An evaluation's error is never terminal: a policy that cannot be evaluated concludes with
+/// its status, not an error. The rest back off exponentially.
 fn error_policy(policy: Arc<ImagePolicy>, error: &PolicyError, ctx: Arc<Context>) -> Action {
-    let span = telemetry::logs::reconcile_span(
+    after_error(
         &IMAGE_POLICY,
-        &policy.namespace().unwrap_or_default(),
-        &policy.name_any(),
-    );
-    let _entered = span.enter();
-    let failures = ctx.policies.failure_count(&object_key(policy.as_ref()), true);
-    ctx.policies.metrics.record_retry();
-    tracing::error!(%error, "Reconciler error");
-    Action::requeue(flux_runtime::requeue::backoff(
-        failures,
-        ctx.options.runtime.min_retry_delay,
-        ctx.options.runtime.max_retry_delay,
-    ))
+        policy.as_ref(),
+        error,
+        false,
+        &ctx.policies.failures,
+        &ctx.policies.metrics,
+        &ctx.options.runtime,
+    )
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ pub(crate) async fn reconcile(
     ctx.metrics
         .record_reconcile(&labels, began.elapsed(), super::result_label(result.is_ok()));
     if result.is_ok() {
-        ctx.failure_count(&key, false);
+        ctx.failures.reset(&key);
     }
     result
 }
