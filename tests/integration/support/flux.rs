@@ -279,11 +279,23 @@ impl GitRepo {
 /// Creates GitRepository `name` in `namespace` pointing at `url`'s main branch, polled every
 /// `interval`.
 pub async fn apply_git_repository(client: &Client, namespace: &str, name: &str, url: &str, interval: &str) {
-    let resource = SourceKind::GitRepository.api_resource();
+    let spec = json!({"url": url, "interval": interval, "ref": {"branch": "main"}});
+    apply_source(client, namespace, SourceKind::GitRepository, name, spec).await;
+}
+
+/// Creates or updates source `kind`/`name` in `namespace` with `spec`, as the tests' manager.
+pub async fn apply_source(
+    client: &Client,
+    namespace: &str,
+    kind: SourceKind,
+    name: &str,
+    spec: serde_json::Value,
+) {
+    let resource = kind.api_resource();
     let object = json!({
         "apiVersion": resource.api_version, "kind": resource.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"url": url, "interval": interval, "ref": {"branch": "main"}},
+        "spec": spec,
     });
     Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
         .patch(
@@ -292,7 +304,7 @@ pub async fn apply_git_repository(client: &Client, namespace: &str, name: &str, 
             &Patch::Apply(object),
         )
         .await
-        .unwrap_or_else(|e| panic!("apply GitRepository {namespace}/{name}: {e}"));
+        .unwrap_or_else(|e| panic!("apply {} {namespace}/{name}: {e}", resource.kind));
 }
 
 /// The revision source-controller reports for a commit on main.

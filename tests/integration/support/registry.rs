@@ -8,12 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kustomize_controller::api::kustomization::SourceKind;
 use serde_json::json;
 
 use super::controller::free_port;
-use super::flux::{flux, flux_text};
+use super::flux::{apply_source, flux, flux_text};
 
 const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
@@ -149,18 +148,6 @@ pub async fn apply_oci_repository(
     tag: &str,
     interval: &str,
 ) {
-    let resource = SourceKind::OCIRepository.api_resource();
-    let object = json!({
-        "apiVersion": resource.api_version, "kind": resource.kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"url": url, "ref": {"tag": tag}, "interval": interval, "insecure": true},
-    });
-    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
-        .patch(
-            name,
-            &PatchParams::apply("e2e-tests").force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("apply OCIRepository {namespace}/{name}: {e}"));
+    let spec = json!({"url": url, "ref": {"tag": tag}, "interval": interval, "insecure": true});
+    apply_source(client, namespace, SourceKind::OCIRepository, name, spec).await;
 }
