@@ -8,6 +8,8 @@ use serde_json::{Map, Value};
 
 use super::error::BuildError;
 
+mod flow_depth;
+
 /// How many nodes a file may produce beyond its own length in bytes. Without aliases a
 /// file cannot produce more nodes than it has bytes, so the excess is what aliases
 /// expanded: this bounds a "billion laughs" file (a 90 KB file can otherwise expand to
@@ -57,7 +59,7 @@ fn for_each_document(
             });
         }
     }
-    refuse_deep_flow(text, origin)?;
+    flow_depth::refuse_deep_flow(text, origin)?;
     let mut index = 0;
     let folded = super::folded::folded_starts(text);
     let nodes = NodeBudget {
@@ -83,40 +85,6 @@ fn for_each_document(
         if !json.is_null() {
             index += 1;
             each(index, json, paths)?;
-        }
-    }
-    Ok(())
-}
-
-/// How deep `[`/`{` may nest. The YAML scanner takes time quadratic in this depth (a 400 KB
-/// file of brackets ran for minutes) and the deserializer refuses anything past 128 levels
-/// anyway; inside a flow collection, brackets inside strings count too, which no real manifest
-/// piles up this high.
-const MAX_FLOW_DEPTH: usize = 1000;
-
-/// Refuses `text` before parsing when its flow collections nest deeper than [`MAX_FLOW_DEPTH`].
-/// Outside a flow collection only a bracket after a blank or at the start of a line can open
-/// one: anywhere else it is part of a plain scalar (`ow[[[ner: x`), which the scanner reads in
-/// linear time however many brackets it holds.
-fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildError> {
-    let mut depth = 0usize;
-    for (n, line) in text.lines().enumerate() {
-        let mut after_blank = true;
-        for b in line.bytes() {
-            let opens = depth > 0 || after_blank;
-            after_blank = b == b' ' || b == b'\t';
-            match b {
-                b'[' | b'{' if opens => depth += 1,
-                b']' | b'}' => depth = depth.saturating_sub(1),
-                _ => continue,
-            }
-            if depth > MAX_FLOW_DEPTH {
-                return Err(BuildError::Yaml {
-                    file: origin.to_string(),
-                    line: n + 1,
-                    message: format!("flow collections nested deeper than {MAX_FLOW_DEPTH} levels"),
-                });
-            }
         }
     }
     Ok(())
