@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::Owner;
 use super::masking::is_secret;
+use super::typed_shape::add_typed_zero_fields;
 use crate::api::conditions::keys;
 
 /// A manifest that cannot be applied as written.
@@ -87,6 +88,7 @@ pub(crate) fn normalize(
     if group_is_core_or_builtin {
         default_protocols(obj, &kind);
     }
+    add_typed_zero_fields(obj);
     if is_secret(obj) {
         fold_string_data(obj).map_err(|r| malformed(&r))?;
     }
@@ -201,7 +203,7 @@ mod tests {
         normalize(&mut svc, &owner(), true, "Service/a/s").unwrap();
         assert_eq!(
             svc["spec"]["ports"],
-            json!([{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}])
+            json!([{"port": 80, "protocol": "TCP", "targetPort": 0}, {"port": 53, "protocol": "UDP", "targetPort": 0}])
         );
         let mut cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "a"},
             "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 1}]}],
