@@ -44,6 +44,7 @@ mod preview;
 mod prune;
 mod settle;
 mod stage;
+mod typed_shape;
 mod watch;
 
 use std::fmt;

@@ -1,7 +1,8 @@
 //! What Flux normalizes before applying, plus the owner labels.
 //!
-//! Not done: Flux round-trips built-in kinds through their Go types, which drops unknown
-//! fields; here the server-side dry-run rejects or drops them instead.
+//! Flux round-trips built-in kinds through their Go types; the fields that adds are written by
+//! [`super::typed_shape`]. Not done: the round trip also drops unknown fields; here the
+//! server-side dry-run rejects or drops them instead.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -9,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::Owner;
 use super::masking::is_secret;
+use super::typed_shape::add_typed_zero_fields;
 use crate::api::conditions::keys;
 
 /// A manifest that cannot be applied as written.
@@ -87,6 +89,7 @@ pub(crate) fn normalize(
     if group_is_core_or_builtin {
         default_protocols(obj, &kind);
     }
+    add_typed_zero_fields(obj);
     if is_secret(obj) {
         fold_string_data(obj).map_err(|r| malformed(&r))?;
     }
@@ -201,7 +204,7 @@ mod tests {
         normalize(&mut svc, &owner(), true, "Service/a/s").unwrap();
         assert_eq!(
             svc["spec"]["ports"],
-            json!([{"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}])
+            json!([{"port": 80, "protocol": "TCP", "targetPort": 0}, {"port": 53, "protocol": "UDP", "targetPort": 0}])
         );
         let mut cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "a"},
             "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 1}]}],

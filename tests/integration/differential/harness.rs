@@ -654,6 +654,23 @@ pub(super) const KINDS: &[(&str, &str, &str, &str, bool)] = &[
     ("", "v1", "ServiceAccount", "serviceaccounts", true),
     ("", "v1", "Service", "services", true),
     ("apps", "v1", "Deployment", "deployments", true),
+    ("apps", "v1", "StatefulSet", "statefulsets", true),
+    ("batch", "v1", "CronJob", "cronjobs", true),
+    ("networking.k8s.io", "v1", "Ingress", "ingresses", true),
+    (
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        true,
+    ),
+    (
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
     ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
     (
         "rbac.authorization.k8s.io",

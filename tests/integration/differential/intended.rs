@@ -150,13 +150,4 @@ pub(super) const TABLE: &[Entry] = &[
         "*",
         "the first forbidden request is our 'query' (get), Flux's is the dry-run (patch)",
     ),
-    entry(
-        "native-defaults",
-        FOUND,
-        "*",
-        "*.objects.Deployment/*.managedFields[kustomize-controller Apply]*|*.objects.Service/*.managedFields[kustomize-controller Apply]*",
-        "{}",
-        "(absent)",
-        "Flux applies native kinds with their defaults filled in (Deployment strategy, container resources, Service targetPort), so it owns those fields; we do not",
-    ),
 ];

@@ -3,6 +3,7 @@
 //! side's namespace.
 
 mod features;
+mod kinds;
 mod lifecycle;
 mod oci;
 
@@ -59,6 +60,7 @@ pub(super) fn all(keys: &Keys) -> Vec<Scenario> {
     let mut all = lifecycle::scenarios();
     all.extend(features::scenarios(keys));
     all.extend(oci::scenarios());
+    all.extend(kinds::scenarios());
     all
 }
 
