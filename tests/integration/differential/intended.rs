@@ -124,15 +124,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     // Found by this suite, not fixed yet.
     entry(
-        "event-aggregation",
-        FOUND,
-        "immutable-with-force|ssa-annotations|sops-missing-key-secret",
-        "events.*",
-        "(absent)",
-        "*",
-        "a repeated identical Kubernetes event is a new Event object; Flux's recorder counts it on the first (count, lastTimestamp)",
-    ),
-    entry(
         "sops-error-text",
         FOUND,
         "sops-wrong-key",
