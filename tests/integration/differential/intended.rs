@@ -124,15 +124,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     // Found by this suite, not fixed yet.
     entry(
-        "sops-error-text",
-        FOUND,
-        "sops-wrong-key",
-        MESSAGES,
-        "*",
-        "*",
-        "a key that does not fit gives our short error, not sops' multi-line report",
-    ),
-    entry(
         "impersonation-denied-text",
         FOUND,
         "impersonation-denied",
