@@ -324,15 +324,18 @@ pub struct ApplyError {
     pub changes: ChangeSet,
 }
 
+/// As Flux: the errors, then a line for each change made before it stopped, each line ended
+/// (so a message ends with a line break, as Flux's do).
 fn render_errors(errors: &[ObjectError], changes: &ChangeSet) -> String {
     let mut out = errors
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("\n");
+    out.push('\n');
     if !changes.is_empty() {
-        out.push('\n');
         out.push_str(&changes.to_string());
+        out.push('\n');
     }
     out
 }
@@ -433,7 +436,7 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created"
+            "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created\n"
         );
         assert_eq!(err.reason(), "ReconciliationFailed");
         assert_eq!(err.retry(), Retry::RetryInterval);

@@ -124,15 +124,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     // Found by this suite, not fixed yet.
     entry(
-        "impersonation-denied-text",
-        FOUND,
-        "impersonation-denied",
-        MESSAGES,
-        "*",
-        "*",
-        "the first forbidden request is our 'query' (get), Flux's is the dry-run (patch)",
-    ),
-    entry(
         "native-defaults",
         FOUND,
         "*",
