@@ -324,18 +324,15 @@ pub struct ApplyError {
     pub changes: ChangeSet,
 }
 
-/// As Flux: the errors, then a line for each change made before it stopped, each line ended
-/// (so a message ends with a line break, as Flux's do).
 fn render_errors(errors: &[ObjectError], changes: &ChangeSet) -> String {
     let mut out = errors
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("\n");
-    out.push('\n');
     if !changes.is_empty() {
-        out.push_str(&changes.to_string());
         out.push('\n');
+        out.push_str(&changes.to_string());
     }
     out
 }
@@ -345,6 +342,12 @@ fn render_errors(errors: &[ObjectError], changes: &ChangeSet) -> String {
 impl StepError for ApplyError {
     fn reason(&self) -> &'static str {
         reason::RECONCILIATION_FAILED
+    }
+
+    /// As Flux words it: the error, then each change made before it stopped, every line
+    /// ended (so the message ends with a line break).
+    fn condition_message(&self, _requeue_dependency: std::time::Duration) -> String {
+        format!("{self}\n")
     }
 }
 
@@ -436,6 +439,10 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
+            "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created"
+        );
+        assert_eq!(
+            err.condition_message(std::time::Duration::ZERO),
             "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created\n"
         );
         assert_eq!(err.reason(), "ReconciliationFailed");
