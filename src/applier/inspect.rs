@@ -221,15 +221,34 @@ impl Applier {
             }
         };
         let url = api_url(&d.kind, &d.object.namespace);
-        let mut live = match known {
-            Known::Read(live) => Ok(Some(live)),
+        let (read, dry_run) = match known {
+            Known::Read(live) => (Ok(Some(live)), None),
             Known::Unlisted => match self.plan_as_create(p, d, &url).await {
-                Some(plan) => return plan.map_err(|(kind, message)| fail(kind, message, None)),
-                None => self.read(d, &url).await,
+                Ok(plan) => return plan.map_err(|(kind, message)| fail(kind, message, None)),
+                Err(dry_run) => (self.read(d, &url).await, dry_run),
             },
-            Known::Unread => self.read(d, &url).await,
-        }
-        .map_err(|(kind, message)| fail(kind, message, None))?;
+            Known::Unread => (self.read(d, &url).await, None),
+        };
+        let mut live = match read {
+            Ok(live) => live,
+            // Not allowed to read it (an impersonated account without `get`): as Flux, whose
+            // read only informs the dry-run, the dry-run's refusal is the error, since it names
+            // the write that was denied. Only a failing apply sends it.
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 403) => {
+                let answer = match dry_run {
+                    Some(refused) => Err(refused),
+                    None => server_side_apply(self.client(), &url, &d.object.name, &d.obj, true).await,
+                };
+                let message = api_message("query failed", &e);
+                return match answer {
+                    Err(refused) => self.decide(p, d, &url, None, false, Err(refused)).await,
+                    // Allowed to write but not to read: nothing to compare with.
+                    Ok(_) => Err((transport_kind(&e), message)),
+                }
+                .map_err(|(kind, message)| fail(kind, message, None));
+            }
+            Err(e) => return Err(fail(transport_kind(&e), api_message("query failed", &e), None)),
+        };
         let if_not_present = ssa_policy(&d.obj) == SsaPolicy::IfNotPresent && live.is_some();
         if if_not_present || excluded(&d.obj) || live.as_ref().is_some_and(excluded) {
             return Ok(Plan::Settled(Outcome::settled(Action::Skipped, live.as_ref())));
@@ -279,33 +298,29 @@ impl Applier {
     }
 
     /// The live object, or `None` when it does not exist.
-    async fn read(&self, d: &Desired, url: &str) -> Result<Option<Value>, (FailureKind, String)> {
-        get(self.client(), url, &d.object.name)
-            .await
-            .map_err(|e| (transport_kind(&e), api_message("query failed", &e)))
+    async fn read(&self, d: &Desired, url: &str) -> Result<Option<Value>, kube::Error> {
+        get(self.client(), url, &d.object.name).await
     }
 
     /// The plan of an object no LIST showed, from its dry-run alone when the answer shows it
-    /// does not exist (a create, or a failure that proves it absent); `None` when it may exist
-    /// after all (without our labels), so it is read and planned like any live object.
+    /// does not exist (a create, or a failure that proves it absent). Otherwise it may exist
+    /// after all (without our labels), so it is read and planned like any live object: the
+    /// error is the dry-run's failure, if it failed.
     async fn plan_as_create(
         &self,
         p: &Planning<'_>,
         d: &Desired,
         url: &str,
-    ) -> Option<Result<Plan, (FailureKind, String)>> {
+    ) -> Result<Result<Plan, (FailureKind, String)>, Option<kube::Error>> {
         if excluded(&d.obj) {
-            return Some(Ok(Plan::Settled(Outcome::settled(Action::Skipped, None))));
+            return Ok(Ok(Plan::Settled(Outcome::settled(Action::Skipped, None))));
         }
         let answer = server_side_apply(self.client(), url, &d.object.name, &d.obj, true).await;
-        let absent = match &answer {
-            Ok(merged) => !answers_stored(merged),
-            Err(e) => proves_absent(e),
-        };
-        if !absent {
-            return None;
+        match answer {
+            Ok(merged) if answers_stored(&merged) => Err(None),
+            Err(e) if !proves_absent(&e) => Err(Some(e)),
+            answer => Ok(self.decide(p, d, url, None, false, answer).await),
         }
-        Some(self.decide(p, d, url, None, false, answer).await)
     }
 
     /// What a dry-run's answer decides for the object whose live state is `live`; errors as

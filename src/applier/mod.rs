@@ -344,6 +344,12 @@ impl StepError for ApplyError {
     fn reason(&self) -> &'static str {
         reason::RECONCILIATION_FAILED
     }
+
+    /// As Flux words it: the error, then each change made before it stopped, every line
+    /// ended (so the message ends with a line break).
+    fn condition_message(&self, _requeue_dependency: std::time::Duration) -> String {
+        format!("{self}\n")
+    }
 }
 
 #[cfg(test)]
@@ -435,6 +441,10 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created"
+        );
+        assert_eq!(
+            err.condition_message(std::time::Duration::ZERO),
+            "ConfigMap/apps/x dry-run failed (Invalid): bad\nNamespace/apps created\n"
         );
         assert_eq!(err.reason(), "ReconciliationFailed");
         assert_eq!(err.retry(), Retry::RetryInterval);

@@ -9,6 +9,7 @@ use pgp::composed::{Deserializable, SignedSecretKey};
 
 use super::SopsError;
 use super::openpgp;
+use super::report::{KeyFailure, report};
 use super::tree::{Node, Rules};
 
 /// Secret entries that name a key service this controller cannot reach.
@@ -87,27 +88,36 @@ impl Keys {
         Ok(keys)
     }
 
-    /// The 32-byte data key of a document with `metadata` (its `sops` map).
+    /// The 32-byte data key of a document with `metadata` (its `sops` map). When no key
+    /// unwraps it, the error is sops' report of each key tried and why it failed.
     pub(crate) fn data_key(&self, metadata: &Node) -> Result<[u8; 32], SopsError> {
         let groups = key_groups(metadata)?;
-        let mut tried = Vec::new();
+        let mut failed = Vec::new();
         let mut services = Vec::new();
         for group in &groups {
+            // sops tries age keys first, then OpenPGP ones.
             for entry in list(group, "age") {
                 let enc = field(entry, "enc").unwrap_or_default();
-                tried.push(format!("age {}", field(entry, "recipient").unwrap_or_default()));
-                if let Some(key) = self.unwrap_age(&enc) {
-                    return Ok(key);
+                match self.unwrap_age(&enc) {
+                    Ok(key) => return Ok(key),
+                    Err(reason) => failed.push(KeyFailure {
+                        name: field(entry, "recipient").unwrap_or_default(),
+                        reason,
+                    }),
                 }
             }
             for entry in list(group, "pgp") {
                 let enc = field(entry, "enc").unwrap_or_default();
                 let fingerprint = field(entry, "fp").unwrap_or_default();
-                tried.push(format!("pgp {fingerprint}"));
                 let unwrapped = openpgp::unwrap(&enc, &self.pgp)
                     .map_err(|reason| SopsError::DataKey(format!("OpenPGP key {fingerprint}: {reason}")))?;
-                if let Some(key) = unwrapped {
-                    return Ok(key);
+                match unwrapped {
+                    Some(key) => return Ok(key),
+                    None => failed.push(KeyFailure {
+                        name: fingerprint,
+                        reason: "could not decrypt data key with PGP key: decryption failed: No secret key"
+                            .into(),
+                    }),
                 }
             }
             for (list_name, service) in SERVICE_LISTS {
@@ -125,26 +135,44 @@ impl Keys {
             }
             return Err(SopsError::UnsupportedService(services));
         }
-        Err(SopsError::DataKey(if tried.is_empty() {
-            "the document names no age or pgp key".into()
-        } else {
-            format!(
-                "no key in the decryption Secret unwraps it (tried {})",
-                tried.join(", ")
-            )
-        }))
+        if failed.is_empty() {
+            return Err(SopsError::DataKey("the document names no age or pgp key".into()));
+        }
+        let threshold = field(metadata, "shamir_threshold")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        Err(SopsError::DataKey(report(&[failed], threshold)))
     }
 
-    fn unwrap_age(&self, enc: &str) -> Option<[u8; 32]> {
+    /// The data key wrapped for an age recipient, or why none of the identities opens it (in
+    /// the words of sops and Go's age, which users search for).
+    fn unwrap_age(&self, enc: &str) -> Result<[u8; 32], String> {
+        const OPENING: &str = "failed to create reader for decrypting sops data key with age";
         if self.age.is_empty() {
-            return None;
+            return Err("failed to load age identities: the decryption Secret holds none".into());
         }
         let reader = age::armor::ArmoredReader::new(enc.as_bytes());
-        let decryptor = age::Decryptor::new(reader).ok()?;
+        let decryptor = age::Decryptor::new(reader).map_err(|e| format!("{OPENING}: {e}"))?;
         let identities = self.age.iter().map(|i| i as &dyn age::Identity);
         let mut plain = Vec::new();
-        decryptor.decrypt(identities).ok()?.read_to_end(&mut plain).ok()?;
-        plain.try_into().ok()
+        match decryptor.decrypt(identities) {
+            Ok(mut reader) => reader
+                .read_to_end(&mut plain)
+                .map_err(|e| format!("failed to copy age decrypted data into bytes.Buffer: {e}"))?,
+            // One failure per identity tried; Go's age names the cause only when there is one.
+            Err(age::DecryptError::NoMatchingKeys) if self.age.len() == 1 => {
+                return Err(format!(
+                    "{OPENING}: identity did not match any of the recipients: incorrect identity for recipient block"
+                ));
+            }
+            Err(age::DecryptError::NoMatchingKeys) => {
+                return Err(format!("{OPENING}: no identity matched any of the recipients"));
+            }
+            Err(e) => return Err(format!("{OPENING}: {e}")),
+        };
+        plain
+            .try_into()
+            .map_err(|plain: Vec<u8>| format!("the age-wrapped data key has {} bytes, not 32", plain.len()))
     }
 }
 

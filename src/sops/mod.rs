@@ -12,6 +12,7 @@ mod formats;
 mod keys;
 mod mask;
 mod openpgp;
+mod report;
 pub(crate) mod secret;
 pub(crate) mod sources;
 mod tree;

@@ -128,7 +128,9 @@ fn without_the_key_nothing_is_decrypted() {
         "sops": f.metadata("", json!({}))});
     let error = decrypt_object(&object, &Keys::default()).err().expect("fails");
     assert!(
-        error.to_string().starts_with("cannot get sops data key: no key"),
+        error.to_string().starts_with(
+            "cannot get sops data key: Failed to get the data key required to decrypt the SOPS file."
+        ),
         "{error}"
     );
 }

@@ -1,11 +1,13 @@
 //! The events a Kustomization's passes send, as Flux's kustomize-controller (v1.10.1) sends
 //! them, read from the real event receiver (Flux's own event type): one per step (apply,
 //! prune, passed health checks), the success event on every successful run, dependencies not
-//! ready on every try, and the source they relate to, uid included.
+//! ready on every try (one Kubernetes Event counting the repeats), and the source they relate
+//! to, uid included.
 
 use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kustomize_controller::api::Kustomization;
 use kustomize_controller::api::kustomization::SourceKind;
 use serde_json::{Value, json};
@@ -181,6 +183,28 @@ async fn dependencies_not_ready_are_announced_on_every_try() {
     assert_eq!(first["severity"], "info");
     assert_eq!(first["metadata"]["kustomize.toolkit.fluxcd.io/revision"], REV1);
     assert_eq!(first["relatedObject"]["kind"], "GitRepository");
+    // Kubernetes keeps one Event for the identical repeats and counts them on its series, as
+    // Flux's recorder counts them on the first Event (the patch may trail the notification).
+    let api = Api::<Event>::namespaced(s.client.clone(), s.namespace());
+    let repeats = eventually(
+        "the repeats counted on the Event",
+        Duration::from_secs(30),
+        || async {
+            let list = api.list(&ListParams::default()).await.unwrap();
+            let repeats: Vec<Event> = list
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("DependencyNotReady"))
+                .collect();
+            let counted: i32 = repeats
+                .iter()
+                .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+                .sum();
+            (counted >= 3).then_some(repeats)
+        },
+    )
+    .await;
+    assert_eq!(repeats.len(), 1, "one Event for the repeats: {repeats:#?}");
     drop(controller);
     s.delete().await;
 }

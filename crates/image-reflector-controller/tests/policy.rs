@@ -75,7 +75,9 @@ fn patch(harness: &Harness, object: &str, spec: Value) {
     );
 }
 
-/// The events about `kind/name` in the harness namespace: (type, reason, note), oldest first.
+/// The events about `kind/name` in the harness namespace: (type, reason, note), oldest first,
+/// once per occurrence (a repeat is counted on the first Event's series, as Flux's recorder
+/// counts it on the first).
 fn events(namespace: &str, kind: &str, name: &str) -> Vec<(String, String, String)> {
     let out = ok(
         &["get", "events.events.k8s.io", "-n", namespace, "-o", "json"],
@@ -87,9 +89,11 @@ fn events(namespace: &str, kind: &str, name: &str) -> Vec<(String, String, Strin
         .unwrap()
         .iter()
         .filter(|e| e["regarding"]["kind"] == kind && e["regarding"]["name"] == name)
-        .map(|e| {
+        .flat_map(|e| {
             let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-            (text("eventTime"), text("type"), text("reason"), text("note"))
+            let occurrences = e["series"]["count"].as_u64().unwrap_or(1) as usize;
+            let event = (text("eventTime"), text("type"), text("reason"), text("note"));
+            std::iter::repeat_n(event, occurrences)
         })
         .collect();
     found.sort();

@@ -4,10 +4,14 @@
 //! through [`EventSubject`].
 //!
 //! The driver decides *whether* to emit (only when something changed); this module decides
-//! *what* an event looks like and delivers it.
+//! *what* an event looks like and delivers it, a repeat as a count on the first (`correlator`).
+
+mod correlator;
 
 use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::marker::PhantomData;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -18,11 +22,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::identity::ControllerIdentity;
+use correlator::{Correlator, REMEMBERED, Write};
 
 /// Annotations of the object with this prefix are copied onto its events.
 const EVENT_ANNOTATION_PREFIX: &str = "event.toolkit.fluxcd.io/";
@@ -218,6 +223,8 @@ pub struct Notifier<K> {
     /// Flux's component name, the events' reporting controller.
     reporting_controller: &'static str,
     instance: String,
+    /// Observes every event before it is queued, so a repeat knows the first one's name.
+    correlator: Mutex<Correlator>,
     record: Recorder,
     forward: Option<Forwarder>,
     kind: PhantomData<fn(&K)>,
@@ -238,6 +245,7 @@ impl<K: EventSubject> Notifier<K> {
         Self {
             reporting_controller: identity.component,
             instance,
+            correlator: Mutex::new(Correlator::new(REMEMBERED)),
             record: Recorder::start(client, RECORD_QUEUE),
             forward,
             kind: PhantomData,
@@ -246,14 +254,18 @@ impl<K: EventSubject> Notifier<K> {
 
     /// Emits a notice: queues it for delivery, so an event costs a pass no round trip (as
     /// client-go's event broadcaster, which Flux uses). Delivery failures are logged, never
-    /// fatal: an event is not worth a failed reconcile.
+    /// fatal: an event is not worth a failed reconcile. Only the Kubernetes event is
+    /// correlated: notification-controller gets every notice, as from Flux.
     pub fn emit(&self, object: &K, notice: &Notice) {
         let now = Timestamp::now();
         let (reporting, instance) = (self.reporting_controller, self.instance.as_str());
-        self.record.send(
-            object.namespace().unwrap_or_default(),
-            kube_event(object, notice, reporting, instance, now),
-        );
+        let event = kube_event(object, notice, reporting, instance, now);
+        let write = match self.correlator.lock() {
+            Ok(mut correlator) => correlator.observe(event, now),
+            // A panic while observing only cost the memory of repeats.
+            Err(poisoned) => poisoned.into_inner().observe(event, now),
+        };
+        self.record.send(object.namespace().unwrap_or_default(), write);
         if let Some(forwarder) = self.forward.as_ref().filter(|_| notice.is_forwarded()) {
             forwarder.send(forward_payload(object, notice, reporting, instance, now).to_string());
         }
@@ -265,37 +277,63 @@ const RECORD_QUEUE: usize = 1024;
 /// Events written at once: a burst of passes concluding together is not written one by one.
 const RECORD_WRITERS: usize = 8;
 
-/// Writes queued events to the events API from a task of its own.
+/// Writes queued events to the events API from tasks of their own. An Event object's writes
+/// (its creation, then its repeats) go through one task in order, so a repeat never reaches
+/// the API server before the Event it raises.
 #[derive(Clone)]
 struct Recorder {
-    queue: tokio::sync::mpsc::Sender<(String, KubeEvent)>,
+    lanes: Vec<tokio::sync::mpsc::Sender<(String, Write)>>,
 }
 
 impl Recorder {
     fn start(client: Client, capacity: usize) -> Self {
-        let (queue, waiting) = tokio::sync::mpsc::channel::<(String, KubeEvent)>(capacity);
-        let waiting = futures::stream::unfold(waiting, |mut waiting| async {
-            waiting.recv().await.map(|event| (event, waiting))
-        });
-        tokio::spawn(futures::StreamExt::for_each_concurrent(
-            waiting,
-            RECORD_WRITERS,
-            move |(namespace, event)| {
-                let api = Api::<KubeEvent>::namespaced(client.clone(), &namespace);
-                async move {
-                    if let Err(error) = api.create(&PostParams::default(), &event).await {
-                        tracing::warn!(%error, reason = ?event.reason, "failed to record event");
+        let lanes = (0..RECORD_WRITERS)
+            .map(|_| {
+                let (lane, mut waiting) =
+                    tokio::sync::mpsc::channel::<(String, Write)>(capacity.div_ceil(RECORD_WRITERS));
+                let client = client.clone();
+                tokio::spawn(async move {
+                    while let Some((namespace, write)) = waiting.recv().await {
+                        record(Api::namespaced(client.clone(), &namespace), write).await;
                     }
-                }
-            },
-        ));
-        Self { queue }
+                });
+                lane
+            })
+            .collect();
+        Self { lanes }
     }
 
-    fn send(&self, namespace: String, event: KubeEvent) {
-        if let Err(error) = self.queue.try_send((namespace, event)) {
+    fn send(&self, namespace: String, write: Write) {
+        let mut hasher = DefaultHasher::new();
+        (&namespace, write.name()).hash(&mut hasher);
+        let lane = &self.lanes[(hasher.finish() % self.lanes.len() as u64) as usize];
+        if let Err(error) = lane.try_send((namespace, write)) {
             tracing::warn!(reason = %error, "dropping event: the queue to the events API is full");
         }
+    }
+}
+
+/// Creates an event, or raises the series of the Event a repeat counts on; when that one is
+/// gone (events expire), the repeat is created in its place with its count.
+async fn record(api: Api<KubeEvent>, write: Write) {
+    let result = match &write {
+        Write::Create(event) => api.create(&PostParams::default(), event).await.map(drop),
+        Write::Repeat(event) => {
+            let series = json!({"series": event.series});
+            match api
+                .patch(write.name(), &PatchParams::default(), &Patch::Merge(&series))
+                .await
+            {
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    api.create(&PostParams::default(), event).await.map(drop)
+                }
+                other => other.map(drop),
+            }
+        }
+    };
+    if let Err(error) = result {
+        let (Write::Create(event) | Write::Repeat(event)) = &write;
+        tracing::warn!(%error, reason = ?event.reason, "failed to record event");
     }
 }
 

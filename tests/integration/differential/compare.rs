@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::intended::{Entry, Status};
+use super::intended::Entry;
 
 /// One field (or list item) where the sides differ; `None` where a side has nothing.
 #[derive(Clone, Debug, PartialEq)]
@@ -246,19 +246,13 @@ impl Verdict {
         }
     }
 
-    /// Scenarios by outcome: identical, only intended differences, some found and
-    /// not fixed (no unexplained one), failing.
-    fn counts(&self) -> [usize; 4] {
-        let mut counts = [0; 4];
+    /// Scenarios by outcome: identical, only intended differences, failing.
+    fn counts(&self) -> [usize; 3] {
+        let mut counts = [0; 3];
         for (_, diffs) in &self.scenarios {
             let slot = if diffs.is_empty() {
                 0
             } else if diffs.iter().any(|(_, e)| e.is_none()) {
-                3
-            } else if diffs
-                .iter()
-                .any(|(_, e)| matches!(e.map(|e| &e.status), Some(Status::Found)))
-            {
                 2
             } else {
                 1
@@ -269,20 +263,20 @@ impl Verdict {
     }
 
     pub(super) fn passed(&self) -> bool {
-        self.counts()[3] == 0 && self.unused.is_empty()
+        self.counts()[2] == 0 && self.unused.is_empty()
     }
 
     pub(super) fn report(&self) -> String {
-        let [identical, intended, found, failing] = self.counts();
+        let [identical, intended, failing] = self.counts();
         let mut out = format!(
             "differential suite: {} scenarios, {identical} identical, {intended} with intended differences only, \
-             {found} with found differences not fixed yet, {failing} failing\n",
+             {failing} failing\n",
             self.scenarios.len()
         );
         for (name, diffs) in &self.scenarios {
             for (d, entry) in diffs {
                 let why = match entry {
-                    Some(e) => format!("[{}: {}]", e.status, e.id),
+                    Some(e) => format!("[intended: {}]", e.id),
                     None => "[UNEXPECTED]".into(),
                 };
                 let _ = writeln!(out, "  {name} {why} {d}");
@@ -298,11 +292,7 @@ impl Verdict {
                 .iter()
                 .filter(|(_, diffs)| diffs.iter().any(|(_, m)| m.is_some_and(|m| std::ptr::eq(m, e))))
                 .count();
-            let _ = writeln!(
-                out,
-                "  {} [{}] ({scenarios} scenarios): {}",
-                e.id, e.status, e.reason
-            );
+            let _ = writeln!(out, "  {} ({scenarios} scenarios): {}", e.id, e.reason);
         }
         out
     }

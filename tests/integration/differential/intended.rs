@@ -2,40 +2,21 @@
 //! differential suite accepts, each with its reason. Patterns are globs (`*`) over the
 //! scenario name, the difference's path and each side's masked JSON value (`(absent)` where
 //! a side has nothing). An entry that matches no difference fails the suite: the table says
-//! what is true today, no more.
-//!
-//! Two kinds: `Intended`, a deliberate difference a user is better off with; `Found`, a
-//! difference this suite found that is not fixed yet (each is in issue 31's list
-//! of what is left; an entry goes when its fix lands).
-
-pub(super) enum Status {
-    Intended,
-    Found,
-}
-
-impl std::fmt::Display for Status {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Status::Intended => write!(f, "intended"),
-            Status::Found => write!(f, "found, not fixed"),
-        }
-    }
-}
+//! what is true today, no more. Every entry is a deliberate difference a user is better off
+//! with; a gap the suite finds is fixed, not listed.
 
 pub(super) struct Entry {
     pub(super) id: &'static str,
-    pub(super) status: Status,
     pub(super) scenario: &'static str,
     pub(super) path: &'static str,
     pub(super) flux: &'static str,
     pub(super) ours: &'static str,
-    /// Why: for an intended difference, why a user is better off; for a found one, the gap.
+    /// Why a user is better off.
     pub(super) reason: &'static str,
 }
 
 const fn entry(
     id: &'static str,
-    status: Status,
     scenario: &'static str,
     path: &'static str,
     flux: &'static str,
@@ -44,7 +25,6 @@ const fn entry(
 ) -> Entry {
     Entry {
         id,
-        status,
         scenario,
         path,
         flux,
@@ -53,7 +33,6 @@ const fn entry(
     }
 }
 
-const FOUND: Status = Status::Found;
 /// Where a message shows: events, notifications, condition messages.
 const MESSAGES: &str = "events.*|notifications.*|*.conditions[*].message";
 
@@ -61,7 +40,6 @@ pub(super) const TABLE: &[Entry] = &[
     // Intended: deliberate, and better for a user.
     entry(
         "build-error-text",
-        Status::Intended,
         "build-*|broken-revision-keeps-objects",
         MESSAGES,
         "*kustomize build failed: accumulating resources*|(absent)",
@@ -70,7 +48,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     entry(
         "path-not-found-text",
-        Status::Intended,
         "*",
         MESSAGES,
         "*kustomization path not found: stat /tmp/kustomization-*|(absent)",
@@ -79,7 +56,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     entry(
         "sops-refused-unconfigured",
-        Status::Intended,
         "sops-not-configured",
         "*",
         "*",
@@ -88,7 +64,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     entry(
         "deletion-policy-left-in-place",
-        Status::Intended,
         "deletion-policy-orphan|deletion-policy-mirror-prune",
         "events.app[+2]|notifications.app[+2]",
         "(absent)",
@@ -97,7 +72,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     entry(
         "kstatus-message",
-        Status::Intended,
         "wait-fails|wait-times-out|health-checks-missing-object",
         MESSAGES,
         "*",
@@ -106,7 +80,6 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     entry(
         "substitute-from-missing-text",
-        Status::Intended,
         "substitute-from-missing",
         MESSAGES,
         "*post build failed for '*': substitute from 'Secret/vars-secret' error: secrets *vars-secret* not found*|(absent)",
@@ -115,39 +88,10 @@ pub(super) const TABLE: &[Entry] = &[
     ),
     entry(
         "immutable-text",
-        Status::Intended,
         "immutable-without-force",
         MESSAGES,
         "*dry-run failed (Invalid): *field is immutable*|(absent)",
         "*immutable field detected (data): *field is immutable*; set spec.force or the annotation kustomize.toolkit.fluxcd.io/force: enabled to recreate it*|(absent)",
         "an immutable field names the field and says how to recreate the object (spec.force or the force annotation)",
-    ),
-    // Found by this suite, not fixed yet.
-    entry(
-        "event-aggregation",
-        FOUND,
-        "immutable-with-force|ssa-annotations|sops-missing-key-secret",
-        "events.*",
-        "(absent)",
-        "*",
-        "a repeated identical Kubernetes event is a new Event object; Flux's recorder counts it on the first (count, lastTimestamp)",
-    ),
-    entry(
-        "sops-error-text",
-        FOUND,
-        "sops-wrong-key",
-        MESSAGES,
-        "*",
-        "*",
-        "a key that does not fit gives our short error, not sops' multi-line report",
-    ),
-    entry(
-        "impersonation-denied-text",
-        FOUND,
-        "impersonation-denied",
-        MESSAGES,
-        "*",
-        "*",
-        "the first forbidden request is our 'query' (get), Flux's is the dry-run (patch)",
     ),
 ];

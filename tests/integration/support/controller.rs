@@ -374,7 +374,8 @@ pub async fn events_about(
 }
 
 /// events.k8s.io Events in `namespace` by the name of the object they are about, as (type,
-/// reason, note, annotations); one LIST.
+/// reason, note, annotations), once per occurrence: a repeat counted on the first Event's
+/// series (as Flux's recorder counts it) is there as often as the count says; one LIST.
 pub async fn events_by_object(
     client: &Client,
     namespace: &str,
@@ -390,12 +391,15 @@ pub async fn events_by_object(
             .as_ref()
             .and_then(|r| r.name.clone())
             .unwrap_or_default();
-        by_object.entry(name).or_default().push((
+        let occurrences = e.series.as_ref().map_or(1, |s| s.count.max(1));
+        let event = (
             e.type_.unwrap_or_default(),
             e.reason.unwrap_or_default(),
             e.note.unwrap_or_default(),
             serde_json::to_value(e.metadata.annotations.unwrap_or_default()).unwrap(),
-        ));
+        );
+        let seen = by_object.entry(name).or_default();
+        seen.extend(std::iter::repeat_n(event, occurrences as usize));
     }
     by_object
 }
