@@ -11,8 +11,9 @@ mod support;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use support::cluster::{Harness, kubectl, ok, ready, ready_is};
-use support::{Options, Registry};
+use support::cluster::{Harness, ok, ready, ready_is};
+use test_support::kubectl;
+use test_support::registry::{Options, Registry};
 
 /// FluxStorage's checksum: sha256 of the tags in descending order, one a line.
 fn checksum(tags: &[&str]) -> String {
