@@ -93,11 +93,11 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     let result = async {
         match finalizer::stage(&ks) {
             Stage::Held => reconcile_apply(ks, &ctx, &began).await,
-            Stage::Deleting(index) => {
+            Stage::Deleting => {
                 ctx.waits.cancel(&key);
                 ctx.own_writes.forget(&key);
                 finalize::cleanup(&ks, &ctx).await?;
-                finalizer::remove(&api, &ks, IDENTITY.field_manager, index).await?;
+                finalizer::remove(&api, &ks, IDENTITY.field_manager).await?;
                 let elapsed = began.lock().expect("pass start lock").map(|b| b.elapsed());
                 if !ctx.options.feature_gates.disable_commit_status_event
                     && let Some(notice) = finalize::finished_notice(&ks, elapsed.unwrap_or_default())

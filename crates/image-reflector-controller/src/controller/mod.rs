@@ -3,7 +3,7 @@
 //! pipelines reconcile. ImageRepository scans live in `repository`, ImagePolicy evaluations
 //! in `policy`; both controllers run side by side in one process under one leadership.
 
-pub mod finalizers;
+pub(crate) mod finalizers;
 pub(crate) mod policy;
 pub mod repository;
 
