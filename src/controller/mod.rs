@@ -33,7 +33,7 @@ use flux_runtime::controller::{
 };
 use flux_runtime::events::Notifier;
 use flux_runtime::requeue::{Failures, after_error};
-use flux_runtime::status_writes::{OwnWrites, StatusWriteError};
+use flux_runtime::status_writes::OwnWrites;
 use flux_runtime::telemetry::{self, Metrics};
 use flux_runtime::triggers::{own_objects, watched};
 use flux_runtime::watch_retry;
@@ -47,7 +47,7 @@ use kube::{Client, ResourceExt};
 
 use crate::api::Kustomization;
 use crate::api::conditions::READY;
-use crate::api::kustomization::{KustomizationStatus, SourceKind, SubstituteKind};
+use crate::api::kustomization::{SourceKind, SubstituteKind};
 use crate::api::source::artifact_of;
 use crate::applier::{ApplierOptions, LiveWatches, Owner};
 use crate::source::{Fetcher, FetcherConfig, LocalHosts};
@@ -104,23 +104,6 @@ impl Context {
         (failures > 0 && failures <= self.options.artifact_fetch_retries)
             .then(|| self.fetcher.config().retry_wait(failures - 1))
     }
-}
-
-/// Server-side apply of a Kustomization's status by `gotk-kustomize-controller`, remembered
-/// until the Kustomization cache shows it.
-pub(crate) async fn write_status(
-    ctx: &Context,
-    ks: &Kustomization,
-    status: &KustomizationStatus,
-) -> Result<(), StatusWriteError> {
-    flux_runtime::status_writes::write_status(
-        &ctx.client,
-        IDENTITY.field_manager,
-        &ctx.own_writes,
-        ks,
-        status,
-    )
-    .await
 }
 
 /// `namespace/name`: the key of the per-object counters.
@@ -227,7 +210,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         failures: Failures::default(),
         download_failures: Failures::default(),
         waits: parked::Waits::default(),
-        own_writes: OwnWrites::default(),
+        own_writes: OwnWrites::new(IDENTITY.field_manager),
         options,
     });
 

@@ -46,7 +46,7 @@ use super::finalizer::{self, FinalizerError, Stage};
 use super::pacing::{PROGRESS_DELAY, progress_after};
 use super::parked::{Resume, Started};
 use super::status::{self, Applied, Failed, Progress};
-use super::{Context, IDENTITY, finalize, write_status};
+use super::{Context, IDENTITY, finalize};
 use outcome::Ending;
 use pass::{Pass, Reached, Rollout, StepFailure};
 
@@ -93,11 +93,11 @@ pub(crate) async fn reconcile(ks: Arc<Kustomization>, ctx: Arc<Context>) -> Resu
     let result = async {
         match finalizer::stage(&ks) {
             Stage::Held => reconcile_apply(ks, &ctx, &began).await,
-            Stage::Deleting(index) => {
+            Stage::Deleting => {
                 ctx.waits.cancel(&key);
                 ctx.own_writes.forget(&key);
                 finalize::cleanup(&ks, &ctx).await?;
-                finalizer::remove(&api, &ks, IDENTITY.field_manager, index).await?;
+                finalizer::remove(&api, &ks, IDENTITY.field_manager).await?;
                 let elapsed = began.lock().expect("pass start lock").map(|b| b.elapsed());
                 if !ctx.options.feature_gates.disable_commit_status_event
                     && let Some(notice) = finalize::finished_notice(&ks, elapsed.unwrap_or_default())
@@ -191,7 +191,12 @@ async fn run_pipeline(pass: &mut Pass, ctx: &Context) -> Result<Reached, StepFai
     // New work: say so before the (possibly long) rest of the pass.
     let progress = pass.begin_work(&artifact.revision).map(|status| {
         let ks = pass.ks.clone();
-        async move { write_status(ctx, &ks, &status).await.map(|()| status) }
+        async move {
+            ctx.own_writes
+                .write_status(&ctx.client, &ks, &status)
+                .await
+                .map(|()| status)
+        }
     });
     let (reached, progress) =
         progress_after(PROGRESS_DELAY, progress, roll_out(pass, ctx, &artifact, exprs)).await;
@@ -236,7 +241,8 @@ async fn roll_out(
 /// prunes what this pass applied), and give the worker back.
 async fn park(pass: &mut Pass, ctx: &Context, rollout: Rollout, wait: Started) -> Result<(), StepFailure> {
     let status = pass.checking_health(&rollout);
-    write_status(ctx, &pass.ks, &status)
+    ctx.own_writes
+        .write_status(&ctx.client, &pass.ks, &status)
         .await
         .map_err(|e| pass.fail(e))?;
     let (key, work) = (super::object_key(&pass.ks), pass.work());
@@ -361,7 +367,8 @@ async fn write_if_changed(
     if status::same_ignoring_time(stored, status) {
         return Ok(false);
     }
-    write_status(ctx, &pass.ks, status)
+    ctx.own_writes
+        .write_status(&ctx.client, &pass.ks, status)
         .await
         .map_err(|e| ReconcileError::Step(Box::new(e)))?;
     Ok(true)

@@ -10,7 +10,8 @@ use kustomize_controller::api::Kustomization;
 use crate::support::config_map;
 use crate::support::controller::events_about;
 use crate::support::eventually;
-use crate::support::flux::{GitOps, flux, flux_text, main_revision};
+use crate::support::flux::{GitOps, main_revision};
+use test_support::{flux, flux_text};
 
 const KUSTOMIZATION: &str = "resources: [objects.yaml]\n";
 

@@ -16,8 +16,9 @@ use crate::support::controller::{
 use crate::support::flux::{
     GitServer, SourceController, main_revision, source_controller_crds, start_our_controller,
 };
-use crate::support::registry::{Registry, apply_oci_repository};
+use crate::support::registry::{Artifacts as _, apply_oci_repository};
 use crate::support::{TestNamespace, client, kustomization_crd};
+use test_support::registry::{Options, Registry};
 
 /// Generous: a source poll, a pull and an apply on a loaded 2-core machine.
 const APPLY_LIMIT: Duration = Duration::from_secs(180);
@@ -74,7 +75,7 @@ impl Loop {
                     source.map_or(json!(null), |s| s.data["status"].clone()),
                     self.controller.logs(),
                     self.source.logs(),
-                    self.registry.logs()
+                    self.registry.log()
                 );
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -91,7 +92,7 @@ async fn pushed_artifacts_are_applied_with_their_origin_revision() {
     let git = GitServer::start().await;
     let repo = git.repository("app");
     let l = Loop {
-        registry: Registry::start(),
+        registry: Registry::start(Options::default()),
         source: SourceController::start(&ns.name),
         controller: start_our_controller(&ns.name),
         client,
@@ -110,7 +111,7 @@ async fn pushed_artifacts_are_applied_with_their_origin_revision() {
         &l.client,
         &ns,
         "repo",
-        &l.registry.url(&repository),
+        &l.registry.oci_url(&repository),
         "latest",
         "2s",
     )

@@ -9,7 +9,8 @@ use kube::core::GroupVersionKind;
 use kustomize_controller::api::Kustomization;
 use serde_json::{Value, json};
 
-use crate::support::{TestNamespace, client, eventually, kubectl, kustomization_crd};
+use crate::support::{TestNamespace, client, eventually, kustomization_crd};
+use test_support::kubectl;
 
 fn ks_resource() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(
@@ -38,7 +39,7 @@ async fn crd_is_established_and_kubectl_shows_the_printer_columns() {
         .await
         .unwrap();
 
-    let out = kubectl(&["get", "ks", "-n", &ns.name]);
+    let out = kubectl(&["get", "ks", "-n", &ns.name], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -19,19 +19,11 @@ use serde_json::{Value, json};
 const CACHE_DIR: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/irc-api-server-kubectl-cache");
 
 fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(support::cluster::kubectl_path())
-        .arg(format!("--cache-dir={CACHE_DIR}"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start kubectl");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(input);
-    child.wait_with_output().expect("kubectl runs")
+    let cache = format!("--cache-dir={CACHE_DIR}");
+    let args: Vec<&str> = std::iter::once(cache.as_str())
+        .chain(args.iter().copied())
+        .collect();
+    test_support::kubectl(&args, stdin)
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -11,8 +11,9 @@ mod support;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use support::cluster::{Harness, kubectl, ok, ready, ready_is};
-use support::{Options, Registry};
+use support::cluster::{Harness, ok, ready, ready_is};
+use test_support::kubectl;
+use test_support::registry::{Options, Registry};
 
 /// FluxStorage's checksum: sha256 of the tags in descending order, one a line.
 fn checksum(tags: &[&str]) -> String {
@@ -373,12 +374,13 @@ fn the_shipped_rbac_is_enough_to_scan_as_the_service_account() {
 }
 
 /// The finalizer add works from a view of the object older than the server's: another writer
-/// added its finalizer since (kube's test-then-add JSON patch answered 422 there), and a second
+/// added its finalizer since (a test-then-add JSON patch alone answered 422 there), and a second
 /// add from the same old view neither fails nor repeats the entry.
 #[tokio::test]
 async fn the_finalizer_is_added_from_a_stale_view() {
-    use image_reflector::api::ImageRepository;
-    use image_reflector::controller::finalizers::add_finalizer;
+    use flux_runtime::finalizers::add as add_finalizer;
+    use image_reflector::IMAGE_REPOSITORY;
+    use image_reflector::api::{FINALIZER, ImageRepository};
 
     support::cluster::install_crds();
     let namespace = format!("irc-fin-{}", std::process::id());
@@ -404,8 +406,9 @@ async fn the_finalizer_is_added_from_a_stale_view() {
         None,
     );
 
-    let added = add_finalizer(&api, &stale).await;
-    let again = add_finalizer(&api, &stale).await;
+    let manager = IMAGE_REPOSITORY.field_manager;
+    let added = add_finalizer(&api, &stale, FINALIZER, manager).await;
+    let again = add_finalizer(&api, &stale, FINALIZER, manager).await;
     let finalizers = api.get("app").await.unwrap().metadata.finalizers;
     let unfinalized = r#"{"metadata":{"finalizers":null}}"#;
     ok(

@@ -36,10 +36,10 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use regex::Regex;
 use serde_json::{Value, json};
-use support::cluster::{Harness, kubectl, ok};
+use support::cluster::{Harness, ok};
 use support::flux_peer::{Peer, delete_namespace};
 use support::proxy::Proxy;
-use support::{Options, Registry};
+use test_support::registry::{Options, Registry};
 
 /// A difference between Flux and us that is intended; applied to both sides before comparing.
 struct Intended {

@@ -13,9 +13,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::cluster::{install_crds, kubectl, ok};
+use support::cluster::{install_crds, ok};
 use support::flux_peer::{Peer, delete_namespace};
-use support::{Options, Registry};
+use test_support::registry::{Options, Registry};
 
 const WAIT: Duration = Duration::from_secs(90);
 

@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::cluster::{Harness, kubectl, ok, ready, ready_is};
-use support::{Options, Registry};
+use support::cluster::{Harness, ok, ready, ready_is};
+use test_support::kubectl;
+use test_support::registry::{Options, Registry};
 
 fn image_repository(name: &str, image: &str) -> Value {
     json!({
@@ -267,7 +268,7 @@ fn a_policy_waits_briefly_for_tags_being_stored() {
     let mut repository = image_repository("slow", &image);
     repository["spec"]["suspend"] = json!(true);
     harness.apply(repository);
-    let mut watch = std::process::Command::new(support::cluster::kubectl_path())
+    let mut watch = std::process::Command::new(test_support::kubectl_path())
         .args([
             "get",
             "imagepolicies",
@@ -681,22 +682,10 @@ fn unchanged_evaluations_are_traced_but_not_forwarded() {
 /// The real `flux` CLI (`E2E_FLUX_BIN`) on our objects: stdout and stderr, and whether it
 /// exited 0.
 fn flux(harness: &Harness, args: &[&str]) -> (bool, String) {
-    let bin = std::env::var_os("E2E_FLUX_BIN")
-        .expect("E2E_FLUX_BIN is not set: `make test` sets it (e2e/flux/build.sh)");
-    let out = std::process::Command::new("timeout")
-        .arg("120")
-        .arg(std::path::Path::new(&bin).join("flux"))
-        .args(args)
-        .args(["--namespace", &harness.namespace])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run flux");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let namespace = ["--namespace", harness.namespace.as_str()];
+    let args: Vec<&str> = args.iter().copied().chain(namespace).collect();
+    let out = test_support::flux(&args);
+    (out.status.success(), test_support::flux_text(&out))
 }
 
 fn flux_ok(harness: &Harness, args: &[&str]) -> String {

@@ -12,7 +12,7 @@ use image_reflector::registry::{
 };
 use support::paging::{LinkStyle, PagingFront};
 use support::token::{TokenRequest, TokenServer};
-use support::{Options, Registry};
+use test_support::registry::{Options, Registry};
 use tokio::time::Instant;
 
 const USER: &str = "alice";

@@ -1,7 +1,7 @@
 //! What every Flux controller in this repository shares, generic over the kind it reconciles
 //! and parameterized by its [`ControllerIdentity`]: telemetry in Flux's shape, leader election
 //! and the write fence, the kube clients' layers, watch retries, owned tasks, the step-error
-//! classification, kstatus conditions, status writes, events, the runtime flags and feature
+//! classification, kstatus conditions, status writes, the finalizer, events, the runtime flags and feature
 //! gates, durations, requeue timing, probes and shutdown. It depends on no controller.
 #![forbid(unsafe_code)]
 
@@ -11,6 +11,7 @@ pub mod controller;
 pub mod duration;
 pub mod error;
 pub mod events;
+pub mod finalizers;
 pub mod gates;
 mod identity;
 pub mod leader;

@@ -25,53 +25,6 @@ pub fn object_key(object: &impl Resource) -> String {
     format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
-/// A JSON merge patch of the status subresource of `object` by `field_manager` (operation
-/// Update, as Flux's patch helper writes status; a write from an older view wins, as it does
-/// in Flux). The write is remembered in `own_writes`.
-pub async fn write_status<K>(
-    client: &Client,
-    field_manager: &str,
-    own_writes: &OwnWrites<K>,
-    object: &K,
-    status: &K::Status,
-) -> Result<(), StatusWriteError>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + HasStatus
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-    K::Status: Serialize + Clone,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
-    let key = object_key(object);
-    // What the stored status may hold: the cached one and the last write the cache lags.
-    let earlier = [object.status().cloned(), own_writes.ahead(&key)];
-    let bases: Vec<Value> = earlier.iter().flatten().map(to_json).collect();
-    let body = serde_json::json!({"status": removing_absent(to_json(status), &bases)});
-    let params = PatchParams {
-        field_manager: Some(field_manager.into()),
-        ..PatchParams::default()
-    };
-    match api
-        .patch_status(&object.name_any(), &params, &Patch::Merge(&body))
-        .await
-    {
-        Ok(written) => {
-            own_writes.wrote(
-                &key,
-                object.resource_version(),
-                written.resource_version(),
-                status,
-            );
-            Ok(())
-        }
-        // Gone while we worked: nothing left to report on.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(StatusWriteError(error)),
-    }
-}
-
 fn to_json(status: &impl Serialize) -> Value {
     serde_json::to_value(status).expect("a status serializes to JSON")
 }
@@ -118,12 +71,67 @@ impl StepError for StatusWriteError {
 /// they are matched, never ordered.
 const VERSIONS_KEPT: usize = 8;
 
-/// The status writes of this replica to objects of the kind `K`, per object key.
-pub struct OwnWrites<K: HasStatus>(Mutex<HashMap<String, Written<K::Status>>>);
+/// The status writes of this replica to objects of the kind `K` by the controller's field
+/// manager, per object key.
+pub struct OwnWrites<K: HasStatus> {
+    field_manager: &'static str,
+    writes: Mutex<HashMap<String, Written<K::Status>>>,
+}
 
-impl<K: HasStatus> Default for OwnWrites<K> {
-    fn default() -> Self {
-        Self(Mutex::default())
+impl<K: HasStatus> OwnWrites<K> {
+    pub fn new(field_manager: &'static str) -> Self {
+        Self {
+            field_manager,
+            writes: Mutex::default(),
+        }
+    }
+}
+
+impl<K> OwnWrites<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + HasStatus
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    K::Status: Serialize + Clone,
+{
+    /// A JSON merge patch of the status subresource of `object` by the controller's field
+    /// manager (operation Update, as Flux's patch helper writes status; a write from an older
+    /// view wins, as it does in Flux), remembered here until the cache shows it.
+    pub async fn write_status(
+        &self,
+        client: &Client,
+        object: &K,
+        status: &K::Status,
+    ) -> Result<(), StatusWriteError> {
+        let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
+        let key = object_key(object);
+        // What the stored status may hold: the cached one and the last write the cache lags.
+        let earlier = [object.status().cloned(), self.ahead(&key)];
+        let bases: Vec<Value> = earlier.iter().flatten().map(to_json).collect();
+        let body = serde_json::json!({"status": removing_absent(to_json(status), &bases)});
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.into()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch_status(&object.name_any(), &params, &Patch::Merge(&body))
+            .await
+        {
+            Ok(written) => {
+                self.wrote(
+                    &key,
+                    object.resource_version(),
+                    written.resource_version(),
+                    status,
+                );
+                Ok(())
+            }
+            // Gone while we worked: nothing left to report on.
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(StatusWriteError(error)),
+        }
     }
 }
 
@@ -143,7 +151,7 @@ where
     /// both are behind the status written.
     pub(crate) fn wrote(&self, key: &str, read: Option<String>, version: Option<String>, status: &K::Status) {
         let Some(version) = version else { return };
-        let mut writes = self.0.lock().expect("own writes lock");
+        let mut writes = self.writes.lock().expect("own writes lock");
         let written = writes.entry(key.to_string()).or_insert_with(|| Written {
             versions: Vec::new(),
             ahead: None,
@@ -160,13 +168,13 @@ where
 
     /// The status of the last write while the cache does not show it.
     fn ahead(&self, key: &str) -> Option<K::Status> {
-        let writes = self.0.lock().expect("own writes lock");
+        let writes = self.writes.lock().expect("own writes lock");
         writes.get(key).and_then(|written| written.ahead.clone())
     }
 
     /// The cache shows `object`: once that is the last write, the cache is not behind.
     pub fn seen(&self, key: &str, object: &K) {
-        let mut writes = self.0.lock().expect("own writes lock");
+        let mut writes = self.writes.lock().expect("own writes lock");
         if let Some(written) = writes.get_mut(key)
             && written.versions.last() == object.resource_version().as_ref()
         {
@@ -178,7 +186,7 @@ where
     /// earlier write of ours (the cache lags); `None` when `object` is current or someone else
     /// wrote it.
     pub fn ahead_of(&self, key: &str, object: &K) -> Option<K::Status> {
-        let writes = self.0.lock().expect("own writes lock");
+        let writes = self.writes.lock().expect("own writes lock");
         let written = writes.get(key)?;
         let version = object.resource_version()?;
         let earlier = &written.versions[..written.versions.len().saturating_sub(1)];
@@ -190,7 +198,7 @@ where
     }
 
     pub fn forget(&self, key: &str) {
-        self.0.lock().expect("own writes lock").remove(key);
+        self.writes.lock().expect("own writes lock").remove(key);
     }
 }
 
@@ -244,7 +252,7 @@ mod tests {
 
     #[test]
     fn a_cached_earlier_write_of_ours_starts_from_the_last_one() {
-        let writes = OwnWrites::default();
+        let writes = OwnWrites::new("gotk-example-controller");
         // A pass read version 7 (the finalizer added) and wrote 10, then 12.
         writes.wrote("ns/app", Some("7".into()), Some("10".into()), &status("fetching"));
         writes.wrote("ns/app", Some("7".into()), Some("12".into()), &status("applied"));

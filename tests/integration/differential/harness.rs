@@ -19,13 +19,14 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use super::scenarios::{Action, Expect, Files, Scenario};
-use crate::support::controller::{ControllerProcess, free_port};
+use crate::support::controller::ControllerProcess;
 use crate::support::flux::{
     GitRepo, GitServer, SourceController, apply_git_repository, main_revision, source_controller_crds,
 };
 use crate::support::receiver::EventReceiver;
-use crate::support::registry::Registry;
 use crate::support::{TestNamespace, client, kustomization_crd, unique_suffix};
+use test_support::free_port;
+use test_support::registry::{Options, Registry};
 
 /// How long one wait of a step may take before the snapshot is taken anyway (and shows it).
 const SETTLE_LIMIT: Duration = Duration::from_secs(90);
@@ -195,7 +196,7 @@ impl Suite {
             namespace,
             git,
             source,
-            registry: Registry::start(),
+            registry: Registry::start(Options::default()),
             flux,
             ours,
             events,

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::artifacts::{self, ArtifactServer, Reply, test_archive};
 use super::{TestNamespace, eventually};
+use test_support::free_port;
 
 /// A controller process watching only `namespace` (RUNTIME_NAMESPACE with
 /// `--watch-all-namespaces=false`), so tests running in parallel do not see each other.
@@ -33,14 +34,6 @@ fn test_args(extra_args: &[&str]) -> Vec<String> {
         .to_vec();
     args.extend(extra_args.iter().map(|a| a.to_string()));
     args
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl ControllerProcess {

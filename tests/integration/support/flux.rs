@@ -16,18 +16,10 @@ use tokio::sync::OnceCell;
 use kustomize_controller::api::Kustomization;
 
 use super::controller::{
-    ControllerProcess, apply_kustomization, condition, config_map_value, free_port, get_kustomization,
+    ControllerProcess, apply_kustomization, condition, config_map_value, get_kustomization,
 };
 use super::{TestNamespace, eventually};
-
-/// The directory e2e/flux/build.sh printed. Unset fails the test: nothing here is optional.
-pub fn flux_bin() -> PathBuf {
-    let dir = std::env::var("E2E_FLUX_BIN").expect(
-        "E2E_FLUX_BIN is not set: `make test` sets it from `e2e/flux/build.sh` \
-         (or run `export E2E_FLUX_BIN=$(e2e/flux/build.sh)`)",
-    );
-    PathBuf::from(dir)
-}
+use test_support::{flux, flux_bin, free_port};
 
 /// Installs source-controller's own CRDs (config/crd/bases of its module), once per binary.
 pub async fn source_controller_crds(client: &Client) {
@@ -312,26 +304,6 @@ pub fn main_revision(commit: &str) -> String {
     format!("main@sha1:{commit}")
 }
 
-/// Runs the real flux CLI against the test control plane (KUBECONFIG) with a time limit.
-pub fn flux(args: &[&str]) -> Output {
-    Command::new("timeout")
-        .arg("120")
-        .arg(flux_bin().join("flux"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run flux")
-}
-
-/// stdout and stderr of `flux` together, for assertions and failure messages.
-pub fn flux_text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// One test's GitOps loop against the real parts: a namespace, a Git repository served over
 /// HTTP, GitRepository `repo` on it, the real source-controller and our controller, all scoped
 /// to that namespace.
@@ -410,15 +382,18 @@ impl GitOps {
     }
 
     fn git_repository_status(&self) -> String {
-        let out = super::kubectl(&[
-            "-n",
-            self.namespace(),
-            "get",
-            "gitrepository",
-            "repo",
-            "-o",
-            "jsonpath={.status}",
-        ]);
+        let out = test_support::kubectl(
+            &[
+                "-n",
+                self.namespace(),
+                "get",
+                "gitrepository",
+                "repo",
+                "-o",
+                "jsonpath={.status}",
+            ],
+            None,
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 

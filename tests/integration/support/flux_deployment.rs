@@ -7,7 +7,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::controller::{ControllerProcess, free_port};
+use super::controller::ControllerProcess;
+use test_support::free_port;
 
 /// The directory `e2e/fluxpeer/build.sh` printed: the event receiver, the `flux logs` line
 /// checker and Flux's Deployment. A missing variable fails the test: `make test` sets it.

@@ -194,14 +194,6 @@ pub async fn kustomization_crd(client: &Client) {
         .await;
 }
 
-/// `kubectl` from the control-plane build, for the checks a person would make.
-pub fn kubectl(args: &[&str]) -> std::process::Output {
-    let bin = std::env::var("E2E_BIN").expect("E2E_BIN is not set: run the tests with `make test`");
-    std::process::Command::new(format!("{bin}/kubectl"))
-        .args(args)
-        .output()
-        .expect("run kubectl")
-}
 pub mod applier;
 pub mod controller;
 pub mod crafted_git;

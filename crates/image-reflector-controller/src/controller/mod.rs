@@ -3,7 +3,7 @@
 //! pipelines reconcile. ImageRepository scans live in `repository`, ImagePolicy evaluations
 //! in `policy`; both controllers run side by side in one process under one leadership.
 
-pub mod finalizers;
+pub(crate) mod finalizers;
 pub(crate) mod policy;
 pub mod repository;
 
@@ -13,14 +13,14 @@ use flux_runtime::ControllerIdentity;
 use flux_runtime::controller::{StartError, Started, lead_while, run_until, shutdown_signal, start};
 use flux_runtime::events::Notifier;
 use flux_runtime::requeue::{Failures, after_error};
-use flux_runtime::status_writes::{OwnWrites, StatusWriteError, object_key};
+use flux_runtime::status_writes::{OwnWrites, object_key};
 use flux_runtime::telemetry::{self, Metrics, ObjectLabels, ReconcileResult};
 use flux_runtime::triggers::own_objects;
 use flux_runtime::watch_retry;
 use kube::Client;
 use kube::runtime::controller::Action;
 
-use crate::api::{ImageRepository, ImageRepositoryStatus};
+use crate::api::ImageRepository;
 use crate::options::{InvalidOptions, RunOptions};
 use crate::registry::Limits;
 use crate::store::{StoreError, TagStore};
@@ -44,22 +44,6 @@ pub(crate) struct Context {
     own_writes: OwnWrites<ImageRepository>,
     /// The ImagePolicy controller's own state.
     pub(crate) policies: policy::run::Policies,
-}
-
-/// Server-side apply of an ImageRepository's status by `gotk-image-reflector-controller`.
-pub(crate) async fn write_status(
-    ctx: &Context,
-    repo: &ImageRepository,
-    status: &ImageRepositoryStatus,
-) -> Result<(), StatusWriteError> {
-    flux_runtime::status_writes::write_status(
-        &ctx.client,
-        IMAGE_REPOSITORY.field_manager,
-        &ctx.own_writes,
-        repo,
-        status,
-    )
-    .await
 }
 
 /// Flux's labels of `gotk_reconcile_duration_seconds` for one object of `identity`'s kind.
@@ -145,7 +129,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         registry_limits: Limits::default(),
         metrics,
         failures: Failures::default(),
-        own_writes: OwnWrites::default(),
+        own_writes: OwnWrites::new(IMAGE_REPOSITORY.field_manager),
         options,
     });
     let stopped = async {

@@ -4,36 +4,12 @@
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::free_port;
-
-pub fn kubectl_path() -> PathBuf {
-    let bin =
-        std::env::var_os("E2E_BIN").expect("E2E_BIN is not set: `make test` sets it (it holds kubectl)");
-    assert!(
-        std::env::var_os("KUBECONFIG").is_some(),
-        "KUBECONFIG is not set: `make test` points it at the e2e control plane"
-    );
-    Path::new(&bin).join("kubectl")
-}
-
-pub fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(kubectl_path())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kubectl");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(input);
-    child.wait_with_output().expect("kubectl runs")
-}
+use test_support::{free_port, kubectl};
 
 pub fn ok(args: &[&str], stdin: Option<&str>) -> String {
     let out = kubectl(args, stdin);

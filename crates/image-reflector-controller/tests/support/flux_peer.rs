@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use super::cluster::kubectl;
-use super::free_port;
+use test_support::{free_port, kubectl};
 
 pub struct Peer {
     child: Child,

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{FETCH_LIMIT, RUN_LABEL, Suite, as_refs, tail};
 use crate::differential::scenarios::Files;
 use crate::support::flux::{GitRepo, main_revision};
-use crate::support::registry::apply_oci_repository;
+use crate::support::registry::{Artifacts as _, apply_oci_repository};
 
 /// The tag every scenario pushes to (its own repository in the registry).
 const TAG: &str = "latest";
@@ -32,7 +32,7 @@ impl Suite {
             .registry
             .push_artifact(&repository, TAG, &as_refs(files), &repo.url, &commit);
         let head = format!("{TAG}@{digest}");
-        let url = self.registry.url(&repository);
+        let url = self.registry.oci_url(&repository);
         futures::future::join_all(namespaces.iter().map(|ns| self.oci_source_at(ns, &url, &head))).await;
         head
     }
@@ -61,7 +61,7 @@ impl Suite {
                 "OCIRepository {ns}/oci never reached {head}: {}\nsource-controller log:\n{}\nregistry log:\n{}",
                 source.data["status"],
                 tail(&self.source.logs(), 30),
-                tail(&self.registry.logs(), 30)
+                tail(&self.registry.log(), 30)
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

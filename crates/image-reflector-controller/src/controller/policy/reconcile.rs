@@ -28,7 +28,7 @@ use super::select::{DigestPlan, digest_failure, digest_plan, policy_of, select};
 use super::status::{Evaluation, EventType, Requeue, compute, progress};
 use crate::IMAGE_POLICY;
 use crate::api::image_policy::{ImageRef, ReflectionPolicy};
-use crate::api::{ImagePolicy, ImagePolicyStatus, ImageRepository};
+use crate::api::{ImagePolicy, ImageRepository};
 use crate::controller::finalizers::finalized;
 use crate::controller::repository::auth::{AuthRefs, scan_auth};
 use crate::controller::{Context, REQUESTED_AT_ANNOTATION};
@@ -101,22 +101,6 @@ pub(crate) async fn reconcile(
     result
 }
 
-/// Server-side apply of an ImagePolicy's status by `gotk-image-reflector-controller`.
-async fn write_status(
-    ctx: &Context,
-    policy: &ImagePolicy,
-    status: &ImagePolicyStatus,
-) -> Result<(), StatusWriteError> {
-    flux_runtime::status_writes::write_status(
-        &ctx.client,
-        IMAGE_POLICY.field_manager,
-        &ctx.policies.writes,
-        policy,
-        status,
-    )
-    .await
-}
-
 async fn apply(
     policy: &ImagePolicy,
     ctx: &Context,
@@ -167,7 +151,10 @@ async fn apply(
         Err(PolicyFailure::IntervalNotConfigured)
     } else {
         if let Some(progressing) = progress(&old, &stamp) {
-            write_status(ctx, policy, &progressing).await?;
+            ctx.policies
+                .writes
+                .write_status(&ctx.client, policy, &progressing)
+                .await?;
         }
         evaluate(
             policy,
@@ -191,7 +178,10 @@ async fn apply(
         .ahead_of(&key, policy)
         .or_else(|| policy.status.clone());
     if written.as_ref() != Some(&verdict.status) {
-        write_status(ctx, policy, &verdict.status).await?;
+        ctx.policies
+            .writes
+            .write_status(&ctx.client, policy, &verdict.status)
+            .await?;
     }
     if let Some(event) = &verdict.event {
         let severity = match event.type_ {

@@ -38,7 +38,7 @@ impl Policies {
         Self {
             notifier,
             metrics,
-            writes: OwnWrites::default(),
+            writes: OwnWrites::new(IMAGE_POLICY.field_manager),
             failures: Failures::default(),
             evaluations: Mutex::default(),
         }

@@ -141,7 +141,7 @@ async fn apply(repo: &ImageRepository, ctx: &Context) -> Result<Action, Reconcil
     };
     let status = next_status(old.as_ref(), &pass, &outcome);
     if old.as_ref() != Some(&status) {
-        super::write_status(ctx, repo, &status).await?;
+        ctx.own_writes.write_status(&ctx.client, repo, &status).await?;
     }
     let old_conditions = old.map(|s| s.conditions).unwrap_or_default();
     let notice = match announcement(&old_conditions, &status.conditions) {
