@@ -80,7 +80,8 @@ pub(crate) struct Context {
     pub remote: Arc<crate::remote::RemoteFetcher>,
     /// Builds on the blocking pool, abandoned ones included: one per Kustomization at a time.
     pub builds: Arc<pacing::Builds>,
-    /// Canceled when shutdown begins: running reconciles end.
+    /// Canceled when shutdown begins: running reconciles end, running builds stop at their
+    /// next check.
     pub shutdown: CancellationToken,
     pub notifier: Notifier<Kustomization>,
     pub metrics: Arc<Metrics>,
@@ -426,7 +427,7 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
     }
     controller = controller.reconcile_on(drift_mode::triggers(live_changes, reader.clone()));
 
-    let shutdown = ctx.shutdown.clone();
+    let (shutdown, builds) = (ctx.shutdown.clone(), ctx.builds.clone());
     let run = async {
         run_until(
             &IDENTITY,
@@ -437,6 +438,9 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
             ctx,
         )
         .await;
+        // Builds canceled on their blocking threads are waited for: they remove their work
+        // directories (decrypted sources among them) on the way out.
+        builds.all_returned().await;
     };
     if run_with_grace(shutdown_signal(), GRACEFUL_SHUTDOWN, &shutdown, run).await == Stopped::GracePeriodOver
     {
