@@ -1,23 +1,34 @@
-//! A build's deadline: spec.timeout counted from the start of its pass. The loops a tenant's
-//! input drives (pack parsing, tree checkout, post-build substitution) check it, and remote
-//! fetches are cut to what is left of it, so a build abandoned at its deadline stops on its
-//! blocking thread instead of running on unobserved.
+//! A build's deadline: spec.timeout counted from the start of its pass, or the controller's
+//! shutdown, whichever comes first. The loops a tenant's input drives (pack parsing, tree
+//! checkout, post-build substitution) check it, and remote fetches end at it, so a build
+//! abandoned at its deadline or canceled at shutdown stops on its blocking thread instead of
+//! running on unobserved.
 
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::api::duration;
 
-/// When a build must be done, and the spec.timeout that set it (for messages).
-#[derive(Clone, Copy, Debug)]
+/// When a build must be done, the spec.timeout that set it (for messages), and the
+/// controller's shutdown, which stops it sooner.
+#[derive(Clone, Debug)]
 pub struct Deadline {
     at: Instant,
     timeout: Duration,
+    shutdown: CancellationToken,
 }
 
-/// The deadline passed while the build was running.
+/// Why a running build must stop.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the build ran out of time (spec.timeout {})", duration::format(*.0))]
-pub struct OutOfTime(pub Duration);
+pub enum Interrupted {
+    /// The deadline passed while the build was running.
+    #[error("the build ran out of time (spec.timeout {})", duration::format(*.0))]
+    OutOfTime(Duration),
+    /// The controller began shutting down: nothing the build makes would be applied.
+    #[error("the build was canceled: the controller is shutting down")]
+    ShuttingDown,
+}
 
 impl Deadline {
     /// `timeout` counted from `start`.
@@ -25,12 +36,21 @@ impl Deadline {
         Deadline {
             at: start.checked_add(timeout).unwrap_or(start),
             timeout,
+            shutdown: CancellationToken::new(),
         }
     }
 
     /// `timeout` counted from now.
     pub fn after(timeout: Duration) -> Self {
         Self::from(Instant::now(), timeout)
+    }
+
+    /// This deadline, or `shutdown` when it is canceled first.
+    pub fn or_shutdown(self, shutdown: &CancellationToken) -> Self {
+        Deadline {
+            shutdown: shutdown.clone(),
+            ..self
+        }
     }
 
     pub fn timeout(&self) -> Duration {
@@ -41,11 +61,19 @@ impl Deadline {
         self.at.saturating_duration_since(Instant::now())
     }
 
-    pub fn check(&self) -> Result<(), OutOfTime> {
+    pub fn check(&self) -> Result<(), Interrupted> {
+        if self.shutdown.is_cancelled() {
+            return Err(Interrupted::ShuttingDown);
+        }
         if Instant::now() >= self.at {
-            return Err(OutOfTime(self.timeout));
+            return Err(Interrupted::OutOfTime(self.timeout));
         }
         Ok(())
+    }
+
+    /// Resolves when shutdown begins: what waits on the network ends there.
+    pub async fn shutting_down(&self) {
+        self.shutdown.cancelled().await;
     }
 
     /// `wanted` (a tenant's `?timeout=`, a flag) cut to what is left, and whether it was cut.
@@ -87,5 +115,29 @@ mod tests {
             deadline.check().unwrap_err().to_string(),
             "the build ran out of time (spec.timeout 30s)"
         );
+    }
+
+    /// Before, SIGTERM left a running build to its deadline (minutes for a slow remote
+    /// base); now shutdown stops it at the next check, whatever time is left.
+    #[test]
+    fn shutdown_stops_a_build_with_time_left() {
+        let shutdown = CancellationToken::new();
+        let deadline = Deadline::after(Duration::from_secs(600)).or_shutdown(&shutdown);
+        let copy = deadline.clone();
+        assert!(deadline.check().is_ok());
+        shutdown.cancel();
+        assert_eq!(copy.check(), Err(Interrupted::ShuttingDown));
+        assert_eq!(
+            deadline.check().unwrap_err().to_string(),
+            "the build was canceled: the controller is shutting down"
+        );
+        // Shutdown is named first: the deadline passing meanwhile is not why the build stopped.
+        let passed = Deadline::from(Instant::now() - Duration::from_secs(31), Duration::from_secs(30));
+        assert_eq!(
+            passed.or_shutdown(&shutdown).check(),
+            Err(Interrupted::ShuttingDown)
+        );
+        // A deadline of its own knows no shutdown.
+        assert!(Deadline::after(Duration::from_secs(600)).check().is_ok());
     }
 }

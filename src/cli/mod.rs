@@ -63,7 +63,7 @@ fn build_objects(
     let vars: BTreeMap<String, String> = flux::merge_vars(vec![vars.into_iter().collect()], inline);
     let deadline = Deadline::after(timeout.unwrap_or_else(|| spec.timeout()));
     let remote = Arc::new(RemoteFetcher::new(remote)?);
-    let options = kustomize::BuildOptions::new().with_remote(remote.until(deadline));
+    let options = kustomize::BuildOptions::new().with_remote(remote.until(deadline.clone()));
     flux::build_until(root, dir, spec, &vars, &options, deadline).map_err(|e| e.to_string())
 }
 

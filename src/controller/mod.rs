@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use flux_runtime::ControllerIdentity;
 use flux_runtime::controller::{
-    GRACEFUL_SHUTDOWN, StartError, Started, Stopped, lead_while, run_until, run_with_grace, shutdown_signal,
-    start,
+    CancellationToken, GRACEFUL_SHUTDOWN, StartError, Started, Stopped, lead_while, run_until,
+    run_with_grace, shutdown_signal, start,
 };
 use flux_runtime::events::Notifier;
 use flux_runtime::requeue::{Failures, after_error};
@@ -80,6 +80,9 @@ pub(crate) struct Context {
     pub remote: Arc<crate::remote::RemoteFetcher>,
     /// Builds on the blocking pool, abandoned ones included: one per Kustomization at a time.
     pub builds: Arc<pacing::Builds>,
+    /// Canceled when shutdown begins: running reconciles end, running builds stop at their
+    /// next check.
+    pub shutdown: CancellationToken,
     pub notifier: Notifier<Kustomization>,
     pub metrics: Arc<Metrics>,
     /// The source objects of the source watches, read instead of a GET.
@@ -204,6 +207,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         fetcher,
         remote: Arc::new(remote),
         builds: Arc::default(),
+        shutdown: CancellationToken::new(),
         metrics,
         client,
         sources: source_cache::SourceCache::default(),
@@ -406,8 +410,23 @@ async fn run_controller(ctx: Arc<Context>, live_changes: tokio::sync::mpsc::Rece
     }
     controller = controller.reconcile_on(drift_mode::triggers(live_changes, reader.clone()));
 
-    let run = |stopping| run_until(controller, stopping, reconcile::reconcile, error_policy, ctx);
-    if run_with_grace(shutdown_signal(), GRACEFUL_SHUTDOWN, run).await == Stopped::GracePeriodOver {
+    let (shutdown, builds) = (ctx.shutdown.clone(), ctx.builds.clone());
+    let run = async {
+        run_until(
+            &IDENTITY,
+            controller,
+            shutdown.clone(),
+            reconcile::reconcile,
+            error_policy,
+            ctx,
+        )
+        .await;
+        // Builds canceled on their blocking threads are waited for: they remove their work
+        // directories (decrypted sources among them) on the way out.
+        builds.all_returned().await;
+    };
+    if run_with_grace(shutdown_signal(), GRACEFUL_SHUTDOWN, &shutdown, run).await == Stopped::GracePeriodOver
+    {
         tracing::warn!("graceful shutdown period over: exiting with reconciles still running");
     }
 }

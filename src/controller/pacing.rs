@@ -5,6 +5,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Notify;
+
 use crate::api::conditions::reason;
 use crate::api::duration;
 use crate::deadline::Deadline;
@@ -61,7 +63,11 @@ impl StepError for BuildStopped {
 
 /// The Kustomizations (by key) with a build on the blocking pool, abandoned or not.
 #[derive(Debug, Default)]
-pub(crate) struct Builds(Mutex<HashSet<String>>);
+pub(crate) struct Builds {
+    running: Mutex<HashSet<String>>,
+    /// Told whenever a build returns.
+    returned: Notify,
+}
 
 /// One Kustomization's build running: its key is released when the build returns.
 struct Running {
@@ -70,19 +76,36 @@ struct Running {
 }
 
 impl Builds {
+    fn running(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn start(self: &Arc<Self>, key: &str) -> Option<Running> {
-        let mut running = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        running.insert(key.to_string()).then(|| Running {
+        self.running().insert(key.to_string()).then(|| Running {
             builds: self.clone(),
             key: key.to_string(),
         })
+    }
+
+    /// Resolves once no build runs.
+    pub(crate) async fn all_returned(&self) {
+        loop {
+            let returned = self.returned.notified();
+            tokio::pin!(returned);
+            // Listening before looking: a build returning in between is not missed.
+            returned.as_mut().enable();
+            if self.running().is_empty() {
+                return;
+            }
+            returned.await;
+        }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let mut running = self.builds.0.lock().unwrap_or_else(|e| e.into_inner());
-        running.remove(&self.key);
+        self.builds.running().remove(&self.key);
+        self.builds.returned.notify_waiters();
     }
 }
 
@@ -228,5 +251,29 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         assert_eq!(built.unwrap(), 7);
+    }
+
+    /// At shutdown the controller waits for builds canceled on their threads: they remove
+    /// their work directories (decrypted sources among them) before the process exits.
+    #[tokio::test]
+    async fn all_returned_waits_for_every_running_build() {
+        let builds = Arc::new(Builds::default());
+        builds.all_returned().await;
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let held = build_within(&builds, "a/app", deadline(Duration::from_millis(20)), move || {
+            let _ = hold.recv();
+        });
+        assert!(matches!(held.await, Err(BuildStopped::TimedOut(_))));
+        let waiting = tokio::spawn({
+            let builds = builds.clone();
+            async move { builds.all_returned().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "returned while a build runs");
+        release.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), waiting)
+            .await
+            .expect("all_returned after the last build returned")
+            .unwrap();
     }
 }

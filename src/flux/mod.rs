@@ -24,7 +24,7 @@ pub(crate) use substitute::{SubstituteOptions, merge_vars};
 use crate::api::KustomizationSpec;
 use crate::api::conditions::reason::BUILD_FAILED;
 use crate::api::kustomization::{CommonMetadata, SubstituteStrategy};
-use crate::deadline::{Deadline, OutOfTime};
+use crate::deadline::{Deadline, Interrupted};
 use crate::error::{Retry, StepError};
 use crate::sops;
 
@@ -53,7 +53,7 @@ pub enum FluxBuildError {
     #[error("post build failed for '{id}': envsubst error: {source}")]
     PostBuild { id: String, source: SubstituteError },
     #[error(transparent)]
-    OutOfTime(#[from] OutOfTime),
+    Interrupted(#[from] Interrupted),
     #[error("error decrypting sources: {0}")]
     Sources(#[from] sops::sources::SourceError),
     #[error("decryption failed for '{id}': failed to decrypt and format {object} data: {source}")]
@@ -111,7 +111,7 @@ pub fn build_until(
 /// variable expands to "" instead of failing), decrypting SOPS documents with `keys` (given
 /// exactly when `spec.decryption` is set): first the generator sources, in a private copy
 /// of the tree, then each built object. Each object checks `deadline` first: a build
-/// abandoned at spec.timeout stops instead of running on.
+/// abandoned at spec.timeout or canceled at shutdown stops instead of running on.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build_decrypting(
     root: &Path,

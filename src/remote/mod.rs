@@ -20,7 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 
 use kustomize::remote::{RemoteResources, RepoSpec, parse_repo_spec};
 
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, Interrupted};
 
 pub use deny::{Cidr, DeniedNetworks, RemoteLockdownArgs};
 
@@ -134,7 +134,7 @@ impl RemoteFetcher {
     }
 
     /// Runs `work` on a private single-threaded runtime within `wanted`, cut to what is left
-    /// of `deadline`. The engine calls in from synchronous code that may itself sit inside
+    /// of `deadline`, and no longer than until shutdown. The engine calls in from synchronous code that may itself sit inside
     /// another runtime, so the work gets a thread of its own.
     fn run<T: Send>(
         &self,
@@ -165,9 +165,11 @@ impl RemoteFetcher {
                         .map_err(|e| format!("async runtime: {e}"))?;
                     runtime.block_on(async move {
                         let http = http::Http::new(connector, denied);
-                        tokio::time::timeout(timeout, work(&http))
-                            .await
-                            .unwrap_or_else(|_| Err(timed_out))
+                        tokio::select! {
+                            biased;
+                            () = deadline.shutting_down() => Err(Interrupted::ShuttingDown.to_string()),
+                            done = tokio::time::timeout(timeout, work(&http)) => done.unwrap_or_else(|_| Err(timed_out)),
+                        }
                     })
                 })
                 .join()
@@ -209,7 +211,7 @@ impl RemoteFetcher {
         let limits = pack::PackLimits {
             max_bytes: self.config.max_tree_bytes,
             max_objects: self.config.max_pack_objects,
-            deadline,
+            deadline: deadline.clone(),
         };
         let objects = pack::parse(pack, limits)?;
         let tree = tree::commit_tree(&objects, &commit)?;
@@ -275,7 +277,7 @@ struct BuildRemote {
 
 impl RemoteResources for BuildRemote {
     fn repository(&self, spec: &RepoSpec) -> Result<PathBuf, String> {
-        let (fetcher, deadline) = (&self.fetcher, self.deadline);
+        let (fetcher, deadline) = (&self.fetcher, &self.deadline);
         if !fetcher.config.allow_git {
             return Err(refused_by_no_remote_bases(spec));
         }
@@ -299,7 +301,7 @@ impl RemoteResources for BuildRemote {
         }
         let max = fetcher.config.max_download_bytes;
         let (commit, pack) = fetcher
-            .run(spec.timeout, &deadline, async |http| {
+            .run(spec.timeout, deadline, async |http| {
                 let repository = git::Repository {
                     http,
                     url: url.clone(),
@@ -313,7 +315,7 @@ impl RemoteResources for BuildRemote {
                 .cached(&url, &commit)
                 .ok_or_else(|| format!("{url}: the cached checkout disappeared")),
             Some(pack) => fetcher
-                .check_out(&url, commit, &pack, deadline)
+                .check_out(&url, commit, &pack, deadline.clone())
                 .map_err(|e| format!("checking out {url} at {}: {e}", hex::encode(commit))),
         }
     }
@@ -348,5 +350,45 @@ impl RemoteResources for BuildRemote {
             ));
         }
         Ok(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    /// Before, a remote fetch at SIGTERM ran on to its `?timeout=` or the build's deadline
+    /// (a server trickling bytes held the build for minutes); now shutdown ends it.
+    #[test]
+    fn shutdown_ends_a_remote_fetch() {
+        let fetcher = RemoteFetcher::new(RemoteConfig::default()).unwrap();
+        let shutdown = CancellationToken::new();
+        let deadline = Deadline::after(Duration::from_secs(600)).or_shutdown(&shutdown);
+        let canceler = shutdown.clone();
+        let cancel = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            canceler.cancel();
+        });
+        let hung = fetcher.run(Duration::from_secs(60), &deadline, async |_| {
+            std::future::pending::<Result<(), String>>().await
+        });
+        cancel.join().unwrap();
+        assert_eq!(
+            hung.unwrap_err(),
+            "the build was canceled: the controller is shutting down"
+        );
+
+        // Once shutdown has begun, no fetch starts.
+        let started = AtomicBool::new(false);
+        let late = fetcher.run(Duration::from_secs(60), &deadline, async |_| {
+            started.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        assert!(late.is_err());
+        assert!(!started.load(Ordering::SeqCst));
     }
 }

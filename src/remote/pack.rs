@@ -110,7 +110,7 @@ const OBJECT_OVERHEAD: u64 = 320;
 const MAX_DELTA_DEPTH: u32 = 4095;
 
 /// Bounds of one pack.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct PackLimits {
     /// Memory its objects may take: their inflated bytes and [`OBJECT_OVERHEAD`] each.
     pub max_bytes: u64,
@@ -752,7 +752,7 @@ mod tests {
             ..within(64 << 20)
         };
         assert_eq!(
-            parse(&pack, limits).unwrap_err(),
+            parse(&pack, limits.clone()).unwrap_err(),
             "the pack holds 1001 objects, more than the limit of 1000"
         );
         let limits = PackLimits {

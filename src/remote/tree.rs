@@ -15,7 +15,7 @@ use crate::deadline::Deadline;
 use crate::source::symlinks::{self, Symlink, SymlinkError};
 
 /// Bounds of one checkout.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct TreeLimits {
     pub max_bytes: u64,
     pub max_entries: u64,

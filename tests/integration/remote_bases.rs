@@ -528,7 +528,8 @@ async fn checkouts_are_cached_by_repository_and_commit() {
     let repo = server.repository("bases");
     let first = two_commits(&repo);
     let deadline = Deadline::after(std::time::Duration::from_secs(300));
-    let fetcher = std::sync::Arc::new(RemoteFetcher::new(RemoteConfig::default()).unwrap()).until(deadline);
+    let fetcher =
+        std::sync::Arc::new(RemoteFetcher::new(RemoteConfig::default()).unwrap()).until(deadline.clone());
     let checkout = |entry: String| {
         let spec = parse_repo_spec(&entry).unwrap();
         fetcher
@@ -551,7 +552,8 @@ async fn checkouts_are_cached_by_repository_and_commit() {
     // Nobody can aim at a checkout (issue 28, finding 2: tenant A planted a file in tenant B's
     // tree, named by a counter): another fetcher's checkout of the same commit has another
     // name, not one made from the commit or a count.
-    let other = std::sync::Arc::new(RemoteFetcher::new(RemoteConfig::default()).unwrap()).until(deadline);
+    let other =
+        std::sync::Arc::new(RemoteFetcher::new(RemoteConfig::default()).unwrap()).until(deadline.clone());
     let again = other
         .repository(&parse_repo_spec(&format!("{}//base?ref=v1.0.0", repo.url)).unwrap())
         .unwrap();

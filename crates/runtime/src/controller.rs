@@ -4,13 +4,13 @@
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryFuture};
+use futures::{StreamExt, TryFuture, TryFutureExt};
 use kube::runtime::controller::{Action, Controller};
 use serde::de::DeserializeOwned;
+pub use tokio_util::sync::CancellationToken;
 
 use crate::client::{RequestCounts, counting_client};
 use crate::identity::ControllerIdentity;
@@ -18,6 +18,7 @@ use crate::leader::{LeaderElector, LeaseTimings};
 use crate::options::RuntimeOptions;
 use crate::probes::{Readiness, ServeError, serve_http};
 use crate::telemetry::Metrics;
+use crate::telemetry::logs::reconcile_span;
 
 /// What a controller process holds once it may reconcile.
 pub struct Started {
@@ -151,17 +152,20 @@ pub async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
     }
     tracing::info!(
-        "shutting down: waiting for running reconciles to finish, at most {}s",
+        "shutting down: canceling running reconciles, exiting within {}s",
         GRACEFUL_SHUTDOWN.as_secs()
     );
 }
 
-/// Runs `controller`'s reconciles until `stopping` fires and the running ones finish. The
-/// errors are the error policy's to log; what else the controller reports is debug detail.
+/// Runs `controller`'s reconciles until `shutdown` is canceled. Then no reconcile starts and
+/// the running ones are dropped where they are, as Flux's end when the manager cancels their
+/// context: a canceled pass applies, deletes and writes nothing more. The errors are the
+/// error policy's to log; what else the controller reports is debug detail.
 pub async fn run_until<K, Ctx, F>(
+    identity: &'static ControllerIdentity,
     controller: Controller<K>,
-    stopping: impl Future<Output = ()> + Send + Sync + 'static,
-    reconcile: impl FnMut(Arc<K>, Arc<Ctx>) -> F,
+    shutdown: CancellationToken,
+    mut reconcile: impl FnMut(Arc<K>, Arc<Ctx>) -> F,
     error_policy: impl Fn(Arc<K>, &F::Error, Arc<Ctx>) -> Action,
     ctx: Arc<Ctx>,
 ) where
@@ -170,15 +174,38 @@ pub async fn run_until<K, Ctx, F>(
     F: TryFuture<Ok = Action> + Send + 'static,
     F::Error: std::error::Error + Send + 'static,
 {
+    let stopping = shutdown.clone().cancelled_owned();
+    let cancelable = move |object: Arc<K>, ctx: Arc<Ctx>| {
+        let pass = TryFutureExt::into_future(reconcile(object.clone(), ctx));
+        canceled_at_shutdown(identity, shutdown.clone(), object, pass)
+    };
     controller
         .graceful_shutdown_on(stopping)
-        .run(reconcile, error_policy, ctx)
+        .run(cancelable, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "controller event");
             }
         })
         .await;
+}
+
+/// `pass` of `object`, or, once `shutdown` is canceled, nothing more of it: it ends with no
+/// error (there is nothing to retry in a process that exits) and says so in the log.
+async fn canceled_at_shutdown<K: kube::Resource, E>(
+    identity: &'static ControllerIdentity,
+    shutdown: CancellationToken,
+    object: Arc<K>,
+    pass: impl Future<Output = Result<Action, E>>,
+) -> Result<Action, E> {
+    if let Some(done) = shutdown.run_until_cancelled(pass).await {
+        return done;
+    }
+    let meta = object.meta();
+    let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+    let span = reconcile_span(identity, namespace.unwrap_or(""), name.unwrap_or(""));
+    span.in_scope(|| tracing::info!("reconciliation canceled: the controller is shutting down"));
+    Ok(Action::await_change())
 }
 
 /// How long running reconciles get after SIGTERM: controller-runtime's default graceful
@@ -194,28 +221,22 @@ pub enum Stopped {
     GracePeriodOver,
 }
 
-/// A future that resolves once shutdown has begun: a controller's graceful-shutdown trigger.
-pub type Stopping = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
-
-/// Runs the controller `run` makes, handing it the trigger that fires on `signal`; from then
-/// on it has `grace` to finish. A reconcile waiting for an API server that went away, or a
-/// build on a blocking thread, must not keep the process alive past its graceful period.
-pub async fn run_with_grace<R: Future<Output = ()>>(
+/// Runs `run` (the controllers, stopped by `shutdown`) until `signal`, then cancels
+/// `shutdown` and gives `run` `grace` to finish. Canceled reconciles end at once; what runs
+/// on beyond the period (a request the kube client holds, a build on a blocking thread that
+/// checks for cancellation too seldom) must not keep the process alive.
+pub async fn run_with_grace(
     signal: impl Future<Output = ()>,
     grace: Duration,
-    run: impl FnOnce(Stopping) -> R,
+    shutdown: &CancellationToken,
+    run: impl Future<Output = ()>,
 ) -> Stopped {
-    let (stop, mut stopping) = tokio::sync::watch::channel(false);
-    let run = run(Box::pin(async move {
-        // A dropped sender also means stop.
-        let _ = stopping.wait_for(|stop| *stop).await;
-    }));
     tokio::pin!(run, signal);
     tokio::select! {
         () = &mut run => return Stopped::Finished,
         () = &mut signal => {}
     }
-    let _ = stop.send(true);
+    shutdown.cancel();
     tokio::select! {
         () = run => Stopped::Finished,
         () = tokio::time::sleep(grace) => Stopped::GracePeriodOver,
@@ -227,38 +248,81 @@ mod tests {
     use super::*;
 
     /// Before, SIGTERM waited for running reconciles forever: a controller whose API server
-    /// was gone was still alive 10 minutes later. A reconcile that never ends is left after
-    /// the graceful period (the outer bound only turns a hang into a failure, in paused time).
+    /// was gone was still alive 10 minutes later. A run that never ends is left after the
+    /// graceful period (the outer bound only turns a hang into a failure, in paused time).
     #[tokio::test(start_paused = true)]
-    async fn a_reconcile_that_never_ends_is_left_after_the_graceful_period() {
+    async fn a_run_that_never_ends_is_left_after_the_graceful_period() {
         let started = tokio::time::Instant::now();
         let signal = tokio::time::sleep(Duration::from_secs(5));
-        let run = |stopping: Stopping| async move {
-            stopping.await;
+        let shutdown = CancellationToken::new();
+        let run = async {
+            shutdown.cancelled().await;
             std::future::pending::<()>().await
         };
         let bounded = tokio::time::timeout(
             Duration::from_secs(3600),
-            run_with_grace(signal, Duration::from_secs(30), run),
+            run_with_grace(signal, Duration::from_secs(30), &shutdown, run),
         );
         assert_eq!(bounded.await, Ok(Stopped::GracePeriodOver));
         assert_eq!(started.elapsed(), Duration::from_secs(35));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn reconciles_finishing_within_the_period_are_waited_for() {
+    async fn runs_finishing_within_the_period_are_waited_for() {
         let started = tokio::time::Instant::now();
         let signal = tokio::time::sleep(Duration::from_secs(5));
-        let run = |stopping: Stopping| async move {
-            stopping.await;
+        let shutdown = CancellationToken::new();
+        let run = async {
+            shutdown.cancelled().await;
             tokio::time::sleep(Duration::from_secs(10)).await;
         };
-        let stopped = run_with_grace(signal, Duration::from_secs(30), run).await;
+        let stopped = run_with_grace(signal, Duration::from_secs(30), &shutdown, run).await;
         assert_eq!(stopped, Stopped::Finished);
         assert_eq!(started.elapsed(), Duration::from_secs(15));
         // Without a signal, the run is not stopped.
-        let run = |_: Stopping| tokio::time::sleep(Duration::from_secs(1));
-        let stopped = run_with_grace(std::future::pending(), Duration::ZERO, run).await;
+        let untouched = CancellationToken::new();
+        let run = tokio::time::sleep(Duration::from_secs(1));
+        let stopped = run_with_grace(std::future::pending(), Duration::ZERO, &untouched, run).await;
         assert_eq!(stopped, Stopped::Finished);
+        assert!(!untouched.is_cancelled());
+    }
+
+    fn config_map() -> Arc<k8s_openapi::api::core::v1::ConfigMap> {
+        let mut object = k8s_openapi::api::core::v1::ConfigMap::default();
+        object.metadata.name = Some("app".into());
+        object.metadata.namespace = Some("apps".into());
+        Arc::new(object)
+    }
+
+    /// Before, a reconcile went on after SIGTERM until it ended by itself (a build of a
+    /// remote base that took minutes held the process for the whole graceful period); now
+    /// it is dropped when shutdown begins, and what it would have done after is not done.
+    #[tokio::test(start_paused = true)]
+    async fn a_running_reconcile_ends_when_shutdown_begins() {
+        let identity = &crate::identity::testing::KUSTOMIZATION;
+        let shutdown = CancellationToken::new();
+        let went_on = std::sync::atomic::AtomicBool::new(false);
+        let pass = async {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            went_on.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, std::fmt::Error>(Action::requeue(Duration::from_secs(60)))
+        };
+        let started = tokio::time::Instant::now();
+        let stop = async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            shutdown.cancel();
+        };
+        let (ended, ()) = tokio::join!(
+            canceled_at_shutdown(identity, shutdown.clone(), config_map(), pass),
+            stop
+        );
+        assert_eq!(ended, Ok(Action::await_change()));
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert!(!went_on.load(std::sync::atomic::Ordering::SeqCst));
+
+        // Without shutdown, the pass's own result.
+        let quick = async { Ok::<_, std::fmt::Error>(Action::requeue(Duration::from_secs(60))) };
+        let ended = canceled_at_shutdown(identity, CancellationToken::new(), config_map(), quick);
+        assert_eq!(ended.await, Ok(Action::requeue(Duration::from_secs(60))));
     }
 }

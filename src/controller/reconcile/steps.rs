@@ -158,15 +158,24 @@ pub(super) async fn build(
         .await
         .map_err(|e| pass.fail(e))?;
     let (root, build_spec) = (tree.root().to_path_buf(), spec.clone());
-    // spec.timeout from the start of the pass bounds the build, its remote fetches included.
-    let deadline = Deadline::from(pass.started, spec.timeout());
-    let remote = ctx.remote.until(deadline);
+    // spec.timeout from the start of the pass bounds the build, its remote fetches included;
+    // shutdown ends it sooner.
+    let deadline = Deadline::from(pass.started, spec.timeout()).or_shutdown(&ctx.shutdown);
+    let remote = ctx.remote.until(deadline.clone());
     let strict = ctx.options.feature_gates.strict_post_build_substitutions;
     let key = object_key(ks);
-    let mut built = build_within(&ctx.builds, &key, deadline, move || {
+    let (span, shutdown) = (tracing::Span::current(), ctx.shutdown.clone());
+    let mut built = build_within(&ctx.builds, &key, deadline.clone(), move || {
         let options = BuildOptions::new().with_remote(remote);
         let keys = keys.as_ref();
-        flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys, deadline)
+        let built = flux::build_decrypting(&root, &dir, &build_spec, &vars, &options, strict, keys, deadline);
+        // The pass canceled at shutdown is gone: the build tells how it ended.
+        if let Err(error) = &built
+            && shutdown.is_cancelled()
+        {
+            span.in_scope(|| tracing::info!(%error, "build stopped"));
+        }
+        built
     })
     .await
     .map_err(|e| pass.fail(e))?

@@ -10,7 +10,10 @@ pub mod repository;
 use std::sync::Arc;
 
 use flux_runtime::ControllerIdentity;
-use flux_runtime::controller::{StartError, Started, lead_while, run_until, shutdown_signal, start};
+use flux_runtime::controller::{
+    CancellationToken, GRACEFUL_SHUTDOWN, StartError, Started, Stopped, lead_while, run_until,
+    run_with_grace, shutdown_signal, start,
+};
 use flux_runtime::events::Notifier;
 use flux_runtime::requeue::{Failures, after_error};
 use flux_runtime::status_writes::{OwnWrites, object_key};
@@ -132,8 +135,20 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
         own_writes: OwnWrites::new(IMAGE_REPOSITORY.field_manager),
         options,
     });
+    // SIGTERM cancels the scans and evaluations running in both controllers.
+    let shutdown = CancellationToken::new();
     let stopped = async {
-        tokio::join!(run_repositories(ctx.clone()), policy::run::run_policies(ctx));
+        let run = async {
+            tokio::join!(
+                run_repositories(ctx.clone(), shutdown.clone()),
+                policy::run::run_policies(ctx, shutdown.clone())
+            );
+        };
+        if run_with_grace(shutdown_signal(), GRACEFUL_SHUTDOWN, &shutdown, run).await
+            == Stopped::GracePeriodOver
+        {
+            tracing::warn!("graceful shutdown period over: exiting with reconciles still running");
+        }
     };
     match lead_while(elector.as_ref(), release_on_cancel, stopped).await {
         true => Ok(()),
@@ -142,7 +157,7 @@ pub async fn run(options: RunOptions) -> Result<(), RunError> {
 }
 
 /// The ImageRepository controller: every namespace or the runtime one, label-selected shards.
-async fn run_repositories(ctx: Arc<Context>) {
+async fn run_repositories(ctx: Arc<Context>, shutdown: CancellationToken) {
     let seen = ctx.clone();
     let (reader, repositories) = own_objects(
         &ctx.client,
@@ -151,8 +166,9 @@ async fn run_repositories(ctx: Arc<Context>) {
     );
     let controller = watch_retry::controller(repositories, reader, ctx.options.runtime.concurrent);
     run_until(
+        &IMAGE_REPOSITORY,
         controller,
-        shutdown_signal(),
+        shutdown,
         repository::reconcile,
         error_policy,
         ctx,

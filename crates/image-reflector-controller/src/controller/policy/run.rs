@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use flux_runtime::controller::{run_until, shutdown_signal};
+use flux_runtime::controller::{CancellationToken, run_until};
 use flux_runtime::events::Notifier;
 use flux_runtime::requeue::{Failures, after_error};
 use flux_runtime::status_writes::{OwnWrites, object_key};
@@ -94,7 +94,7 @@ fn policies_of(policies: &Store<ImagePolicy>, repository: &ImageRepository) -> V
 
 /// The ImagePolicy controller: every namespace or the runtime one, label-selected shards (the
 /// selector applies to both kinds, as Flux's cache does).
-pub(crate) async fn run_policies(ctx: Arc<Context>) {
+pub(crate) async fn run_policies(ctx: Arc<Context>, shutdown: CancellationToken) {
     let runtime = &ctx.options.runtime;
     let seen = ctx.clone();
     let (reader, policies) = own_objects(&ctx.client, runtime, move |policy: &ImagePolicy| {
@@ -115,8 +115,9 @@ pub(crate) async fn run_policies(ctx: Arc<Context>) {
             policies_of(&mapped, &repository)
         });
     run_until(
+        &IMAGE_POLICY,
         controller,
-        shutdown_signal(),
+        shutdown,
         move |policy, ctx| reconcile(policy, ctx, repositories.clone()),
         error_policy,
         ctx,
