@@ -501,7 +501,8 @@ fn settled(ks: Option<&Value>, generation: i64, expect: &Expect, head: &str) -> 
 }
 
 fn start_peer(side: Side, id: &str, runtime_namespace: &str, dir: &std::path::Path) -> Peer {
-    std::fs::create_dir_all(dir).unwrap();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let receiver = EventReceiver::start(dir);
     let (metrics, health) = (free_port(), free_port());
     let mut command = match side {
@@ -524,6 +525,10 @@ fn start_peer(side: Side, id: &str, runtime_namespace: &str, dir: &std::path::Pa
             format!("--health-addr=127.0.0.1:{health}"),
         ])
         .env("RUNTIME_NAMESPACE", runtime_namespace)
+        // A temp dir of its own per peer: with a shared /tmp, Flux's build directories
+        // vanished mid-build when suites ran side by side ("evalsymlink failure on
+        // /tmp/kustomization-..."); each peer's files now stay apart.
+        .env("TMPDIR", &tmp)
         .env_remove("RUST_LOG");
     let process = ControllerProcess::spawn(
         command,
