@@ -16,7 +16,9 @@ pub const IMAGE_REPOSITORY: ControllerIdentity = ControllerIdentity {
     kind: "ImageRepository",
     component: "image-reflector-controller",
     metrics_prefix: "image_reflector_controller",
-    field_manager: "gotk-image-reflector-controller",
+    // Flux's image reflector patches status and finalizers as its controller name, without the
+    // `gotk-` prefix its kustomize-controller uses: `managedFields` must not change on a swap.
+    field_manager: "image-reflector-controller",
 };
 
 /// The ImagePolicy controller's names; same process, same component.

@@ -42,6 +42,6 @@ pub(crate) mod testing {
         kind: "ImageRepository",
         component: "image-reflector-controller",
         metrics_prefix: "image_reflector_controller",
-        field_manager: "gotk-image-reflector-controller",
+        field_manager: "image-reflector-controller",
     };
 }
