@@ -7,7 +7,8 @@
 //! `tagCount`, `canonicalImageName`, `observedExclusionList`; per ImagePolicy: conditions,
 //! `latestRef`, `observedPreviousRef`; per object: its events' distinct (type, reason, message)
 //! in the order first seen (retries repeat them at each controller's own backoff, so their
-//! count is not compared). Times are not compared and namespaces are masked.
+//! count is not compared); per object its `managedFields` (manager, operation, subresource and
+//! the fields owned). Times are not compared and namespaces are masked.
 //!
 //! Scenarios: a plain scan with the default exclusion list, a custom exclusion list, a
 //! repository missing on the registry, 401 without credentials, a missing secretRef, a URL
@@ -345,6 +346,7 @@ fn snapshot(namespace: &str, list: &Value) -> Snapshot {
             .collect();
         conditions.sort_by_key(|c| c[0].to_string());
         fields.insert(format!("{id} conditions"), json!(conditions));
+        fields.insert(format!("{id} managedFields"), managed_fields(&object["metadata"]));
         let names: &[&str] = if object["kind"] == "ImageRepository" {
             &[
                 "lastScanResult.latestTags",
@@ -394,6 +396,20 @@ fn snapshot(namespace: &str, list: &Value) -> Snapshot {
     }
     let text = serde_json::to_string(&fields).unwrap().replace(namespace, "<ns>");
     serde_json::from_str(&text).unwrap()
+}
+
+/// Who owns which fields of the object (manager, operation, subresource, fields), in a fixed
+/// order and without times: a swap must not change them, or field managers that key on the
+/// controller's name (`kubectl apply --force-conflicts`, policy engines) see another owner.
+fn managed_fields(metadata: &Value) -> Value {
+    let mut entries: Vec<Value> = metadata["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| json!([m["manager"], m["operation"], m["subresource"], m["fieldsV1"]]))
+        .collect();
+    entries.sort_by_key(|e| e.to_string());
+    json!(entries)
 }
 
 /// The value with the `INTENDED` masks of its field applied.
@@ -456,7 +472,17 @@ fn settle(namespaces: &[&String], peer: &Peer, harness: &Harness) {
 /// The namespace's ImageRepositories and ImagePolicies: its snapshot, and whether it settled.
 fn observe(namespace: &str, extra: &dyn Fn(&Value) -> bool) -> (Snapshot, bool) {
     let kinds = "imagerepositories,imagepolicies";
-    let list = ok(&["get", "-n", namespace, kinds, "-o", "json"], None);
+    // kubectl leaves managedFields out unless asked.
+    let args = [
+        "get",
+        "-n",
+        namespace,
+        kinds,
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ];
+    let list = ok(&args, None);
     let list: Value = serde_json::from_str(&list).unwrap();
     (snapshot(namespace, &list), settled(&list, extra))
 }
@@ -731,6 +757,14 @@ fn flux_and_ours_agree_on_the_same_objects() {
         );
     }
     assert_eq!(theirs["ImageRepository/excl lastScanResult.tagCount"], 1);
+    // The owners were compared, not two empty lists: Flux wrote status and a finalizer.
+    for object in ["ImageRepository/app", "ImagePolicy/semver"] {
+        let owners = theirs[&format!("{object} managedFields")].to_string();
+        assert!(
+            owners.contains(r#""status""#) && owners.contains("f:finalizers"),
+            "{object}: {owners}"
+        );
+    }
     for (side, proxy) in [("ours", &our_proxy), ("flux", &flux_proxy)] {
         let through = format!("CONNECT {}", registries.tls.host());
         assert!(
