@@ -50,7 +50,7 @@ pub(super) const TABLE: &[Entry] = &[
         "path-not-found-text",
         "*",
         MESSAGES,
-        "*kustomization path not found: stat /tmp/kustomization-*|(absent)",
+        "*kustomization path not found: stat /*/kustomization-*|(absent)",
         "*kustomization path not found: stat *|(absent)",
         "the missing path is named relative to the artifact, not inside a random temporary directory",
     ),
