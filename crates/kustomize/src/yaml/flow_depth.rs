@@ -15,7 +15,9 @@ const MAX_FLOW_DEPTH: usize = 1000;
 /// part of a plain or quoted scalar, a comment or a block scalar, which the scanner reads in
 /// linear time however many brackets it holds, and which never closes, so counting it would
 /// add up across the file (a thousand `k: a [b` values refused, where kustomize reads them).
-/// When unsure the scan counts: a continuation line of a multi-line scalar starts a node here.
+/// A line indented past the node holding a plain scalar that ended the line before continues
+/// that scalar (printers fold long keys and values so), so no node starts there. When unsure
+/// the scan counts: a continuation line of a multi-line quoted scalar starts a node here.
 pub(super) fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildError> {
     let mut scan = Scan::default();
     for (n, line) in text.lines().enumerate() {
@@ -35,6 +37,9 @@ pub(super) fn refuse_deep_flow(text: &str, origin: &str) -> Result<(), BuildErro
 struct Scan {
     depth: usize,
     block: Option<BlockScalar>,
+    /// Column of the node holding a plain scalar that ended the last line: a line indented
+    /// further continues it.
+    plain: Option<isize>,
 }
 
 /// A block scalar (`|`, `>`) whose content lines are being skipped.
@@ -79,9 +84,18 @@ impl Scan {
             }
         }
         self.block = None;
+        if self.depth == 0 && line.iter().all(|&b| b == b' ' || b == b'\t') {
+            return Ok(());
+        }
+        let continued = self
+            .plain
+            .filter(|&p| self.depth == 0 && !marker && spaces as isize > p);
+        self.plain = None;
         // Outside a flow collection: whether a node can start here, the column a block scalar
-        // starting here would be indented from, and where the last node on this line began.
-        let mut node_start = true;
+        // starting here would be indented from, where the last node on this line began, and
+        // the column of the node holding a plain scalar still open.
+        let mut node_start = continued.is_none();
+        let mut plain = continued;
         let mut parent = spaces as isize - 1;
         let mut node_col = spaces;
         let mut i = 0;
@@ -113,6 +127,7 @@ impl Scan {
                 b':' if next_blank => {
                     node_start = true;
                     parent = node_col as isize;
+                    plain = None;
                 }
                 b'-' | b'?' if at_start && next_blank => {
                     node_start = true;
@@ -132,9 +147,13 @@ impl Scan {
                         return Ok(());
                     }
                 }
+                _ if at_start => plain = Some(parent),
                 _ => {}
             }
             i += 1;
+        }
+        if self.depth == 0 {
+            self.plain = plain;
         }
         Ok(())
     }

@@ -68,7 +68,8 @@ fn deep_flow_where_a_node_starts_is_still_refused() {
         "- key: ",
     ] {
         for bracket in ["[", "{"] {
-            let text = format!("a: 1\n{prefix}{}\n", open(DEEP, bracket));
+            // The first value is quoted: a plain one would go on in the indented line.
+            let text = format!("a: \"1\"\n{prefix}{}\n", open(DEEP, bracket));
             let err = refuse_deep_flow(&text, "deep.yaml").unwrap_err().to_string();
             assert_eq!(
                 err, "deep.yaml:2: malformed YAML: flow collections nested deeper than 1000 levels",
@@ -96,5 +97,43 @@ fn a_block_scalar_ends_where_its_indentation_does() {
         format!("a: |x\n  {deep}\n"),
     ] {
         assert!(refused(&text), "{text:.40}");
+    }
+}
+
+#[test]
+fn a_line_continuing_a_plain_scalar_starts_no_node() {
+    // The fuzzer's second shape: our printer folds a long explicit key over lines, and a
+    // folded line began with `{`; copied under a thousand keys, it was refused.
+    let key = format!("a{} b", "{".repeat(20));
+    let entry = |i: usize| format!("  k{i}:\n    ? {key}\n      {{{{x:y {{z\n    : v\n");
+    let text = format!("data:\n{}", (0..DEEP).map(entry).collect::<String>());
+    assert!(!refused(&text));
+    let docs = parse_documents(&text, "folded.yaml").unwrap();
+    assert_eq!(docs[0]["data"]["k1000"][format!("{key} {{{{x:y {{z")], "v");
+    let open = "{".repeat(DEEP);
+    for text in [
+        format!("k: a\n  {open}\n"),
+        format!("- a\n  {open}\n"),
+        format!("? a\n\n  b\n  {open}\n: v\n"),
+    ] {
+        assert!(!refused(&text), "{text}");
+        parse_documents(&text, "folded.yaml").unwrap();
+    }
+}
+
+#[test]
+fn a_line_not_continuing_a_plain_scalar_still_counts() {
+    let open = "[".repeat(DEEP);
+    for text in [
+        format!("k:\n  {open}\n"),
+        format!("k: a\nj: {open}\n"),
+        format!("k: a\n{open}\n"),
+        format!("- a\n- {open}\n"),
+        format!("k: a # c\n  {open}\n"),
+        format!("k: \"a\"\n  {open}\n"),
+        format!("k: a\n---\n{open}\n"),
+        format!("k: &a\n  {open}\n"),
+    ] {
+        assert!(refused(&text), "{text}");
     }
 }
