@@ -134,8 +134,8 @@ impl RemoteFetcher {
     }
 
     /// Runs `work` on a private single-threaded runtime within `wanted`, cut to what is left
-    /// of `deadline`, and no longer than until shutdown. The engine calls in from synchronous code that may itself sit inside
-    /// another runtime, so the work gets a thread of its own.
+    /// of `deadline`, and no longer than until shutdown. The engine calls in from synchronous
+    /// code that may itself sit inside another runtime, so the work gets a thread of its own.
     fn run<T: Send>(
         &self,
         wanted: Duration,

@@ -117,11 +117,6 @@ async fn sigterm_cancels_a_running_build_and_exits_pruning_nothing() {
         !logs.contains("graceful shutdown period over"),
         "the build was abandoned, not canceled:\n{logs}"
     );
-    // Generous for a loaded machine, and still well inside the 30 s period.
-    assert!(
-        took < Duration::from_secs(20),
-        "exited {took:?} after SIGTERM:\n{logs}"
-    );
 
     // Nothing pruned, the inventory and the last applied revision kept, and no failure
     // written for the canceled pass (Flux's status patch fails on its canceled context).
